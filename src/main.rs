@@ -1,1 +1,21 @@
-fn main(){}
+//! The `tgi` binary: parses the command line, dispatches, and maps errors to exit codes
+//! (0 success, 1 failure, 2 bad input or usage).
+
+use clap::Parser;
+use tgi_commands::{cli, exit_code, Cli, Command};
+
+fn main() {
+    let cli = Cli::parse();
+    tgi_commands::output::install_interrupt_cleanup();
+    let result = match cli.command {
+        Command::Quantize(args) => tgi_commands::quantize::run(args),
+        Command::Completions(args) => {
+            cli::completions(args.shell, &mut std::io::stdout());
+            Ok(())
+        }
+    };
+    if let Err(err) = result {
+        eprintln!("error: {err:#}");
+        std::process::exit(exit_code(&err));
+    }
+}

@@ -1,1 +1,10 @@
-pub fn x(){}
+//! The subcommands of the `tgi` binary: one module per command, each an `Args` struct
+//! (clap) and a `run` function.
+
+pub mod cli;
+pub mod error;
+pub mod output;
+pub mod quantize;
+
+pub use cli::{Cli, Command};
+pub use error::{exit_code, InputError};

@@ -1,1 +1,4 @@
-pub fn x(){}
+//! The tgi engine: model conversion plans today; models, KV cache, scheduler and sampling
+//! build on the same crate.
+
+pub mod convert;

@@ -1,0 +1,66 @@
+//! The command-line interface: the top-level parser and its subcommands. The man pages in
+//! `man/` are generated from these same definitions.
+
+use clap::{Parser, Subcommand};
+
+/// From checkpoint to fast, measured LLM service, in one binary.
+#[derive(Debug, Parser)]
+#[command(name = "tgi", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file.
+    Quantize(crate::quantize::QuantizeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `tgi completions`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to generate completions for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The clap command tree, for help, completions and man pages.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// Renders the man pages: `tgi.1` and one `tgi-<sub>.1` per subcommand, as (file name, roff).
+pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    let mut cmd = command();
+    cmd.build();
+    let mut pages = Vec::new();
+    let mut top = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut top)?;
+    pages.push(("tgi.1".to_string(), top));
+    for sub in cmd.get_subcommands() {
+        let name = format!("tgi-{}", sub.get_name());
+        let sub = sub.clone().name(name.clone());
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(sub).render(&mut buf)?;
+        pages.push((format!("{name}.1"), buf));
+    }
+    Ok(pages)
+}
+
+/// Writes the completion script for `shell` to `out`.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    clap_complete::generate(shell, &mut command(), "tgi", out);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_is_consistent() {
+        super::command().debug_assert();
+    }
+}

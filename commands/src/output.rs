@@ -1,0 +1,151 @@
+//! Safe output files: written beside the target under a temporary name, fsynced, then
+//! renamed into place, so the target path never holds a partial file.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+
+use crate::error::InputError;
+
+/// Temporary files in flight, removed by the Ctrl-C handler.
+static IN_FLIGHT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Installs a SIGINT/SIGTERM handler that deletes in-flight temporary files and exits 130.
+pub fn install_interrupt_cleanup() {
+    let _ = ctrlc::set_handler(|| {
+        if let Ok(paths) = IN_FLIGHT.lock() {
+            for p in paths.iter() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        std::process::exit(130);
+    });
+}
+
+/// A file being written; becomes the target only on `commit`.
+pub struct AtomicFile {
+    target: PathBuf,
+    temp: tempfile::NamedTempFile,
+    force: bool,
+}
+
+impl AtomicFile {
+    /// Starts writing `target`. Refuses an existing target unless `force`, and a target that
+    /// is one of `inputs` (same file, through links too).
+    pub fn create(target: &Path, force: bool, inputs: &[PathBuf]) -> Result<AtomicFile> {
+        if let Ok(meta) = std::fs::metadata(target) {
+            if meta.is_dir() {
+                return Err(InputError(format!("{}: is a directory", target.display())).into());
+            }
+            for input in inputs {
+                if same_file(target, input) {
+                    return Err(InputError(format!(
+                        "{}: the output is the input file {}; choose another output path",
+                        target.display(),
+                        input.display()
+                    ))
+                    .into());
+                }
+            }
+            if !force {
+                return Err(InputError(format!("{}: already exists (use --force to overwrite)", target.display())).into());
+            }
+        }
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(InputError(format!("{}: directory does not exist", dir.display())).into());
+        }
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let temp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(temp.path().to_path_buf());
+        Ok(AtomicFile { target: target.to_path_buf(), temp, force })
+    }
+
+    /// A buffered writer into the temporary file.
+    pub fn writer(&self) -> Result<BufWriter<File>> {
+        Ok(BufWriter::with_capacity(1 << 20, self.temp.as_file().try_clone()?))
+    }
+
+    /// Flushes to disk and renames into place.
+    pub fn commit(self) -> Result<()> {
+        self.temp.as_file().sync_all().context("fsync of the output failed")?;
+        let temp_path = self.temp.path().to_path_buf();
+        let result = if self.force {
+            self.temp.persist(&self.target).map(|_| ())
+        } else {
+            self.temp.persist_noclobber(&self.target).map(|_| ())
+        };
+        forget(&temp_path);
+        result.map_err(|e| e.error).with_context(|| format!("cannot move the output into {}", self.target.display()))?;
+        if let Some(dir) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        forget(self.temp.path());
+    }
+}
+
+fn forget(path: &Path) {
+    if let Ok(mut v) = IN_FLIGHT.lock() {
+        v.retain(|p| p != path);
+    }
+}
+
+/// Whether two paths name the same file (device and inode), following links.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Writes all of `w` and flushes it, for callers that hold a `BufWriter`.
+pub fn finish_writer(mut w: BufWriter<File>) -> Result<()> {
+    w.flush().context("writing the output failed")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_and_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.bin");
+        let f = AtomicFile::create(&target, false, &[]).unwrap();
+        let mut w = f.writer().unwrap();
+        w.write_all(b"hello").unwrap();
+        finish_writer(w).unwrap();
+        assert!(!target.exists());
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        assert!(AtomicFile::create(&target, false, &[]).is_err());
+        assert!(AtomicFile::create(&target, true, &[target.clone()]).is_err());
+        let link = dir.path().join("link.bin");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(AtomicFile::create(&link, true, &[target.clone()]).is_err());
+        // Dropped without commit: nothing left behind.
+        let other = dir.path().join("other.bin");
+        drop(AtomicFile::create(&other, false, &[]).unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+}

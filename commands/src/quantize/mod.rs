@@ -1,0 +1,293 @@
+//! `tgi quantize`: a Hugging Face checkpoint or a float GGUF file in, a quantized GGUF file out.
+
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tgi_engines::convert::preset::{Preset, TypeOverrides};
+use tgi_engines::convert::{run_job, ExportPlan};
+use tgi_formats::gguf::{GgufFile, GgufWriter};
+use tgi_formats::hf::{self, GgufVocab, ModelConfig};
+use tgi_formats::safetensors::{DType, SafetensorsSet};
+use tgi_formats::source::TensorSource;
+use tgi_formats::GgmlType;
+
+use crate::error::InputError;
+use crate::output::{finish_writer, AtomicFile};
+use report::{Summary, SummaryHead, TensorReport};
+
+/// Output formats of `tgi quantize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// GGUF, as llama.cpp loads it.
+    Gguf,
+}
+
+/// Arguments of `tgi quantize`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  tgi quantize models/stories260k/hf --type q8_0 -o stories-q8_0.gguf\n  \
+tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m -o tinyllama-q4_k_m.gguf\n  \
+tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf")]
+pub struct QuantizeArgs {
+    /// The model: a Hugging Face directory, a hub id (org/name, from the local cache or
+    /// downloaded), or a GGUF file with F32/F16/BF16 tensors.
+    pub model: String,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Gguf)]
+    pub format: Format,
+
+    /// Quantization preset, with llama.cpp's per-tensor rules.
+    #[arg(
+        long = "type",
+        short = 't',
+        default_value = "q4_k_m",
+        value_parser = PossibleValuesParser::new(Preset::ALL.map(|p| p.name()))
+            .map(|s| s.parse::<Preset>().expect("listed preset"))
+    )]
+    pub preset: Preset,
+
+    /// Output file [default: <model name>-<type>.gguf in the current directory].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Type of output.weight, overriding the preset (e.g. q8_0, f16).
+    #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
+    pub output_tensor_type: Option<GgmlType>,
+
+    /// Type of token_embd.weight, overriding the preset.
+    #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
+    pub token_embedding_type: Option<GgmlType>,
+
+    /// Type for tensors whose GGUF name matches REGEX (first matching rule wins; repeatable).
+    #[arg(long = "tensor-type", value_name = "REGEX=TYPE", value_parser = parse_tensor_type)]
+    pub tensor_types: Vec<TensorTypeRule>,
+
+    /// Worker threads [default: all cores].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Overwrite the output file if it exists.
+    #[arg(long)]
+    pub force: bool,
+
+    /// No progress bars and no summary table.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Print the summary as JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A parsed `--tensor-type REGEX=TYPE` rule.
+#[derive(Clone, Debug)]
+pub struct TensorTypeRule(pub regex::Regex, pub GgmlType);
+
+fn parse_ggml_type(s: &str) -> Result<GgmlType, String> {
+    GgmlType::parse(s).ok_or_else(|| {
+        let names: Vec<String> = GgmlType::ALL.iter().map(|t| t.ggml_name().to_ascii_lowercase()).collect();
+        format!("unknown tensor type '{s}'; expected one of: {}", names.join(", "))
+    })
+}
+
+fn parse_tensor_type(s: &str) -> Result<TensorTypeRule, String> {
+    TypeOverrides::parse_pattern(s).map(|(re, t)| TensorTypeRule(re, t))
+}
+
+/// The checkpoint being converted.
+enum Input {
+    Hf { name: String, config: ModelConfig, vocab: GgufVocab, weights: SafetensorsSet, files: Vec<PathBuf> },
+    Gguf { name: String, file: GgufFile, path: PathBuf },
+}
+
+impl Input {
+    fn open(model: &str) -> Result<Input> {
+        let path = Path::new(model);
+        if path.is_file() {
+            let file = GgufFile::open(path)?;
+            let name = file
+                .get("general.name")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+                .unwrap_or_else(|| stem(path));
+            return Ok(Input::Gguf { name, file, path: path.to_path_buf() });
+        }
+        let files = hf::resolve(model)?;
+        let config = ModelConfig::from_file(&files.config)?;
+        let tokenizer = files.tokenizer_json.as_deref().ok_or_else(|| {
+            InputError(format!("{}: no tokenizer.json; GGUF files carry the vocabulary, so it is required", files.root.display()))
+        })?;
+        let vocab = GgufVocab::from_hf_files(tokenizer, files.tokenizer_config.as_deref(), config.vocab_size)?;
+        let weights = SafetensorsSet::open_files(&files.weights)?;
+        let name = model.trim_end_matches('/').rsplit('/').next().unwrap_or(model).to_string();
+        let name = if path.is_dir() { stem(&std::fs::canonicalize(path).unwrap_or(path.to_path_buf())) } else { name };
+        Ok(Input::Hf { name, config, vocab, weights, files: files.weights })
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Input::Hf { name, .. } | Input::Gguf { name, .. } => name,
+        }
+    }
+
+    fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            Input::Hf { files, .. } => files.clone(),
+            Input::Gguf { path, .. } => vec![path.clone()],
+        }
+    }
+
+    fn source(&self) -> &dyn TensorSource {
+        match self {
+            Input::Hf { weights, .. } => weights,
+            Input::Gguf { file, .. } => file,
+        }
+    }
+
+    fn plan(&self, preset: Preset, overrides: &TypeOverrides) -> Result<ExportPlan> {
+        match self {
+            Input::Gguf { file, .. } => Ok(ExportPlan::from_gguf(file, preset, overrides)?),
+            Input::Hf { name, config, vocab, weights, .. } => {
+                let mut tensors = Vec::new();
+                for meta in weights.tensors() {
+                    let ty = match meta.dtype {
+                        DType::F32 => GgmlType::F32,
+                        DType::F16 => GgmlType::F16,
+                        DType::BF16 => GgmlType::BF16,
+                        other => {
+                            return Err(InputError(format!(
+                                "tensor '{}' is stored as {other:?}; only F32, F16 and BF16 checkpoints can be quantized",
+                                meta.name
+                            ))
+                            .into())
+                        }
+                    };
+                    tensors.push((meta.name, meta.shape, ty));
+                }
+                Ok(ExportPlan::from_hf(name, config, vocab, &tensors, preset, overrides)?)
+            }
+        }
+    }
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into())
+}
+
+fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Runs `tgi quantize`.
+pub fn run(args: QuantizeArgs) -> Result<()> {
+    let started = Instant::now();
+    if let Some(n) = args.threads {
+        if n == 0 {
+            return Err(InputError("--threads must be at least 1".into()).into());
+        }
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("cannot start the thread pool")?;
+    }
+    let overrides = TypeOverrides {
+        output: args.output_tensor_type,
+        token_embedding: args.token_embedding_type,
+        patterns: args.tensor_types.iter().map(|r| (r.0.clone(), r.1)).collect(),
+    };
+    let input = Input::open(&args.model)?;
+    let plan = input.plan(args.preset, &overrides)?;
+    let target = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}-{}.gguf", input.name(), args.preset.name().to_uppercase())));
+    let out = AtomicFile::create(&target, args.force, &input.paths())?;
+    let mut writer = GgufWriter::new(out.writer()?, plan.metadata.clone(), plan.tensor_specs())?;
+
+    let progress = Progress::new(args.quiet || args.json, &plan);
+    let mut rows = Vec::with_capacity(plan.jobs.len());
+    for job in &plan.jobs {
+        progress.start(job);
+        let encoded = run_job(job, input.source(), &|n| progress.advance(n))
+            .with_context(|| format!("tensor '{}'", job.name))?;
+        writer.write_tensor(&job.name, &encoded.bytes)?;
+        let lossy = job.target != job.source_type;
+        rows.push((TensorReport::new(&job.name, job.target, &job.dims, encoded.bytes.len() as u64, &encoded.stats), lossy));
+        progress.finish_tensor();
+    }
+    finish_writer(writer.finish()?)?;
+    out.commit()?;
+    progress.clear();
+
+    let head = SummaryHead {
+        input: args.model.clone(),
+        output: target.display().to_string(),
+        preset: args.preset.name().to_string(),
+        input_bytes: input.paths().iter().map(|p| file_size(p)).sum(),
+        output_bytes: file_size(&target),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let summary = Summary::new(head, rows);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else if !args.quiet {
+        println!("{}", summary.to_table());
+    }
+    Ok(())
+}
+
+/// The overall bar (all values) and the current tensor's bar.
+struct Progress {
+    _multi: MultiProgress,
+    overall: ProgressBar,
+    tensor: ProgressBar,
+    done: std::cell::Cell<usize>,
+    total: usize,
+}
+
+impl Progress {
+    fn new(hidden: bool, plan: &ExportPlan) -> Progress {
+        let multi = MultiProgress::new();
+        if hidden {
+            multi.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        let total: u64 = plan.jobs.iter().map(|j| j.elements()).sum();
+        let overall = multi.add(ProgressBar::new(total));
+        overall.set_style(
+            ProgressStyle::with_template("{prefix:>8} [{bar:40}] {percent:>3}% {msg} ({elapsed} / ~{duration})")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        overall.set_prefix("overall");
+        overall.set_message(format!("0/{} tensors", plan.jobs.len()));
+        let tensor = multi.add(ProgressBar::new(0));
+        tensor.set_style(
+            ProgressStyle::with_template("{prefix:>8} [{bar:40}] {percent:>3}% {msg}").expect("template").progress_chars("=> "),
+        );
+        tensor.set_prefix("tensor");
+        Progress { _multi: multi, overall, tensor, done: Default::default(), total: plan.jobs.len() }
+    }
+
+    fn start(&self, job: &tgi_engines::convert::TensorJob) {
+        self.tensor.reset();
+        self.tensor.set_length(job.elements());
+        self.tensor.set_message(format!("{} -> {}", job.name, job.target));
+    }
+
+    fn advance(&self, n: u64) {
+        self.tensor.inc(n);
+        self.overall.inc(n);
+    }
+
+    fn finish_tensor(&self) {
+        self.done.set(self.done.get() + 1);
+        self.overall.set_message(format!("{}/{} tensors", self.done.get(), self.total));
+    }
+
+    fn clear(&self) {
+        self.tensor.finish_and_clear();
+        self.overall.finish_and_clear();
+    }
+}

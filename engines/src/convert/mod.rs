@@ -1,0 +1,295 @@
+//! Hugging Face or GGUF checkpoint -> GGUF: the export plan (names, types, metadata) and
+//! the per-tensor work, shared by `tgi quantize` and in-situ quantization.
+
+pub mod encode;
+pub mod metadata;
+pub mod names;
+pub mod preset;
+
+use tgi_formats::gguf::{GgufFile, TensorSpec, Value};
+use tgi_formats::hf::{GgufVocab, ModelConfig};
+use tgi_formats::source::{SourceError, TensorSource};
+use tgi_formats::GgmlType;
+
+use encode::ErrorStats;
+use names::Transform;
+use preset::{ModelShape, Preset, TypeOverrides, TypeRules};
+
+/// Errors of planning or running a conversion.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// A checkpoint tensor the architecture does not have.
+    #[error("unexpected tensor '{tensor}' for architecture {arch}")]
+    UnknownTensor {
+        /// The tensor's name in the checkpoint.
+        tensor: String,
+        /// The architecture.
+        arch: String,
+    },
+    /// A tensor stored in a type tgi cannot convert from.
+    #[error("tensor '{tensor}' is stored as {dtype}; only F32, F16 and BF16 tensors can be converted")]
+    UnsupportedDType {
+        /// The tensor.
+        tensor: String,
+        /// Its stored type.
+        dtype: String,
+    },
+    /// A type chosen by an override whose block does not divide the row.
+    #[error("tensor '{tensor}': rows of {row} values cannot be stored as {ty} (block of {})", ty.block_size())]
+    TypeDoesNotFit {
+        /// The tensor.
+        tensor: String,
+        /// Row length.
+        row: u64,
+        /// The requested type.
+        ty: GgmlType,
+    },
+    /// Rows that are not a whole number of blocks.
+    #[error("rows of {row} values are not a whole number of {ty} blocks")]
+    RowNotBlockAligned {
+        /// Row length.
+        row: u64,
+        /// The type.
+        ty: GgmlType,
+    },
+    /// Head count that does not divide a Q/K projection.
+    #[error("cannot permute {rows} rows into {heads} rotary heads")]
+    BadPermutation {
+        /// Rows of the projection.
+        rows: usize,
+        /// Heads.
+        heads: usize,
+    },
+    /// A tensor the configuration requires is missing.
+    #[error("the checkpoint has no tensor '{0}'")]
+    MissingTensor(String),
+    /// Reading a tensor failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A block codec failed.
+    #[error(transparent)]
+    Quant(#[from] tgi_formats::quant::QuantError),
+}
+
+/// Where a tensor's values come from.
+#[derive(Clone, Debug)]
+pub enum JobInput {
+    /// A tensor of the source checkpoint, by its source name.
+    Tensor(String),
+    /// Values computed by the converter (Llama 3 `rope_freqs.weight`).
+    Generated(Vec<f32>),
+}
+
+/// One output tensor: where it comes from, how it is transformed and its target type.
+#[derive(Clone, Debug)]
+pub struct TensorJob {
+    /// GGUF name.
+    pub name: String,
+    /// The values.
+    pub input: JobInput,
+    /// Type the values are stored in at the source (F32 for generated values).
+    pub source_type: GgmlType,
+    /// GGML dims (ne[0] = row length).
+    pub dims: Vec<u64>,
+    /// Row rearrangement.
+    pub transform: Transform,
+    /// The type written.
+    pub target: GgmlType,
+}
+
+impl TensorJob {
+    /// Number of values.
+    pub fn elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// Bytes written for this tensor.
+    pub fn output_bytes(&self) -> u64 {
+        self.target.bytes_for(self.elements()).unwrap_or(0)
+    }
+}
+
+/// Everything needed to write one GGUF file.
+#[derive(Debug)]
+pub struct ExportPlan {
+    /// Metadata in write order.
+    pub metadata: Vec<(String, Value)>,
+    /// Tensors in write order (llama.cpp's order).
+    pub jobs: Vec<TensorJob>,
+}
+
+/// The tensor encoded, with its error.
+pub struct Encoded {
+    /// Bytes in the target type.
+    pub bytes: Vec<u8>,
+    /// Error of the decoded values against the source values.
+    pub stats: ErrorStats,
+}
+
+impl ExportPlan {
+    /// Plans the GGUF export of an HF checkpoint whose tensors are `tensors` (name, PyTorch shape, dtype).
+    pub fn from_hf(
+        model_name: &str,
+        cfg: &ModelConfig,
+        vocab: &GgufVocab,
+        tensors: &[(String, Vec<usize>, GgmlType)],
+        preset: Preset,
+        overrides: &TypeOverrides,
+    ) -> Result<ExportPlan, ConvertError> {
+        let mut jobs = Vec::new();
+        let has_lm_head = tensors.iter().any(|(n, _, _)| n == "lm_head.weight");
+        for (name, shape, dtype) in tensors {
+            if !matches!(dtype, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+                return Err(ConvertError::UnsupportedDType { tensor: name.clone(), dtype: dtype.to_string() });
+            }
+            if name == "lm_head.weight" && cfg.tie_word_embeddings {
+                continue;
+            }
+            let Some((gguf, transform)) =
+                names::map_name(cfg.architecture, cfg.num_attention_heads, cfg.num_key_value_heads, name)?
+            else {
+                continue;
+            };
+            let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
+            jobs.push(TensorJob {
+                name: gguf,
+                input: JobInput::Tensor(name.clone()),
+                source_type: GgmlType::F32,
+                dims,
+                transform,
+                target: GgmlType::F32,
+            });
+        }
+        if !cfg.tie_word_embeddings && !has_lm_head {
+            return Err(ConvertError::MissingTensor("lm_head.weight".into()));
+        }
+        if let Some(factors) = metadata::llama3_rope_factors(cfg) {
+            jobs.push(TensorJob {
+                name: "rope_freqs.weight".into(),
+                dims: vec![factors.len() as u64],
+                input: JobInput::Generated(factors),
+                source_type: GgmlType::F32,
+                transform: Transform::None,
+                target: GgmlType::F32,
+            });
+        }
+        let shape = ModelShape {
+            n_layer: cfg.num_hidden_layers,
+            n_head: cfg.num_attention_heads,
+            n_head_kv: cfg.num_key_value_heads,
+            tied_embeddings: !jobs.iter().any(|j| j.name == "output.weight"),
+        };
+        // The rules see the model as llama.cpp's converter writes it (all F32), then each
+        // job remembers how its tensor is really stored, so unchanged tensors are copied.
+        assign_types(&mut jobs, preset, overrides, shape)?;
+        for job in &mut jobs {
+            if let JobInput::Tensor(src) = &job.input {
+                if let Some((_, _, dtype)) = tensors.iter().find(|(n, _, _)| n == src) {
+                    job.source_type = *dtype;
+                }
+            }
+        }
+        let metadata = metadata::hf_metadata(model_name, cfg, vocab, preset.file_type());
+        Ok(ExportPlan { metadata, jobs })
+    }
+
+    /// Plans the re-quantization of a GGUF file: its metadata kept, file type updated.
+    pub fn from_gguf(file: &GgufFile, preset: Preset, overrides: &TypeOverrides) -> Result<ExportPlan, ConvertError> {
+        let arch = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("llama").to_string();
+        let get_u32 = |k: &str| file.get(&format!("{arch}.{k}")).and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+        let mut jobs: Vec<TensorJob> = file
+            .tensors()
+            .iter()
+            .map(|t| TensorJob {
+                name: t.name.clone(),
+                input: JobInput::Tensor(t.name.clone()),
+                source_type: t.ty,
+                dims: t.dims.clone(),
+                transform: Transform::None,
+                target: t.ty,
+            })
+            .collect();
+        let n_head = get_u32("attention.head_count");
+        let shape = ModelShape {
+            n_layer: get_u32("block_count"),
+            n_head,
+            n_head_kv: match get_u32("attention.head_count_kv") {
+                0 => n_head,
+                n => n,
+            },
+            tied_embeddings: !jobs.iter().any(|j| j.name == "output.weight"),
+        };
+        assign_types(&mut jobs, preset, overrides, shape)?;
+        for j in &jobs {
+            if j.target != j.source_type && !matches!(j.source_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+                return Err(ConvertError::UnsupportedDType { tensor: j.name.clone(), dtype: j.source_type.to_string() });
+            }
+        }
+        let mut metadata: Vec<(String, Value)> = file.metadata().to_vec();
+        set_kv(&mut metadata, "general.quantization_version", Value::U32(2));
+        set_kv(&mut metadata, "general.file_type", Value::U32(preset.file_type()));
+        Ok(ExportPlan { metadata, jobs })
+    }
+
+    /// The tensor table for the GGUF writer.
+    pub fn tensor_specs(&self) -> Vec<TensorSpec> {
+        self.jobs
+            .iter()
+            .map(|j| TensorSpec { name: j.name.clone(), dims: j.dims.clone(), ty: j.target })
+            .collect()
+    }
+}
+
+/// Sorts jobs into llama.cpp's order and picks each one's type.
+fn assign_types(
+    jobs: &mut [TensorJob],
+    preset: Preset,
+    overrides: &TypeOverrides,
+    shape: ModelShape,
+) -> Result<(), ConvertError> {
+    jobs.sort_by(|a, b| names::gguf_order(&a.name, &b.name));
+    let names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
+    let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    let rules = TypeRules::new(preset, overrides, shape, &refs);
+    let mut i_attention_wv = 0;
+    for job in jobs.iter_mut() {
+        job.target = rules.choose(&job.name, &job.dims, job.source_type, i_attention_wv)?;
+        if job.name.contains("attn_v.weight") {
+            i_attention_wv += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Replaces a key's value in place, or appends it.
+fn set_kv(kv: &mut Vec<(String, Value)>, key: &str, value: Value) {
+    match kv.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = value,
+        None => kv.push((key.to_string(), value)),
+    }
+}
+
+/// Reads, transforms and encodes one tensor. A tensor whose type does not change is copied as stored.
+/// `progress` receives the number of values done as work advances.
+pub fn run_job(
+    job: &TensorJob,
+    source: &dyn TensorSource,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Encoded, ConvertError> {
+    let n_per_row = job.dims.first().copied().unwrap_or(1) as usize;
+    let rows = (job.elements() as usize) / n_per_row.max(1);
+    let data = match &job.input {
+        JobInput::Generated(v) => v.clone(),
+        JobInput::Tensor(name) => {
+            if job.target == job.source_type && job.transform == Transform::None {
+                let bytes = source.raw_bytes(name)?.to_vec();
+                progress(job.elements());
+                return Ok(Encoded { bytes, stats: ErrorStats { count: job.elements(), ..Default::default() } });
+            }
+            source.read_f32(name)?
+        }
+    };
+    let data = names::apply(job.transform, data, rows)?;
+    let (bytes, stats) = encode::encode(job.target, &data, n_per_row, progress)?;
+    Ok(Encoded { bytes, stats })
+}

@@ -1,0 +1,133 @@
+//! Hugging Face -> GGUF tensor names for the Llama family, and the Q/K row permutation.
+
+use tgi_formats::hf::Architecture;
+
+use super::ConvertError;
+
+/// How a tensor's rows are rearranged on the way to GGUF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transform {
+    /// Rows copied as they are.
+    None,
+    /// llama.cpp's Q/K permutation: within each of `heads` heads, the two rotary halves are interleaved.
+    PermuteHeads(usize),
+}
+
+/// The GGUF `general.architecture` for a Hugging Face architecture.
+pub fn gguf_arch(arch: Architecture) -> &'static str {
+    match arch {
+        Architecture::Llama | Architecture::Mistral => "llama",
+        Architecture::Qwen2 => "qwen2",
+    }
+}
+
+/// Maps one HF tensor name to its GGUF name and transform; `Ok(None)` for tensors
+/// llama.cpp's converter drops (rotary caches).
+pub fn map_name(
+    arch: Architecture,
+    n_head: usize,
+    n_head_kv: usize,
+    hf: &str,
+) -> Result<Option<(String, Transform)>, ConvertError> {
+    let unknown = || ConvertError::UnknownTensor { tensor: hf.to_string(), arch: format!("{arch:?}") };
+    let permute = matches!(arch, Architecture::Llama | Architecture::Mistral);
+    match hf {
+        "model.embed_tokens.weight" => return Ok(Some(("token_embd.weight".into(), Transform::None))),
+        "model.norm.weight" => return Ok(Some(("output_norm.weight".into(), Transform::None))),
+        "lm_head.weight" => return Ok(Some(("output.weight".into(), Transform::None))),
+        _ => {}
+    }
+    let rest = hf.strip_prefix("model.layers.").ok_or_else(unknown)?;
+    let (layer, rest) = rest.split_once('.').ok_or_else(unknown)?;
+    let layer: usize = layer.parse().map_err(|_| unknown())?;
+    if rest.ends_with("rotary_emb.inv_freq") {
+        return Ok(None);
+    }
+    let (module, suffix) = rest.rsplit_once('.').ok_or_else(unknown)?;
+    if suffix != "weight" && suffix != "bias" {
+        return Err(unknown());
+    }
+    let (gguf, transform) = match module {
+        "input_layernorm" => ("attn_norm", Transform::None),
+        "post_attention_layernorm" => ("ffn_norm", Transform::None),
+        "self_attn.q_proj" if permute => ("attn_q", Transform::PermuteHeads(n_head)),
+        "self_attn.k_proj" if permute => ("attn_k", Transform::PermuteHeads(n_head_kv)),
+        "self_attn.q_proj" => ("attn_q", Transform::None),
+        "self_attn.k_proj" => ("attn_k", Transform::None),
+        "self_attn.v_proj" => ("attn_v", Transform::None),
+        "self_attn.o_proj" => ("attn_output", Transform::None),
+        "mlp.gate_proj" => ("ffn_gate", Transform::None),
+        "mlp.up_proj" => ("ffn_up", Transform::None),
+        "mlp.down_proj" => ("ffn_down", Transform::None),
+        _ => return Err(unknown()),
+    };
+    Ok(Some((format!("blk.{layer}.{gguf}.{suffix}"), transform)))
+}
+
+/// Applies a transform to a row-major `[rows, cols]` tensor (a bias is `[rows, 1]`).
+pub fn apply(transform: Transform, data: Vec<f32>, rows: usize) -> Result<Vec<f32>, ConvertError> {
+    let Transform::PermuteHeads(heads) = transform else {
+        return Ok(data);
+    };
+    if heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0 || data.len() % rows.max(1) != 0 {
+        return Err(ConvertError::BadPermutation { rows, heads });
+    }
+    let cols = data.len() / rows;
+    let hd = rows / heads;
+    let half = hd / 2;
+    let mut out = vec![0f32; data.len()];
+    for h in 0..heads {
+        for i in 0..half {
+            for j in 0..2 {
+                let dst = h * hd + 2 * i + j;
+                let src = h * hd + j * half + i;
+                out[dst * cols..(dst + 1) * cols].copy_from_slice(&data[src * cols..(src + 1) * cols]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// llama.cpp's tensor order: tensors outside `blk.N` first, then by layer, then by name.
+pub fn gguf_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let layer = |n: &str| super::preset::layer_of(n).map(|l| l as i64).unwrap_or(-1);
+    layer(a).cmp(&layer(b)).then_with(|| a.cmp(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map() {
+        let m = |n| map_name(Architecture::Llama, 8, 4, n).unwrap().unwrap();
+        assert_eq!(m("model.layers.3.self_attn.q_proj.weight"), ("blk.3.attn_q.weight".into(), Transform::PermuteHeads(8)));
+        assert_eq!(m("model.layers.3.self_attn.k_proj.weight").1, Transform::PermuteHeads(4));
+        assert_eq!(m("model.layers.0.mlp.down_proj.weight").0, "blk.0.ffn_down.weight");
+        assert_eq!(m("lm_head.weight").0, "output.weight");
+        let q = map_name(Architecture::Qwen2, 8, 4, "model.layers.1.self_attn.q_proj.bias").unwrap().unwrap();
+        assert_eq!(q, ("blk.1.attn_q.bias".into(), Transform::None));
+        assert!(map_name(Architecture::Llama, 8, 4, "model.layers.0.self_attn.rotary_emb.inv_freq").unwrap().is_none());
+        assert!(map_name(Architecture::Llama, 8, 4, "vision_tower.x.weight").is_err());
+    }
+
+    #[test]
+    fn permutation_interleaves_halves() {
+        // 1 head, head dim 4, 1 column: rows [0,1,2,3] -> [0,2,1,3].
+        let out = apply(Transform::PermuteHeads(1), vec![0., 1., 2., 3.], 4).unwrap();
+        assert_eq!(out, vec![0., 2., 1., 3.]);
+        // 2 heads of dim 4, 2 columns.
+        let data: Vec<f32> = (0..16).map(|x| x as f32).collect();
+        let out = apply(Transform::PermuteHeads(2), data, 8).unwrap();
+        let rows: Vec<f32> = out.chunks(2).map(|r| r[0] / 2.0).collect();
+        assert_eq!(rows, vec![0., 2., 1., 3., 4., 6., 5., 7.]);
+        assert!(apply(Transform::PermuteHeads(3), vec![0.; 8], 8).is_err());
+    }
+
+    #[test]
+    fn order_is_llama_cpp_s() {
+        let mut v = vec!["blk.10.attn_q.weight", "blk.2.ffn_up.weight", "token_embd.weight", "blk.2.attn_k.weight", "output.weight"];
+        v.sort_by(|a, b| gguf_order(a, b));
+        assert_eq!(v, ["output.weight", "token_embd.weight", "blk.2.attn_k.weight", "blk.2.ffn_up.weight", "blk.10.attn_q.weight"]);
+    }
+}

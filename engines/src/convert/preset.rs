@@ -1,0 +1,479 @@
+//! GGUF quantization presets (llama.cpp "ftypes") and the per-tensor type rules of llama-quantize.
+
+use std::fmt;
+use std::str::FromStr;
+
+use regex::Regex;
+use tgi_formats::GgmlType;
+
+use super::ConvertError;
+
+/// A whole-file quantization preset, as `llama-quantize` names them.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// Everything F32.
+    F32,
+    /// Matrices F16, vectors F32.
+    F16,
+    /// Matrices BF16, vectors F32.
+    BF16,
+    /// Q8_0 matrices.
+    Q8_0,
+    /// Q4_0 matrices, Q6_K output.
+    Q4_0,
+    /// Q4_1 matrices, Q6_K output.
+    Q4_1,
+    /// Q5_0 matrices, Q6_K output.
+    Q5_0,
+    /// Q5_1 matrices, Q6_K output.
+    Q5_1,
+    /// Q2_K mix.
+    Q2_K,
+    /// Q3_K medium mix.
+    Q3_K_M,
+    /// Q4_K small mix.
+    Q4_K_S,
+    /// Q4_K medium mix.
+    Q4_K_M,
+    /// Q5_K small mix.
+    Q5_K_S,
+    /// Q5_K medium mix.
+    Q5_K_M,
+    /// Q6_K matrices.
+    Q6_K,
+}
+
+impl Preset {
+    /// Every preset, in the order `--help` lists them.
+    pub const ALL: [Preset; 15] = [
+        Preset::F32,
+        Preset::F16,
+        Preset::BF16,
+        Preset::Q8_0,
+        Preset::Q4_0,
+        Preset::Q4_1,
+        Preset::Q5_0,
+        Preset::Q5_1,
+        Preset::Q2_K,
+        Preset::Q3_K_M,
+        Preset::Q4_K_S,
+        Preset::Q4_K_M,
+        Preset::Q5_K_S,
+        Preset::Q5_K_M,
+        Preset::Q6_K,
+    ];
+
+    /// The lower-case name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::F32 => "f32",
+            Preset::F16 => "f16",
+            Preset::BF16 => "bf16",
+            Preset::Q8_0 => "q8_0",
+            Preset::Q4_0 => "q4_0",
+            Preset::Q4_1 => "q4_1",
+            Preset::Q5_0 => "q5_0",
+            Preset::Q5_1 => "q5_1",
+            Preset::Q2_K => "q2_k",
+            Preset::Q3_K_M => "q3_k_m",
+            Preset::Q4_K_S => "q4_k_s",
+            Preset::Q4_K_M => "q4_k_m",
+            Preset::Q5_K_S => "q5_k_s",
+            Preset::Q5_K_M => "q5_k_m",
+            Preset::Q6_K => "q6_k",
+        }
+    }
+
+    /// The `general.file_type` value (llama_ftype) llama.cpp writes for this preset.
+    pub fn file_type(self) -> u32 {
+        match self {
+            Preset::F32 => 0,
+            Preset::F16 => 1,
+            Preset::Q4_0 => 2,
+            Preset::Q4_1 => 3,
+            Preset::Q8_0 => 7,
+            Preset::Q5_0 => 8,
+            Preset::Q5_1 => 9,
+            Preset::Q2_K => 10,
+            Preset::Q3_K_M => 12,
+            Preset::Q4_K_S => 14,
+            Preset::Q4_K_M => 15,
+            Preset::Q5_K_S => 16,
+            Preset::Q5_K_M => 17,
+            Preset::Q6_K => 18,
+            Preset::BF16 => 32,
+        }
+    }
+
+    /// The type most matrices get (llama_ftype_get_default_type).
+    pub fn default_type(self) -> GgmlType {
+        match self {
+            Preset::F32 => GgmlType::F32,
+            Preset::F16 => GgmlType::F16,
+            Preset::BF16 => GgmlType::BF16,
+            Preset::Q8_0 => GgmlType::Q8_0,
+            Preset::Q4_0 => GgmlType::Q4_0,
+            Preset::Q4_1 => GgmlType::Q4_1,
+            Preset::Q5_0 => GgmlType::Q5_0,
+            Preset::Q5_1 => GgmlType::Q5_1,
+            Preset::Q2_K => GgmlType::Q2_K,
+            Preset::Q3_K_M => GgmlType::Q3_K,
+            Preset::Q4_K_S | Preset::Q4_K_M => GgmlType::Q4_K,
+            Preset::Q5_K_S | Preset::Q5_K_M => GgmlType::Q5_K,
+            Preset::Q6_K => GgmlType::Q6_K,
+        }
+    }
+}
+
+impl fmt::Display for Preset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Preset {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        Preset::ALL.into_iter().find(|p| p.name() == lower).ok_or_else(|| {
+            let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown type '{s}'; expected one of: {}", names.join(", "))
+        })
+    }
+}
+
+/// What role a tensor plays, from its GGUF name (llama.cpp's tensor_category).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Category {
+    Output,
+    TokenEmbd,
+    AttnV,
+    AttnOutput,
+    FfnDown,
+    Other,
+}
+
+fn category(name: &str) -> Category {
+    if name == "output.weight" {
+        Category::Output
+    } else if name == "token_embd.weight" {
+        Category::TokenEmbd
+    } else if name.contains("attn_v.weight") {
+        Category::AttnV
+    } else if name.contains("attn_output.weight") {
+        Category::AttnOutput
+    } else if name.contains("ffn_down") {
+        Category::FfnDown
+    } else {
+        Category::Other
+    }
+}
+
+/// Whether llama-quantize would quantize a tensor at all (2-D+ `*weight`, not a norm).
+pub fn allows_quantization(name: &str, n_dims: usize) -> bool {
+    n_dims >= 2
+        && name.ends_with("weight")
+        && !name.contains("_norm.weight")
+        && !name.contains("ffn_gate_inp.weight")
+}
+
+/// User overrides of the preset's choices (`--output-tensor-type`, `--token-embedding-type`, `--tensor-type`).
+#[derive(Clone, Debug, Default)]
+pub struct TypeOverrides {
+    /// Type for `output.weight`.
+    pub output: Option<GgmlType>,
+    /// Type for `token_embd.weight`.
+    pub token_embedding: Option<GgmlType>,
+    /// `REGEX=TYPE` rules; the first whose regex matches the GGUF name wins.
+    pub patterns: Vec<(Regex, GgmlType)>,
+}
+
+impl TypeOverrides {
+    /// Parses one `REGEX=TYPE` rule.
+    pub fn parse_pattern(rule: &str) -> Result<(Regex, GgmlType), String> {
+        let (re, ty) = rule
+            .rsplit_once('=')
+            .ok_or_else(|| format!("--tensor-type '{rule}': expected REGEX=TYPE"))?;
+        let ty = GgmlType::parse(ty).ok_or_else(|| format!("--tensor-type '{rule}': unknown type '{ty}'"))?;
+        let re = Regex::new(re).map_err(|e| format!("--tensor-type '{rule}': bad regex: {e}"))?;
+        Ok((re, ty))
+    }
+}
+
+/// Model facts the per-tensor rules depend on.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelShape {
+    /// Number of decoder layers.
+    pub n_layer: usize,
+    /// Attention heads.
+    pub n_head: usize,
+    /// Key/value heads.
+    pub n_head_kv: usize,
+    /// Whether the file has no `output.weight` (token_embd doubles as output).
+    pub tied_embeddings: bool,
+}
+
+/// Chooses the GGUF type of every tensor for a preset, exactly as llama-quantize does (no imatrix).
+pub struct TypeRules<'a> {
+    preset: Preset,
+    overrides: &'a TypeOverrides,
+    shape: ModelShape,
+    n_attention_wv: usize,
+}
+
+impl<'a> TypeRules<'a> {
+    /// Rules for a model whose tensors are named `names` (GGUF names).
+    pub fn new(preset: Preset, overrides: &'a TypeOverrides, shape: ModelShape, names: &[&str]) -> Self {
+        let n_attention_wv = names.iter().filter(|n| category(n) == Category::AttnV).count();
+        TypeRules { preset, overrides, shape, n_attention_wv }
+    }
+
+    /// The type for one tensor. `current` is its type in the source, `dims` its GGML dims
+    /// (ne[0] = row length); `layer` the `blk.N` index. Tensors must be visited in layer order
+    /// for `i_attention_wv` to match llama.cpp, which the caller guarantees by sorting.
+    pub fn choose(
+        &self,
+        name: &str,
+        dims: &[u64],
+        current: GgmlType,
+        i_attention_wv: usize,
+    ) -> Result<GgmlType, ConvertError> {
+        if !allows_quantization(name, dims.len()) {
+            return Ok(current);
+        }
+        let cat = category(name);
+        let row = dims[0];
+        let explicit = match cat {
+            Category::TokenEmbd => self.overrides.token_embedding,
+            Category::Output => self.overrides.output,
+            _ => None,
+        };
+        if let Some(ty) = explicit {
+            return check_fits(name, row, ty);
+        }
+        let default = self.preset.default_type();
+        if !default.is_quantized() {
+            return Ok(default);
+        }
+        let manual = self.overrides.patterns.iter().find(|(re, _)| re.is_match(name)).map(|(_, t)| *t);
+        let ty = match manual {
+            Some(t) => t,
+            None => self.mix_type(name, cat, row, i_attention_wv),
+        };
+        Ok(fallback(ty, row))
+    }
+
+    /// llama_tensor_get_type_impl restricted to the dense Llama-family cases.
+    fn mix_type(&self, name: &str, cat: Category, row: u64, i_attention_wv: usize) -> GgmlType {
+        use GgmlType as T;
+        let p = self.preset;
+        let mut t = p.default_type();
+        let n_layer = self.shape.n_layer;
+        let n_gqa = self.shape.n_head / self.shape.n_head_kv.max(1);
+        let is_70b = n_layer == 80;
+        if cat == Category::Output || (self.shape.tied_embeddings && cat == Category::TokenEmbd) {
+            if row % t.block_size() as u64 != 0 {
+                return T::Q8_0;
+            }
+            return if t != T::Q8_0 { T::Q6_K } else { t };
+        }
+        match cat {
+            Category::AttnV => {
+                let i = i_attention_wv;
+                t = match p {
+                    Preset::Q2_K => {
+                        if n_gqa >= 4 {
+                            T::Q4_K
+                        } else {
+                            T::Q3_K
+                        }
+                    }
+                    Preset::Q3_K_M => {
+                        if i < 2 {
+                            T::Q5_K
+                        } else {
+                            T::Q4_K
+                        }
+                    }
+                    Preset::Q4_K_M | Preset::Q5_K_M if use_more_bits(i, self.n_attention_wv) => T::Q6_K,
+                    Preset::Q4_K_S if i < 4 => T::Q5_K,
+                    _ => t,
+                };
+                if is_70b && (t == T::Q3_K || t == T::Q4_K) {
+                    t = T::Q5_K;
+                }
+            }
+            Category::FfnDown => {
+                let i = layer_of(name).unwrap_or(0);
+                t = match p {
+                    Preset::Q2_K => T::Q3_K,
+                    Preset::Q3_K_M => {
+                        if i < n_layer / 16 {
+                            T::Q5_K
+                        } else {
+                            T::Q4_K
+                        }
+                    }
+                    Preset::Q4_K_M if use_more_bits(i, n_layer) => T::Q6_K,
+                    Preset::Q5_K_M if use_more_bits(i, n_layer) => T::Q6_K,
+                    Preset::Q4_K_S if i < n_layer / 8 => T::Q5_K,
+                    _ => t,
+                };
+            }
+            Category::AttnOutput => {
+                t = match p {
+                    Preset::Q2_K => T::Q3_K,
+                    Preset::Q3_K_M => T::Q4_K,
+                    _ => t,
+                };
+            }
+            _ => {}
+        }
+        t
+    }
+}
+
+/// llama.cpp's `use_more_bits`: the first and last eighth of layers and every third in between.
+fn use_more_bits(i: usize, n: usize) -> bool {
+    let (i, n) = (i as i64, n as i64);
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+}
+
+/// The `N` of a `blk.N.` tensor name.
+pub fn layer_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
+/// llama.cpp's tensor_type_fallback: a compatible type when the row is not a multiple of the block.
+fn fallback(ty: GgmlType, row: u64) -> GgmlType {
+    use GgmlType as T;
+    if row % ty.block_size() as u64 == 0 {
+        return ty;
+    }
+    let fb = match ty {
+        T::Q2_K | T::Q3_K => T::Q4_0,
+        T::Q4_K => T::Q5_0,
+        T::Q5_K => T::Q5_1,
+        T::Q6_K => T::Q8_0,
+        other => other,
+    };
+    if row % fb.block_size() as u64 != 0 {
+        T::F16
+    } else {
+        fb
+    }
+}
+
+fn check_fits(name: &str, row: u64, ty: GgmlType) -> Result<GgmlType, ConvertError> {
+    if row % ty.block_size() as u64 != 0 {
+        return Err(ConvertError::TypeDoesNotFit { tensor: name.to_string(), row, ty });
+    }
+    Ok(ty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use GgmlType as T;
+
+    fn types(preset: Preset, n_layer: usize, row: u64, tied: bool) -> Vec<(String, GgmlType)> {
+        let mut names = vec!["token_embd.weight".to_string()];
+        if !tied {
+            names.insert(0, "output.weight".into());
+        }
+        for i in 0..n_layer {
+            for t in ["attn_k", "attn_output", "attn_q", "attn_v", "ffn_down", "ffn_gate", "ffn_up"] {
+                names.push(format!("blk.{i}.{t}.weight"));
+            }
+        }
+        let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+        let ov = TypeOverrides::default();
+        let shape = ModelShape { n_layer, n_head: 4, n_head_kv: 2, tied_embeddings: tied };
+        let rules = TypeRules::new(preset, &ov, shape, &refs);
+        let mut iv = 0;
+        names
+            .iter()
+            .map(|n| {
+                let t = rules.choose(n, &[row, 256], T::F32, iv).unwrap();
+                if n.contains("attn_v") {
+                    iv += 1;
+                }
+                (n.clone(), t)
+            })
+            .collect()
+    }
+
+    fn type_of(v: &[(String, GgmlType)], name: &str) -> GgmlType {
+        v.iter().find(|(n, _)| n == name).unwrap().1
+    }
+
+    #[test]
+    fn q4_k_m_two_layers_matches_llama_cpp() {
+        // formats.md §1.4: Q6_K = {blk.1.attn_v, blk.1.ffn_down, output}; the rest Q4_K.
+        let v = types(Preset::Q4_K_M, 2, 256, false);
+        for (n, t) in &v {
+            let want = if n == "output.weight" || n == "blk.1.attn_v.weight" || n == "blk.1.ffn_down.weight" {
+                T::Q6_K
+            } else {
+                T::Q4_K
+            };
+            assert_eq!(*t, want, "{n}");
+        }
+    }
+
+    #[test]
+    fn tied_embeddings_take_the_output_rule() {
+        let v = types(Preset::Q4_K_M, 2, 256, true);
+        assert_eq!(type_of(&v, "token_embd.weight"), T::Q6_K);
+        let v = types(Preset::Q8_0, 2, 256, true);
+        assert_eq!(type_of(&v, "token_embd.weight"), T::Q8_0);
+    }
+
+    #[test]
+    fn narrow_rows_fall_back() {
+        let v = types(Preset::Q4_K_M, 2, 64, false);
+        assert_eq!(type_of(&v, "output.weight"), T::Q8_0);
+        assert_eq!(type_of(&v, "blk.0.attn_q.weight"), T::Q5_0);
+        assert_eq!(type_of(&v, "blk.1.attn_v.weight"), T::Q8_0);
+        let v = types(Preset::Q5_K_S, 2, 48, false);
+        assert_eq!(type_of(&v, "blk.0.attn_q.weight"), T::F16);
+    }
+
+    #[test]
+    fn norms_and_vectors_are_kept() {
+        let ov = TypeOverrides::default();
+        let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: true };
+        let rules = TypeRules::new(Preset::Q4_0, &ov, shape, &[]);
+        assert_eq!(rules.choose("blk.0.attn_norm.weight", &[256], T::F32, 0).unwrap(), T::F32);
+        assert_eq!(rules.choose("blk.0.attn_q.bias", &[256], T::F32, 0).unwrap(), T::F32);
+    }
+
+    #[test]
+    fn overrides_win() {
+        let ov = TypeOverrides {
+            output: Some(T::Q8_0),
+            token_embedding: Some(T::F16),
+            patterns: vec![TypeOverrides::parse_pattern("attn_q=q8_0").unwrap()],
+        };
+        let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: false };
+        let rules = TypeRules::new(Preset::Q4_K_M, &ov, shape, &[]);
+        assert_eq!(rules.choose("output.weight", &[256, 8], T::F32, 0).unwrap(), T::Q8_0);
+        assert_eq!(rules.choose("token_embd.weight", &[256, 8], T::F32, 0).unwrap(), T::F16);
+        assert_eq!(rules.choose("blk.0.attn_q.weight", &[256, 8], T::F32, 0).unwrap(), T::Q8_0);
+        assert!(rules.choose("output.weight", &[64, 8], T::F32, 0).is_ok());
+        let bad = TypeOverrides { output: Some(T::Q4_K), ..Default::default() };
+        let rules = TypeRules::new(Preset::Q4_K_M, &bad, shape, &[]);
+        assert!(rules.choose("output.weight", &[64, 8], T::F32, 0).is_err());
+    }
+
+    #[test]
+    fn preset_names_parse() {
+        for p in Preset::ALL {
+            assert_eq!(p.name().parse::<Preset>().unwrap(), p);
+        }
+        assert!("q4_k_xl".parse::<Preset>().unwrap_err().contains("q4_k_m"));
+        assert!(use_more_bits(0, 22) && !use_more_bits(2, 22) && use_more_bits(4, 22));
+    }
+}
