@@ -1,0 +1,142 @@
+//! `tgi quantize` output against llama.cpp: every tensor's bytes equal what llama.cpp's
+//! converter and `llama-quantize` wrote for the same model (hashes recorded by
+//! tests/reference/make_llamacpp_refs.py), and gguf-py agrees with the container and the
+//! legacy quantizers.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{assert_ok, model, root, tgi};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tgi_formats::gguf::GgufFile;
+
+fn reference() -> Value {
+    let path = root().join("tests/reference/llamacpp_quant.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// name -> (type name, sha256) of every tensor in a GGUF file.
+fn tensor_hashes(path: &Path) -> BTreeMap<String, (String, String)> {
+    let f = GgufFile::open(path).unwrap();
+    f.tensors()
+        .iter()
+        .map(|t| {
+            let hash = format!("{:x}", Sha256::digest(f.tensor_data(t)));
+            (t.name.clone(), (t.ty.ggml_name().to_ascii_uppercase(), hash))
+        })
+        .collect()
+}
+
+fn quantize(input: &Path, preset: &str, out: &Path) -> Value {
+    let o = tgi([
+        "quantize".as_ref(),
+        input.as_os_str(),
+        "--type".as_ref(),
+        preset.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    serde_json::from_str(&assert_ok(&o)).unwrap()
+}
+
+/// Compares our file with llama.cpp's tensor by tensor; returns the mismatches.
+fn compare(ours: &Path, want: &Value) -> Vec<String> {
+    let got = tensor_hashes(ours);
+    let mut bad = Vec::new();
+    let want = want["tensors"].as_object().unwrap();
+    for (name, w) in want {
+        match got.get(name) {
+            None => bad.push(format!("{name}: missing")),
+            Some((ty, hash)) => {
+                if ty != w["type"].as_str().unwrap() {
+                    bad.push(format!("{name}: type {ty}, llama.cpp {}", w["type"]));
+                } else if hash != w["sha256"].as_str().unwrap() {
+                    bad.push(format!("{name}: {ty} bytes differ"));
+                }
+            }
+        }
+    }
+    for name in got.keys().filter(|n| !want.contains_key(*n)) {
+        bad.push(format!("{name}: not in llama.cpp's file"));
+    }
+    bad
+}
+
+fn check_model(input: PathBuf, key: &str) {
+    let refs = reference();
+    let presets = refs["models"][key]["presets"].as_object().expect("presets in reference");
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (preset, want) in presets {
+        if want.get("error").is_some() {
+            continue;
+        }
+        let out = dir.path().join(format!("{preset}.gguf"));
+        let summary = quantize(&input, preset, &out);
+        assert_eq!(summary["preset"], preset.as_str());
+        let file = GgufFile::open(&out).unwrap();
+        let ft = file.get("general.file_type").and_then(|v| v.as_u64());
+        if ft != want["file_type"].as_u64() {
+            failures.push(format!("{preset}: general.file_type {ft:?}, llama.cpp {}", want["file_type"]));
+        }
+        failures.extend(compare(&out, want).into_iter().map(|m| format!("{preset}: {m}")));
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn hf_to_f32_equals_llama_cpp_converter() {
+    // Naming and the Q/K permutation: our F32 conversion of the HF checkpoint is the
+    // converter's F32 GGUF, tensor for tensor.
+    let refs = reference();
+    let want = &refs["models"]["stories-distill-4l"]["input_f32"];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("f32.gguf");
+    quantize(&model("stories-distill-4l/hf"), "f32", &out);
+    let bad = compare(&out, want);
+    assert!(bad.is_empty(), "{bad:?}");
+}
+
+#[test]
+fn every_preset_matches_llama_quantize_from_hf() {
+    check_model(model("stories-distill-4l/hf"), "stories-distill-4l");
+}
+
+#[test]
+fn every_preset_matches_llama_quantize_from_gguf_with_fallbacks() {
+    // stories260k: 64-wide rows, so the k-quant presets exercise llama.cpp's fall-backs.
+    check_model(model("stories260k/stories260k-f32.gguf"), "stories260k");
+}
+
+#[test]
+fn gguf_py_agrees() {
+    if std::env::var_os("TGI_SKIP_PYTHON").is_some() {
+        eprintln!("TGI_SKIP_PYTHON set: skipping the gguf-py checks");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f32 = dir.path().join("f32.gguf");
+    quantize(&model("stories-distill-4l/hf"), "f32", &f32);
+    for preset in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_s", "q6_k", "q2_k", "q3_k_m", "f16", "bf16"] {
+        let out = dir.path().join(format!("{preset}.gguf"));
+        let summary = quantize(&model("stories-distill-4l/hf"), preset, &out);
+        let summary_path = dir.path().join(format!("{preset}.json"));
+        std::fs::write(&summary_path, summary.to_string()).unwrap();
+        let status = Command::new("python3")
+            .arg(root().join("tests/python/check_gguf.py"))
+            .arg("--f32")
+            .arg(&f32)
+            .arg("--quant")
+            .arg(&out)
+            .arg("--summary")
+            .arg(&summary_path)
+            .status()
+            .expect("python3 (install tests/python/requirements.txt, or set TGI_SKIP_PYTHON=1)");
+        assert!(status.success(), "gguf-py check failed for {preset}");
+    }
+}

@@ -1,0 +1,120 @@
+//! The output path never holds a partial file: not after Ctrl-C, not on a full disk.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{files_in, model, tgi};
+
+/// Writes a random-weight Llama checkpoint (stories260k's tokenizer, bigger matrices) as F16
+/// safetensors, big enough that quantizing it takes a noticeable time.
+fn write_big_model(dir: &Path, hidden: usize, ffn: usize, layers: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(model("stories260k/hf").join(f), dir.join(f)).unwrap();
+    }
+    let cfg = std::fs::read_to_string(model("stories260k/hf/config.json")).unwrap();
+    let mut cfg: serde_json::Value = serde_json::from_str(&cfg).unwrap();
+    cfg["hidden_size"] = hidden.into();
+    cfg["intermediate_size"] = ffn.into();
+    cfg["num_hidden_layers"] = layers.into();
+    cfg["num_attention_heads"] = 8.into();
+    cfg["num_key_value_heads"] = 8.into();
+    cfg["head_dim"] = (hidden / 8).into();
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let mut tensors: Vec<(String, Vec<usize>)> =
+        vec![("model.embed_tokens.weight".into(), vec![512, hidden]), ("model.norm.weight".into(), vec![hidden])];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        tensors.push((format!("{p}.input_layernorm.weight"), vec![hidden]));
+        tensors.push((format!("{p}.post_attention_layernorm.weight"), vec![hidden]));
+        for m in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+            tensors.push((format!("{p}.self_attn.{m}.weight"), vec![hidden, hidden]));
+        }
+        tensors.push((format!("{p}.mlp.gate_proj.weight"), vec![ffn, hidden]));
+        tensors.push((format!("{p}.mlp.up_proj.weight"), vec![ffn, hidden]));
+        tensors.push((format!("{p}.mlp.down_proj.weight"), vec![hidden, ffn]));
+    }
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, shape) in &tensors {
+        let n: usize = shape.iter().product::<usize>() * 2;
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "F16", "shape": shape, "data_offsets": [offset, offset + n]}),
+        );
+        offset += n;
+    }
+    let mut h = serde_json::Value::Object(header).to_string().into_bytes();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut bytes = Vec::with_capacity(8 + h.len() + offset);
+    bytes.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&h);
+    let mut state = 0x2545F4914F6CDD1Du64;
+    for _ in 0..offset / 2 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        // f16 values of magnitude ~0.01..0.03 with random sign: exponent 0b01000-0b01001.
+        let v: u16 = 0x2000 | (state as u16 & 0x87ff);
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+}
+
+#[test]
+fn interrupt_leaves_no_file_at_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("big");
+    write_big_model(&m, 1024, 4096, 2);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let target = out_dir.join("big.gguf");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tgi"))
+        .args(["quantize".as_ref(), m.as_os_str(), "--type".as_ref(), "q4_k_m".as_ref()])
+        .args(["-o".as_ref(), target.as_os_str(), "--quiet".as_ref(), "--threads".as_ref(), "1".as_ref()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the temporary output to appear, then interrupt.
+    let start = Instant::now();
+    while files_in(&out_dir).is_empty() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "tgi finished before the interrupt; make the model bigger");
+    assert!(!target.exists(), "partial output at the target path");
+    assert!(files_in(&out_dir).is_empty(), "temporary files left: {:?}", files_in(&out_dir));
+}
+
+#[test]
+fn full_disk_is_an_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&mnt).stderr(Stdio::null()).status();
+    if !mounted.map(|s| s.success()).unwrap_or(false) {
+        eprintln!("cannot mount a small tmpfs here (not root?): skipping the full-disk test");
+        return;
+    }
+    let target = mnt.join("o.gguf");
+    let out = tgi(["quantize".as_ref(), model("stories260k/hf").as_os_str(), "--type".as_ref(), "f32".as_ref()]
+        .into_iter()
+        .chain(["-o".as_ref(), target.as_os_str(), "--quiet".as_ref()]));
+    let listing = files_in(&mnt);
+    let _ = Command::new("umount").arg(&mnt).status();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("No space left") || err.contains("space"), "stderr: {err}");
+    assert!(listing.is_empty(), "left behind: {listing:?}");
+}
