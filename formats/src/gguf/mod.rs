@@ -37,7 +37,7 @@ pub const MAX_DIMS: usize = 4;
 /// Deepest nesting of arrays inside arrays the reader accepts.
 pub const MAX_ARRAY_DEPTH: usize = 8;
 
-/// One tensor's entry: name, dims in ggml order (ne[0] innermost), type, offset relative to the data section, byte size.
+/// One tensor's entry: name, dims in ggml order (`ne[0]` innermost), type, offset relative to the data section, byte size.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
     /// Tensor name, e.g. `blk.0.attn_q.weight`.

@@ -57,9 +57,8 @@ impl Raw {
 
     /// Pads with zeros to a multiple of `align`.
     pub fn pad(mut self, align: usize) -> Raw {
-        while self.0.len() % align != 0 {
-            self.0.push(0);
-        }
+        let len = self.0.len().next_multiple_of(align);
+        self.0.resize(len, 0);
         self
     }
 
