@@ -28,7 +28,7 @@ pub fn install_interrupt_cleanup() {
 /// A file being written; becomes the target only on `commit`.
 pub struct AtomicFile {
     target: PathBuf,
-    temp: tempfile::NamedTempFile,
+    temp: Option<tempfile::NamedTempFile>,
     force: bool,
 }
 
@@ -68,22 +68,24 @@ impl AtomicFile {
             .tempfile_in(&dir)
             .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
         IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(temp.path().to_path_buf());
-        Ok(AtomicFile { target: target.to_path_buf(), temp, force })
+        Ok(AtomicFile { target: target.to_path_buf(), temp: Some(temp), force })
     }
 
     /// A buffered writer into the temporary file.
     pub fn writer(&self) -> Result<BufWriter<File>> {
-        Ok(BufWriter::with_capacity(1 << 20, self.temp.as_file().try_clone()?))
+        let temp = self.temp.as_ref().expect("not committed");
+        Ok(BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?))
     }
 
     /// Flushes to disk and renames into place.
-    pub fn commit(self) -> Result<()> {
-        self.temp.as_file().sync_all().context("fsync of the output failed")?;
-        let temp_path = self.temp.path().to_path_buf();
+    pub fn commit(mut self) -> Result<()> {
+        let temp = self.temp.take().expect("not committed");
+        temp.as_file().sync_all().context("fsync of the output failed")?;
+        let temp_path = temp.path().to_path_buf();
         let result = if self.force {
-            self.temp.persist(&self.target).map(|_| ())
+            temp.persist(&self.target).map(|_| ())
         } else {
-            self.temp.persist_noclobber(&self.target).map(|_| ())
+            temp.persist_noclobber(&self.target).map(|_| ())
         };
         forget(&temp_path);
         result.map_err(|e| e.error).with_context(|| format!("cannot move the output into {}", self.target.display()))?;
@@ -98,7 +100,9 @@ impl AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        forget(self.temp.path());
+        if let Some(t) = &self.temp {
+            forget(t.path());
+        }
     }
 }
 

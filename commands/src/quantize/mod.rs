@@ -12,7 +12,8 @@ use tgi_engines::convert::preset::{Preset, TypeOverrides};
 use tgi_engines::convert::{run_job, ExportPlan};
 use tgi_formats::gguf::{GgufFile, GgufWriter};
 use tgi_formats::hf::{self, GgufVocab, ModelConfig};
-use tgi_formats::safetensors::{DType, SafetensorsSet};
+use tgi_formats::safetensors::SafetensorsSet;
+use tgi_formats::source::DType;
 use tgi_formats::source::TensorSource;
 use tgi_formats::GgmlType;
 
@@ -243,7 +244,7 @@ struct Progress {
     _multi: MultiProgress,
     overall: ProgressBar,
     tensor: ProgressBar,
-    done: std::cell::Cell<usize>,
+    done: std::sync::atomic::AtomicUsize,
     total: usize,
 }
 
@@ -282,8 +283,8 @@ impl Progress {
     }
 
     fn finish_tensor(&self) {
-        self.done.set(self.done.get() + 1);
-        self.overall.set_message(format!("{}/{} tensors", self.done.get(), self.total));
+        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.overall.set_message(format!("{done}/{} tensors", self.total));
     }
 
     fn clear(&self) {

@@ -54,13 +54,13 @@ fn vocab_metadata(v: &GgufVocab, kv: &mut Vec<(String, Value)>) {
     put("tokenizer.ggml.model", Value::String(v.model.clone()));
     let pre = v.pre.clone().unwrap_or_else(|| "default".to_string());
     put("tokenizer.ggml.pre", Value::String(pre));
-    put("tokenizer.ggml.tokens", Value::string_array(v.tokens.clone()));
+    put("tokenizer.ggml.tokens", Value::strings(v.tokens.clone()));
     if let Some(scores) = &v.scores {
-        put("tokenizer.ggml.scores", Value::f32_array(scores.clone()));
+        put("tokenizer.ggml.scores", Value::f32s(scores.clone()));
     }
-    put("tokenizer.ggml.token_type", Value::i32_array(v.token_types.clone()));
+    put("tokenizer.ggml.token_type", Value::i32s(v.token_types.clone()));
     if let Some(merges) = &v.merges {
-        put("tokenizer.ggml.merges", Value::string_array(merges.clone()));
+        put("tokenizer.ggml.merges", Value::strings(merges.clone()));
     }
     for (key, id) in [
         ("bos_token_id", v.bos_token_id),
