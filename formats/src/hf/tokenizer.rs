@@ -152,7 +152,11 @@ impl GgufVocab {
             path: tokenizer_json.to_path_buf(),
             source,
         };
-        let tok: TokenizerJson = serde_json::from_value(read_json(tokenizer_json)?).map_err(json_err)?;
+        let text = std::fs::read_to_string(tokenizer_json).map_err(|source| HfError::Io {
+            path: tokenizer_json.to_path_buf(),
+            source,
+        })?;
+        let tok: TokenizerJson = serde_json::from_str(&text).map_err(json_err)?;
         let model_type = tok
             .model
             .get("type")
