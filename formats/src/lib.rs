@@ -4,6 +4,7 @@
 pub mod convert;
 pub mod ggml_type;
 pub mod gguf;
+pub mod hf;
 pub mod safetensors;
 pub mod source;
 

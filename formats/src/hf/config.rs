@@ -1,0 +1,551 @@
+//! `config.json`: the hyperparameters of a Llama-family decoder (Llama, Mistral, Qwen2), as
+//! transformers 4.x (`rope_theta`, `rope_scaling`) and 5.x (`rope_parameters`) write them.
+
+use std::path::Path;
+
+use super::json::{parse_json, read_json, Obj};
+use super::HfError;
+
+/// Supported decoder architectures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Architecture {
+    /// `LlamaForCausalLM` (`model_type: "llama"`).
+    Llama,
+    /// `MistralForCausalLM` (`model_type: "mistral"`).
+    Mistral,
+    /// `Qwen2ForCausalLM` (`model_type: "qwen2"`).
+    Qwen2,
+}
+
+impl Architecture {
+    /// Every supported architecture.
+    pub const ALL: [Architecture; 3] = [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2];
+
+    /// The transformers class named in config.json `architectures`, e.g. `LlamaForCausalLM`.
+    pub fn hf_class(self) -> &'static str {
+        match self {
+            Architecture::Llama => "LlamaForCausalLM",
+            Architecture::Mistral => "MistralForCausalLM",
+            Architecture::Qwen2 => "Qwen2ForCausalLM",
+        }
+    }
+
+    /// The config.json `model_type`, e.g. `llama`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Mistral => "mistral",
+            Architecture::Qwen2 => "qwen2",
+        }
+    }
+}
+
+/// The supported class names, comma-separated, for error messages.
+pub(crate) fn supported_classes() -> String {
+    Architecture::ALL.map(Architecture::hf_class).join(", ")
+}
+
+/// RoPE frequency scaling from `rope_scaling` (4.x) or `rope_parameters` (5.x).
+///
+/// `"dynamic"` (dynamic NTK) reads as no scaling: it only changes RoPE beyond the trained context,
+/// llama.cpp has no equivalent, and its converter writes nothing for it either.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// Position interpolation (`"linear"`): positions divided by `factor`.
+    Linear {
+        /// The interpolation factor.
+        factor: f32,
+    },
+    /// Llama 3.1 frequency-band scaling (`"llama3"`); llama.cpp takes it as a `rope_freqs` tensor.
+    Llama3 {
+        /// The scaling factor for low frequencies.
+        factor: f32,
+        /// Wavelength band boundary factor (low).
+        low_freq_factor: f32,
+        /// Wavelength band boundary factor (high).
+        high_freq_factor: f32,
+        /// The context length the model was pre-trained with.
+        original_max_position_embeddings: usize,
+    },
+    /// YaRN (`"yarn"`).
+    Yarn {
+        /// The context extension factor.
+        factor: f32,
+        /// The pre-extension context length (`max_position_embeddings` when not given).
+        original_max_position_embeddings: usize,
+        /// `beta_fast`, when given (transformers default 32).
+        beta_fast: Option<f32>,
+        /// `beta_slow`, when given (transformers default 1).
+        beta_slow: Option<f32>,
+        /// `attention_factor`, when given.
+        attention_factor: Option<f32>,
+    },
+}
+
+/// Llama-family hyperparameters read from config.json.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// The decoder architecture.
+    pub architecture: Architecture,
+    /// Model (embedding) width.
+    pub hidden_size: usize,
+    /// MLP inner width.
+    pub intermediate_size: usize,
+    /// Number of decoder layers.
+    pub num_hidden_layers: usize,
+    /// Number of query heads.
+    pub num_attention_heads: usize,
+    /// Number of key/value heads (defaults to `num_attention_heads`).
+    pub num_key_value_heads: usize,
+    /// Per-head dimension (defaults to `hidden_size / num_attention_heads`).
+    pub head_dim: usize,
+    /// Rows of the embedding matrix.
+    pub vocab_size: usize,
+    /// Trained context length.
+    pub max_position_embeddings: usize,
+    /// RMSNorm epsilon (default 1e-6).
+    pub rms_norm_eps: f32,
+    /// RoPE base frequency (default 10000).
+    pub rope_theta: f32,
+    /// RoPE scaling; `None` for plain RoPE (`rope_type: "default"`).
+    pub rope_scaling: Option<RopeScaling>,
+    /// Whether `lm_head` shares the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Whether q/k/v projections have biases (always true for Qwen2).
+    pub attention_bias: bool,
+    /// Sliding attention window, when enabled.
+    pub sliding_window: Option<usize>,
+    /// Beginning-of-sequence token id.
+    pub bos_token_id: Option<u32>,
+    /// End-of-sequence token ids (config.json allows one or a list).
+    pub eos_token_ids: Vec<u32>,
+    /// Padding token id.
+    pub pad_token_id: Option<u32>,
+    /// Checkpoint dtype (`torch_dtype`, or `dtype` in transformers 5), e.g. `bfloat16`.
+    pub torch_dtype: Option<String>,
+}
+
+impl ModelConfig {
+    /// Reads a config.json file.
+    pub fn from_file(path: &Path) -> Result<Self, HfError> {
+        Self::parse(&read_json(path)?, path)
+    }
+
+    /// Parses config.json text; errors name the file `config.json`.
+    pub fn from_json_str(json: &str) -> Result<Self, HfError> {
+        let path = Path::new("config.json");
+        Self::parse(&parse_json(json, path)?, path)
+    }
+
+    fn parse(value: &serde_json::Value, path: &Path) -> Result<Self, HfError> {
+        let o = Obj::root(path, value)?;
+        let architecture = architecture(&o)?;
+        let hidden_size = positive(&o, "hidden_size")?;
+        let num_attention_heads = positive(&o, "num_attention_heads")?;
+        let num_key_value_heads = match o.usize("num_key_value_heads")? {
+            None => num_attention_heads,
+            Some(0) => return Err(o.error("num_key_value_heads", "must be positive")),
+            Some(kv) if num_attention_heads % kv != 0 => {
+                return Err(o.error(
+                    "num_key_value_heads",
+                    format!("{kv} does not divide num_attention_heads {num_attention_heads}"),
+                ))
+            }
+            Some(kv) => kv,
+        };
+        let head_dim = match o.usize("head_dim")? {
+            Some(0) => return Err(o.error("head_dim", "must be positive")),
+            Some(d) => d,
+            None if hidden_size % num_attention_heads != 0 => {
+                return Err(o.error(
+                    "head_dim",
+                    format!(
+                        "missing, and hidden_size {hidden_size} is not a multiple of \
+                         num_attention_heads {num_attention_heads}"
+                    ),
+                ))
+            }
+            None => hidden_size / num_attention_heads,
+        };
+        let max_position_embeddings = positive(&o, "max_position_embeddings")?;
+        let rope = o.object("rope_parameters")?;
+        let rope_theta = match rope.map(|r| r.f32("rope_theta")).transpose()?.flatten() {
+            Some(theta) => theta,
+            None => o.f32("rope_theta")?.unwrap_or(10000.0),
+        };
+        let rope_scaling = match rope {
+            Some(r) => rope_scaling(&r, max_position_embeddings)?,
+            None => match o.object("rope_scaling")? {
+                Some(r) => rope_scaling(&r, max_position_embeddings)?,
+                None => None,
+            },
+        };
+        let sliding_window = match o.bool("use_sliding_window")? {
+            Some(false) => None,
+            _ => o.usize("sliding_window")?,
+        };
+        let attention_bias = match architecture {
+            Architecture::Qwen2 => true,
+            Architecture::Llama | Architecture::Mistral => o.bool("attention_bias")?.unwrap_or(false),
+        };
+        let torch_dtype = match o.str("torch_dtype")? {
+            Some(dtype) => Some(dtype),
+            None => o.str("dtype")?,
+        };
+        Ok(ModelConfig {
+            architecture,
+            hidden_size,
+            intermediate_size: positive(&o, "intermediate_size")?,
+            num_hidden_layers: positive(&o, "num_hidden_layers")?,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            vocab_size: positive(&o, "vocab_size")?,
+            max_position_embeddings,
+            rms_norm_eps: o.f32("rms_norm_eps")?.unwrap_or(1e-6),
+            rope_theta,
+            rope_scaling,
+            tie_word_embeddings: o.bool("tie_word_embeddings")?.unwrap_or(false),
+            attention_bias,
+            sliding_window,
+            bos_token_id: o.u32("bos_token_id")?,
+            eos_token_ids: o.u32_list("eos_token_id")?,
+            pad_token_id: o.u32("pad_token_id")?,
+            torch_dtype: torch_dtype.map(str::to_string),
+        })
+    }
+}
+
+/// A required integer that must be > 0.
+fn positive(o: &Obj, field: &str) -> Result<usize, HfError> {
+    match o.req_usize(field)? {
+        0 => Err(o.error(field, "must be positive")),
+        n => Ok(n),
+    }
+}
+
+/// The architecture from `architectures[0]`, else from `model_type`.
+fn architecture(o: &Obj) -> Result<Architecture, HfError> {
+    if let Some(list) = o.get("architectures") {
+        let name = list
+            .as_array()
+            .and_then(|items| items.first())
+            .and_then(|first| first.as_str())
+            .ok_or_else(|| o.error("architectures", "expected a non-empty list of class names"))?;
+        return Architecture::ALL
+            .into_iter()
+            .find(|a| a.hf_class() == name)
+            .ok_or_else(|| HfError::UnsupportedArchitecture {
+                path: o.path().to_path_buf(),
+                name: name.to_string(),
+            });
+    }
+    let model_type = o
+        .str("model_type")?
+        .ok_or_else(|| o.error("architectures", "missing (and no model_type either)"))?;
+    Architecture::ALL
+        .into_iter()
+        .find(|a| a.model_type() == model_type)
+        .ok_or_else(|| {
+            let supported = Architecture::ALL.map(Architecture::model_type).join(", ");
+            o.error(
+                "model_type",
+                format!("unsupported model type '{model_type}'; supported: {supported}"),
+            )
+        })
+}
+
+/// Parses a `rope_scaling` / `rope_parameters` object; `None` for no type, `"default"` and `"dynamic"`.
+fn rope_scaling(r: &Obj, max_position_embeddings: usize) -> Result<Option<RopeScaling>, HfError> {
+    let type_field = if r.has("rope_type") { "rope_type" } else { "type" };
+    let Some(rope_type) = r.str(type_field)? else {
+        return Ok(None);
+    };
+    let factor = |r: &Obj| -> Result<f32, HfError> {
+        let f = r.f32("factor")?.ok_or_else(|| r.error("factor", "missing"))?;
+        if f > 0.0 {
+            Ok(f)
+        } else {
+            Err(r.error("factor", format!("must be positive, found {f}")))
+        }
+    };
+    let required_f32 = |field: &str| r.f32(field)?.ok_or_else(|| r.error(field, "missing"));
+    Ok(Some(match rope_type {
+        "default" | "dynamic" => return Ok(None),
+        "linear" => RopeScaling::Linear { factor: factor(r)? },
+        "llama3" => RopeScaling::Llama3 {
+            factor: factor(r)?,
+            low_freq_factor: required_f32("low_freq_factor")?,
+            high_freq_factor: required_f32("high_freq_factor")?,
+            original_max_position_embeddings: r.req_usize("original_max_position_embeddings")?,
+        },
+        "yarn" => RopeScaling::Yarn {
+            factor: factor(r)?,
+            original_max_position_embeddings: r
+                .usize("original_max_position_embeddings")?
+                .unwrap_or(max_position_embeddings),
+            beta_fast: r.f32("beta_fast")?,
+            beta_slow: r.f32("beta_slow")?,
+            attention_factor: r.f32("attention_factor")?,
+        },
+        other => {
+            return Err(r.error(
+                type_field,
+                format!("unsupported RoPE type '{other}'; supported: default, linear, dynamic, llama3, yarn"),
+            ))
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STORIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/config.json");
+
+    /// A minimal Llama config with `extra` fields spliced in (later keys win in serde_json).
+    fn llama(extra: &str) -> Result<ModelConfig, HfError> {
+        let sep = if extra.is_empty() { "" } else { "," };
+        ModelConfig::from_json_str(&format!(
+            r#"{{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 172,
+                "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 512,
+                "max_position_embeddings": 512{sep}{extra}}}"#
+        ))
+    }
+
+    fn err(extra: &str) -> String {
+        llama(extra).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn stories260k_transformers5() {
+        let c = ModelConfig::from_file(Path::new(STORIES)).unwrap();
+        assert_eq!(
+            c,
+            ModelConfig {
+                architecture: Architecture::Llama,
+                hidden_size: 64,
+                intermediate_size: 172,
+                num_hidden_layers: 5,
+                num_attention_heads: 8,
+                num_key_value_heads: 4,
+                head_dim: 8,
+                vocab_size: 512,
+                max_position_embeddings: 512,
+                rms_norm_eps: 1e-5,
+                rope_theta: 10000.0,
+                rope_scaling: None,
+                tie_word_embeddings: true,
+                attention_bias: false,
+                sliding_window: None,
+                bos_token_id: Some(1),
+                eos_token_ids: vec![2],
+                pad_token_id: None,
+                torch_dtype: Some("float32".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn defaults() {
+        let c = llama("").unwrap();
+        assert_eq!((c.num_key_value_heads, c.head_dim), (8, 8));
+        assert_eq!((c.rms_norm_eps, c.rope_theta), (1e-6, 10000.0));
+        assert_eq!(
+            (c.rope_scaling, c.tie_word_embeddings, c.attention_bias),
+            (None, false, false)
+        );
+        assert_eq!((c.bos_token_id, c.eos_token_ids.len(), c.torch_dtype), (None, 0, None));
+        // head_dim: null (Mistral configs) means the default.
+        assert_eq!(llama(r#""head_dim": null"#).unwrap().head_dim, 8);
+        assert_eq!(llama(r#""head_dim": 16"#).unwrap().head_dim, 16);
+        assert_eq!(
+            llama(r#""dtype": "bfloat16""#).unwrap().torch_dtype.as_deref(),
+            Some("bfloat16")
+        );
+    }
+
+    #[test]
+    fn architectures() {
+        let arch = |json: &str| {
+            let c = ModelConfig::from_json_str(&format!(
+                r#"{{{json}, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
+                    "num_attention_heads": 1, "vocab_size": 8, "max_position_embeddings": 8}}"#
+            ));
+            c.map(|c| c.architecture)
+        };
+        assert_eq!(
+            arch(r#""architectures": ["MistralForCausalLM"]"#).unwrap(),
+            Architecture::Mistral
+        );
+        assert_eq!(arch(r#""model_type": "qwen2""#).unwrap(), Architecture::Qwen2);
+        assert_eq!(
+            arch(r#""architectures": ["GPT2LMHeadModel"]"#).unwrap_err().to_string(),
+            "config.json: unsupported architecture 'GPT2LMHeadModel'; supported: \
+             LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"
+        );
+        assert_eq!(
+            arch(r#""model_type": "gpt2""#).unwrap_err().to_string(),
+            "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2"
+        );
+        assert!(arch(r#""architectures": []"#).is_err());
+        assert!(arch(r#""other": 1"#)
+            .unwrap_err()
+            .to_string()
+            .contains("'architectures': missing"));
+    }
+
+    #[test]
+    fn qwen2_bias_and_sliding_window() {
+        let qwen = |extra: &str| {
+            ModelConfig::from_json_str(&format!(
+                r#"{{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896, "intermediate_size": 4864,
+                    "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+                    "vocab_size": 151936, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+                    "sliding_window": 32768, "tie_word_embeddings": true, "bos_token_id": 151643,
+                    "eos_token_id": 151645, {extra}}}"#
+            ))
+            .unwrap()
+        };
+        let c = qwen(r#""use_sliding_window": false"#);
+        assert_eq!(
+            (c.architecture, c.attention_bias, c.sliding_window),
+            (Architecture::Qwen2, true, None)
+        );
+        assert_eq!((c.head_dim, c.num_key_value_heads, c.rope_theta), (64, 2, 1e6));
+        assert_eq!(qwen(r#""use_sliding_window": true"#).sliding_window, Some(32768));
+        // Mistral v0.1 has a window and no use_sliding_window key.
+        assert_eq!(llama(r#""sliding_window": 4096"#).unwrap().sliding_window, Some(4096));
+    }
+
+    #[test]
+    fn eos_list() {
+        let c = llama(r#""bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]"#).unwrap();
+        assert_eq!(c.eos_token_ids, vec![128001, 128008, 128009]);
+        assert_eq!(c.bos_token_id, Some(128000));
+    }
+
+    #[test]
+    fn rope_transformers4() {
+        let llama31 = r#""rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}"#;
+        let c = llama(llama31).unwrap();
+        assert_eq!(c.rope_theta, 500000.0);
+        assert_eq!(
+            c.rope_scaling,
+            Some(RopeScaling::Llama3 {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 8192
+            })
+        );
+        let c = llama(r#""rope_scaling": {"type": "linear", "factor": 2.0}"#).unwrap();
+        assert_eq!(c.rope_scaling, Some(RopeScaling::Linear { factor: 2.0 }));
+        let c = llama(r#""rope_scaling": {"type": "dynamic", "factor": 2.0}"#).unwrap();
+        assert_eq!(c.rope_scaling, None);
+        let qwen_yarn = r#""rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}"#;
+        assert_eq!(
+            llama(qwen_yarn).unwrap().rope_scaling,
+            Some(RopeScaling::Yarn {
+                factor: 4.0,
+                original_max_position_embeddings: 32768,
+                beta_fast: None,
+                beta_slow: None,
+                attention_factor: None
+            })
+        );
+        assert_eq!(llama(r#""rope_scaling": null"#).unwrap().rope_scaling, None);
+        assert_eq!(
+            llama(r#""rope_scaling": {"rope_type": "default"}"#)
+                .unwrap()
+                .rope_scaling,
+            None
+        );
+    }
+
+    #[test]
+    fn rope_transformers5() {
+        let c = llama(
+            r#""rope_parameters": {"rope_theta": 1000000.0, "rope_type": "yarn", "factor": 2.0,
+                "beta_fast": 32.0, "beta_slow": 1.0}"#,
+        )
+        .unwrap();
+        assert_eq!(c.rope_theta, 1e6);
+        assert_eq!(
+            c.rope_scaling,
+            Some(RopeScaling::Yarn {
+                factor: 2.0,
+                original_max_position_embeddings: 512,
+                beta_fast: Some(32.0),
+                beta_slow: Some(1.0),
+                attention_factor: None
+            })
+        );
+        // rope_parameters wins over a stale top-level rope_theta.
+        let c = llama(r#""rope_theta": 5.0, "rope_parameters": {"rope_theta": 7.0, "rope_type": "default"}"#);
+        assert_eq!(c.unwrap().rope_theta, 7.0);
+    }
+
+    #[test]
+    fn rope_errors() {
+        assert_eq!(
+            err(r#""rope_scaling": {"rope_type": "longrope", "factor": 2.0}"#),
+            "config.json: field 'rope_scaling.rope_type': unsupported RoPE type 'longrope'; \
+             supported: default, linear, dynamic, llama3, yarn"
+        );
+        assert_eq!(
+            err(r#""rope_scaling": {"type": "linear"}"#),
+            "config.json: field 'rope_scaling.factor': missing"
+        );
+        assert_eq!(
+            err(r#""rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}"#),
+            "config.json: field 'rope_parameters.high_freq_factor': missing"
+        );
+        assert!(err(r#""rope_scaling": {"type": "linear", "factor": 0}"#).contains("must be positive"));
+        assert!(err(r#""rope_scaling": 2"#).contains("expected an object, found a number"));
+    }
+
+    #[test]
+    fn field_errors() {
+        let c = ModelConfig::from_json_str(r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 64}"#);
+        assert_eq!(
+            c.unwrap_err().to_string(),
+            "config.json: field 'num_attention_heads': missing"
+        );
+        assert_eq!(
+            err(r#""hidden_size": "64""#),
+            "config.json: field 'hidden_size': expected a non-negative integer, found a string"
+        );
+        assert_eq!(
+            err(r#""vocab_size": 0"#),
+            "config.json: field 'vocab_size': must be positive"
+        );
+        assert_eq!(
+            err(r#""num_key_value_heads": 3"#),
+            "config.json: field 'num_key_value_heads': 3 does not divide num_attention_heads 8"
+        );
+        assert!(err(r#""hidden_size": 60"#).contains("field 'head_dim': missing, and hidden_size 60"));
+        assert!(err(r#""rms_norm_eps": "x""#).contains("'rms_norm_eps': expected a number, found a string"));
+        assert!(err(r#""tie_word_embeddings": 1"#).contains("expected a boolean, found a number"));
+        assert!(err(r#""eos_token_id": [1, "x"]"#).contains("field 'eos_token_id'"));
+        assert!(ModelConfig::from_json_str("{")
+            .unwrap_err()
+            .to_string()
+            .starts_with("config.json: invalid JSON"));
+    }
+
+    #[test]
+    fn from_file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("config.json");
+        let msg = ModelConfig::from_file(&missing).unwrap_err().to_string();
+        assert!(msg.starts_with(&missing.display().to_string()), "{msg}");
+        std::fs::write(&missing, r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap();
+        let msg = ModelConfig::from_file(&missing).unwrap_err().to_string();
+        assert!(
+            msg.starts_with(&format!("{}: unsupported architecture", missing.display())),
+            "{msg}"
+        );
+    }
+}
