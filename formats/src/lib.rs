@@ -2,5 +2,6 @@
 //! directories and the GGML block types. Knows no model architectures and runs no model.
 
 pub mod ggml_type;
+pub mod quant;
 
 pub use ggml_type::GgmlType;
