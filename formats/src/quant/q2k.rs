@@ -33,7 +33,7 @@ pub(crate) fn quantize_q2_k(x: &[f32; QK_K], y: &mut [u8; 84]) {
         let xs: &[f32; 16] = arr(&x[16 * j..16 * j + 16]);
         let weights: [f32; 16] = std::array::from_fn(|i| xs[i].abs());
         let ls: &mut [u8; 16] = arr_mut(&mut l[16 * j..16 * j + 16]);
-        let (scale, min) = make_qkx2_quants(3, xs, &weights, ls, -0.5, 0.1, 15, true);
+        let (scale, min) = make_qkx2_quants::<16, true>(3, xs, &weights, ls, -0.5, 0.1, 15);
         scales[j] = scale;
         mins[j] = min;
         if scale > max_scale {

@@ -28,7 +28,7 @@ fn quantize_levels(x: &[f32; QK_K], nmax: i32, rmin: f32, nstep: i32, head: &mut
         let av_x = (sum_x2 / 32.0).sqrt();
         let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
         let ls: &mut [u8; 32] = arr_mut(&mut l[32 * j..32 * j + 32]);
-        let (scale, min) = make_qkx2_quants(nmax, xs, &weights, ls, rmin, 0.1, nstep, false);
+        let (scale, min) = make_qkx2_quants::<32, false>(nmax, xs, &weights, ls, rmin, 0.1, nstep);
         scales[j] = scale;
         mins[j] = min;
         if scale > max_scale {
