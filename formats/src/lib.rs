@@ -5,6 +5,7 @@ pub mod convert;
 pub mod ggml_type;
 pub mod gguf;
 pub mod hf;
+pub mod quant;
 pub mod safetensors;
 pub mod source;
 

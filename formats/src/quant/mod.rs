@@ -1,0 +1,156 @@
+//! GGML block quantizers and dequantizers, byte-identical to llama.cpp's reference encoders
+//! (`quantize_row_*_ref` in ggml's `src/ggml-quants.c`, i.e. what `llama-quantize` writes
+//! without an importance matrix) and equal to its `dequantize_row_*` decoders.
+//!
+//! All arithmetic is f32 in the C evaluation order with sequential sums and no fused
+//! multiply-add; see `docs/formats.md` §1.2–1.3 of the project notes.
+
+mod float;
+mod legacy;
+mod num;
+mod q2k;
+mod q3k;
+mod q4k_q5k;
+mod q6k;
+mod search;
+
+use rayon::prelude::*;
+
+use crate::GgmlType;
+
+pub use float::{bf16_to_fp32, fp32_to_bf16};
+
+/// Errors of the block codecs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuantError {
+    /// The number of values is not a whole number of blocks of the type.
+    #[error("{len} values are not a whole number of {ty} blocks of {block_size}")]
+    PartialBlock {
+        /// The target type.
+        ty: GgmlType,
+        /// Number of values given.
+        len: usize,
+        /// Values per block of `ty`.
+        block_size: usize,
+    },
+    /// The encoded buffer has the wrong number of bytes for the number of values.
+    #[error("{ty}: {values} values take {expected} bytes, the buffer has {actual}")]
+    ByteLength {
+        /// The target type.
+        ty: GgmlType,
+        /// Number of values.
+        values: usize,
+        /// Bytes those values take in `ty`.
+        expected: usize,
+        /// Bytes in the buffer given.
+        actual: usize,
+    },
+    /// A matrix whose length is not a whole number of rows (or whose row length is zero).
+    #[error("{len} values are not a whole number of rows of {n_per_row}")]
+    RaggedMatrix {
+        /// Number of values given.
+        len: usize,
+        /// The row length asked for.
+        n_per_row: usize,
+    },
+}
+
+/// Checks that `n` values are whole blocks of `ty` and returns the bytes they take.
+fn encoded_len(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
+    ty.bytes_for(n as u64)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or(QuantError::PartialBlock { ty, len: n, block_size: ty.block_size() })
+}
+
+/// Checks that `bytes` is exactly the encoded size of `values` values of `ty`.
+fn check_bytes(ty: GgmlType, values: usize, bytes: usize) -> Result<(), QuantError> {
+    let expected = encoded_len(ty, values)?;
+    if bytes != expected {
+        return Err(QuantError::ByteLength { ty, values, expected, actual: bytes });
+    }
+    Ok(())
+}
+
+/// Runs a block encoder over matching `N`-value / `B`-byte blocks.
+#[inline(always)]
+fn encode_blocks<const N: usize, const B: usize>(
+    src: &[f32],
+    dst: &mut [u8],
+    f: fn(&[f32; N], &mut [u8; B]),
+) {
+    for (x, y) in src.chunks_exact(N).zip(dst.chunks_exact_mut(B)) {
+        f(num::arr(x), num::arr_mut(y));
+    }
+}
+
+/// Runs a block decoder over matching `B`-byte / `N`-value blocks.
+#[inline(always)]
+fn decode_blocks<const N: usize, const B: usize>(
+    src: &[u8],
+    dst: &mut [f32],
+    f: fn(&[u8; B], &mut [f32; N]),
+) {
+    for (y, x) in src.chunks_exact(B).zip(dst.chunks_exact_mut(N)) {
+        f(num::arr(y), num::arr_mut(x));
+    }
+}
+
+/// Encodes one row (or any whole number of blocks) of f32 values into `dst` (exactly
+/// `ty.bytes_for(src.len())` bytes).
+pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    check_bytes(ty, src.len(), dst.len())?;
+    match ty {
+        GgmlType::F32 => float::encode_f32(src, dst),
+        GgmlType::F16 => float::encode_f16(src, dst),
+        GgmlType::BF16 => float::encode_bf16(src, dst),
+        GgmlType::Q4_0 => encode_blocks(src, dst, legacy::quantize_q4_0),
+        GgmlType::Q4_1 => encode_blocks(src, dst, legacy::quantize_q4_1),
+        GgmlType::Q5_0 => encode_blocks(src, dst, legacy::quantize_q5_0),
+        GgmlType::Q5_1 => encode_blocks(src, dst, legacy::quantize_q5_1),
+        GgmlType::Q8_0 => encode_blocks(src, dst, legacy::quantize_q8_0),
+        GgmlType::Q2_K => encode_blocks(src, dst, q2k::quantize_q2_k),
+        GgmlType::Q3_K => encode_blocks(src, dst, q3k::quantize_q3_k),
+        GgmlType::Q4_K => encode_blocks(src, dst, q4k_q5k::quantize_q4_k),
+        GgmlType::Q5_K => encode_blocks(src, dst, q4k_q5k::quantize_q5_k),
+        GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
+    }
+    Ok(())
+}
+
+/// Decodes blocks of `ty` into f32 (`dst.len()` elements; `src` must be exactly their size).
+pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
+    check_bytes(ty, dst.len(), src.len())?;
+    match ty {
+        GgmlType::F32 => float::decode_f32(src, dst),
+        GgmlType::F16 => float::decode_f16(src, dst),
+        GgmlType::BF16 => float::decode_bf16(src, dst),
+        GgmlType::Q4_0 => decode_blocks(src, dst, legacy::dequantize_q4_0),
+        GgmlType::Q4_1 => decode_blocks(src, dst, legacy::dequantize_q4_1),
+        GgmlType::Q5_0 => decode_blocks(src, dst, legacy::dequantize_q5_0),
+        GgmlType::Q5_1 => decode_blocks(src, dst, legacy::dequantize_q5_1),
+        GgmlType::Q8_0 => decode_blocks(src, dst, legacy::dequantize_q8_0),
+        GgmlType::Q2_K => decode_blocks(src, dst, q2k::dequantize_q2_k),
+        GgmlType::Q3_K => decode_blocks(src, dst, q3k::dequantize_q3_k),
+        GgmlType::Q4_K => decode_blocks(src, dst, q4k_q5k::dequantize_q4_k),
+        GgmlType::Q5_K => decode_blocks(src, dst, q4k_q5k::dequantize_q5_k),
+        GgmlType::Q6_K => decode_blocks(src, dst, q6k::dequantize_q6_k),
+    }
+    Ok(())
+}
+
+/// Quantizes a `[rows, n_per_row]` matrix, rows in parallel with rayon; returns the encoded
+/// bytes (rows concatenated, as `ggml_quantize_chunk` lays them out).
+pub fn quantize_matrix(ty: GgmlType, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, QuantError> {
+    if n_per_row == 0 || src.len() % n_per_row != 0 {
+        return Err(QuantError::RaggedMatrix { len: src.len(), n_per_row });
+    }
+    let row_bytes = encoded_len(ty, n_per_row)?;
+    let mut out = vec![0u8; src.len() / n_per_row * row_bytes];
+    out.par_chunks_mut(row_bytes)
+        .zip(src.par_chunks(n_per_row))
+        .try_for_each(|(dst, row)| quantize_row(ty, row, dst))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

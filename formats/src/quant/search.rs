@@ -1,0 +1,510 @@
+//! The scale searches shared by the k-quants (`make_qkx2_quants`, `make_qx_quants`,
+//! `make_q3_quants` in ggml's `src/ggml-quants.c`), restricted to the variants the reference
+//! quantizers call without an importance matrix.
+//!
+//! Sums are accumulated sequentially in index order and every product is written in the C
+//! evaluation order (`w*l*x` is `(w*l)*x`), so the results are bit-identical to ggml's.
+
+use super::num::nearest_int;
+
+/// `GROUP_MAX_EPS`: groups whose largest magnitude is below this are treated as all zero.
+pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// Inverse scales evaluated together by the searches. Each lane accumulates its own sums
+/// sequentially in index order, exactly as one pass of the C loop would; running several passes
+/// side by side only buys instruction-level parallelism (and SIMD where the compiler finds it).
+const LANES: usize = 4;
+
+/// Weighted least-squares search for an asymmetric grid `x ≈ scale * L - the_min` with
+/// `L` in `0..=nmax` (`make_qkx2_quants`). Returns `(scale, the_min)` and fills `l`.
+///
+/// `MAD` selects absolute instead of squared error, as Q2_K asks for.
+pub(crate) fn make_qkx2_quants<const N: usize, const MAD: bool>(
+    nmax: i32,
+    x: &[f32; N],
+    weights: &[f32; N],
+    l: &mut [u8; N],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+) -> (f32, f32) {
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..N {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l.fill(0);
+        return (0.0, -min);
+    }
+    let err = |d: f32| if MAD { d.abs() } else { d * d };
+    let nmax_f = nmax as f32;
+    let iscale = nmax_f / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0.0f32;
+    for i in 0..N {
+        let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+        l[i] = q as u8;
+        let diff = scale * q as f32 + min - x[i];
+        best_error += weights[i] * err(diff);
+    }
+    if nstep < 1 {
+        return (scale, -min);
+    }
+
+    // ggml tries is = 0..=nstep one after the other, and each accepted step moves `min` (the
+    // grid is re-centred on the best offset so far). Here LANES consecutive steps are evaluated
+    // with the current `min`; they are then accepted in order, and the batch restarts right after
+    // any step that changed `min`, so every step sees exactly the `min` it sees in ggml.
+    let mut is = 0;
+    while is <= nstep {
+        let base = min;
+        let iscale: [f32; LANES] =
+            std::array::from_fn(|k| (rmin + rdelta * (is + k as i32) as f32 + nmax_f) / (max - base));
+        let mut laux = [[0u8; N]; LANES];
+        let mut sum_l = [0f32; LANES];
+        let mut sum_l2 = [0f32; LANES];
+        let mut sum_xl = [0f32; LANES];
+        for i in 0..N {
+            let (xi, w) = (x[i], weights[i]);
+            let dx = xi - base;
+            for k in 0..LANES {
+                let q = nearest_int(iscale[k] * dx).clamp(0, nmax);
+                laux[k][i] = q as u8;
+                let wl = w * q as f32;
+                sum_l[k] += wl;
+                sum_l2[k] += wl * q as f32;
+                sum_xl[k] += wl * xi;
+            }
+        }
+        let mut this_scale = [0f32; LANES];
+        let mut this_min = [0f32; LANES];
+        let mut det = [0f32; LANES];
+        for k in 0..LANES {
+            det[k] = sum_w * sum_l2[k] - sum_l[k] * sum_l[k];
+            this_scale[k] = (sum_w * sum_xl[k] - sum_x * sum_l[k]) / det[k];
+            this_min[k] = (sum_l2[k] * sum_x - sum_l[k] * sum_xl[k]) / det[k];
+            if this_min[k] > 0.0 {
+                this_min[k] = 0.0;
+                this_scale[k] = sum_xl[k] / sum_l2[k];
+            }
+        }
+        // Errors of every lane (only used where det > 0, as in ggml).
+        let mut cur_error = [0f32; LANES];
+        for i in 0..N {
+            for k in 0..LANES {
+                let diff = this_scale[k] * laux[k][i] as f32 + this_min[k] - x[i];
+                cur_error[k] += weights[i] * err(diff);
+            }
+        }
+        let mut next = is + LANES as i32;
+        for k in 0..LANES {
+            let step = is + k as i32;
+            if step > nstep {
+                break;
+            }
+            if det[k] > 0.0 && cur_error[k] < best_error {
+                *l = laux[k];
+                best_error = cur_error[k];
+                scale = this_scale[k];
+                let moved = this_min[k].to_bits() != min.to_bits();
+                min = this_min[k];
+                if moved {
+                    next = step + 1;
+                    break;
+                }
+            }
+        }
+        is = next;
+    }
+    (scale, -min)
+}
+
+/// Signed value with the largest magnitude (first one wins ties) and that magnitude.
+#[inline(always)]
+fn signed_absmax<const N: usize>(x: &[f32; N]) -> (f32, f32) {
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in x {
+        let ax = v.abs();
+        if ax > amax {
+            amax = ax;
+            max = v;
+        }
+    }
+    (max, amax)
+}
+
+/// Number of inverse scales `make_qx_quants` tries: the initial one and `is = -9..=9`, `is != 0`.
+const QX_STEPS: usize = 19;
+
+/// Symmetric grid search `x ≈ scale * (L - nmax)`, `L` in `0..2*nmax`, weighted by `x²`
+/// (`make_qx_quants` with `rmse_type = 1` and no importance weights, as Q6_K uses it).
+/// Returns the scale and fills `l` (all zeros for an all-zero group).
+pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], l: &mut [u8; N]) -> f32 {
+    let (max, amax) = signed_absmax(x);
+    if amax < GROUP_MAX_EPS {
+        l.fill(0);
+        return 0.0;
+    }
+    let nmax_f = nmax as f32;
+    // The steps are independent of each other: evaluate all of them (padded to whole batches),
+    // then pick in ggml's order.
+    const PADDED: usize = QX_STEPS.div_ceil(LANES) * LANES;
+    let iscale: [f32; PADDED] = std::array::from_fn(|k| match k {
+        0 => -nmax_f / max,
+        1..=9 => -(nmax_f + 0.1 * (k as i32 - 10) as f32) / max,
+        10..QX_STEPS => -(nmax_f + 0.1 * (k as i32 - 9) as f32) / max,
+        _ => 0.0,
+    });
+    let mut sumlx = [0f32; PADDED];
+    let mut suml2 = [0f32; PADDED];
+    for i in 0..N {
+        let xi = x[i];
+        let w = xi * xi;
+        let wx = w * xi;
+        for k in 0..PADDED {
+            let q = nearest_int(iscale[k] * xi).clamp(-nmax, nmax - 1) as f32;
+            sumlx[k] += wx * q;
+            suml2[k] += w * q * q;
+        }
+    }
+    let mut chosen = 0;
+    let mut scale = if suml2[0] != 0.0 { sumlx[0] / suml2[0] } else { 0.0 };
+    let mut best = scale * sumlx[0];
+    for k in 1..QX_STEPS {
+        if suml2[k] > 0.0 && sumlx[k] * sumlx[k] > best * suml2[k] {
+            chosen = k;
+            scale = sumlx[k] / suml2[k];
+            best = scale * sumlx[k];
+        }
+    }
+    for (l, &xi) in l.iter_mut().zip(x) {
+        *l = (nearest_int(iscale[chosen] * xi).clamp(-nmax, nmax - 1) + nmax) as u8;
+    }
+    scale
+}
+
+/// Symmetric search with iterative per-element refinement (`make_q3_quants` with
+/// `do_rmse = true`, as Q3_K uses it). Returns the scale and fills `l` with `level + nmax`
+/// (all zeros for an all-zero group).
+pub(crate) fn make_q3_quants<const N: usize>(nmax: i32, x: &[f32; N], l: &mut [i8; N]) -> f32 {
+    let (max, amax) = signed_absmax(x);
+    if amax < GROUP_MAX_EPS {
+        l.fill(0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let mut sumlx = 0.0f32;
+    let mut suml2 = 0.0f32;
+    for i in 0..N {
+        let q = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
+        l[i] = q as i8;
+        let w = x[i] * x[i];
+        sumlx += w * x[i] * q as f32;
+        suml2 += w * q as f32 * q as f32;
+    }
+    for _ in 0..5 {
+        let mut n_changed = 0;
+        for i in 0..N {
+            let w = x[i] * x[i];
+            let li = l[i] as f32;
+            let mut slx = sumlx - w * x[i] * li;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * li * li;
+                let new_l = nearest_int(x[i] * sl2 / slx).clamp(-nmax, nmax - 1);
+                if new_l != l[i] as i32 {
+                    let nl = new_l as f32;
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        l[i] = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed += 1;
+                    }
+                }
+            }
+        }
+        if n_changed == 0 {
+            break;
+        }
+    }
+    for v in l.iter_mut() {
+        *v += nmax as i8;
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Straight one-pass-at-a-time transcriptions of the C searches, to check the batched ones.
+    mod reference {
+        use super::super::{nearest_int, GROUP_MAX_EPS};
+
+        #[allow(clippy::too_many_arguments)]
+        pub fn make_qkx2_quants<const N: usize>(
+            nmax: i32,
+            x: &[f32; N],
+            weights: &[f32; N],
+            l: &mut [u8; N],
+            rmin: f32,
+            rdelta: f32,
+            nstep: i32,
+            use_mad: bool,
+        ) -> (f32, f32) {
+            let (mut min, mut max) = (x[0], x[0]);
+            let mut sum_w = weights[0];
+            let mut sum_x = sum_w * x[0];
+            for i in 1..N {
+                if x[i] < min {
+                    min = x[i];
+                }
+                if x[i] > max {
+                    max = x[i];
+                }
+                sum_w += weights[i];
+                sum_x += weights[i] * x[i];
+            }
+            if min > 0.0 {
+                min = 0.0;
+            }
+            if max == min {
+                l.fill(0);
+                return (0.0, -min);
+            }
+            let err = |d: f32| if use_mad { d.abs() } else { d * d };
+            let iscale = nmax as f32 / (max - min);
+            let mut scale = 1.0 / iscale;
+            let mut best_error = 0.0f32;
+            for i in 0..N {
+                let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+                l[i] = q as u8;
+                best_error += weights[i] * err(scale * q as f32 + min - x[i]);
+            }
+            let mut laux = [0u8; N];
+            for is in 0..=nstep {
+                let iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+                let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
+                for i in 0..N {
+                    let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+                    laux[i] = q as u8;
+                    let w = weights[i];
+                    sum_l += w * q as f32;
+                    sum_l2 += w * q as f32 * q as f32;
+                    sum_xl += w * q as f32 * x[i];
+                }
+                let det = sum_w * sum_l2 - sum_l * sum_l;
+                if det > 0.0 {
+                    let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+                    let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+                    if this_min > 0.0 {
+                        this_min = 0.0;
+                        this_scale = sum_xl / sum_l2;
+                    }
+                    let mut cur_error = 0.0f32;
+                    for i in 0..N {
+                        cur_error += weights[i] * err(this_scale * laux[i] as f32 + this_min - x[i]);
+                    }
+                    if cur_error < best_error {
+                        *l = laux;
+                        best_error = cur_error;
+                        scale = this_scale;
+                        min = this_min;
+                    }
+                }
+            }
+            (scale, -min)
+        }
+
+        pub fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], l: &mut [u8; N]) -> f32 {
+            let (mut max, mut amax) = (0.0f32, 0.0f32);
+            for &v in x {
+                if v.abs() > amax {
+                    amax = v.abs();
+                    max = v;
+                }
+            }
+            if amax < GROUP_MAX_EPS {
+                l.fill(0);
+                return 0.0;
+            }
+            let pass = |iscale: f32, l: &mut [u8; N], store: bool| {
+                let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+                for i in 0..N {
+                    let q = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
+                    if store {
+                        l[i] = (q + nmax) as u8;
+                    }
+                    let w = x[i] * x[i];
+                    sumlx += w * x[i] * q as f32;
+                    suml2 += w * q as f32 * q as f32;
+                }
+                (sumlx, suml2)
+            };
+            let (sumlx, suml2) = pass(-(nmax as f32) / max, l, true);
+            let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+            let mut best = scale * sumlx;
+            for is in -9..=9 {
+                if is == 0 {
+                    continue;
+                }
+                let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+                let (sumlx, suml2) = pass(iscale, l, false);
+                if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+                    pass(iscale, l, true);
+                    scale = sumlx / suml2;
+                    best = scale * sumlx;
+                }
+            }
+            scale
+        }
+    }
+
+    /// Deterministic groups of many shapes: Gaussian, heavy-tailed, one-signed, sparse,
+    /// constant, integer grids, outliers.
+    fn groups<const N: usize>(count: usize) -> Vec<[f32; N]> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut uniform = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 + 0.5) / (1u64 << 24) as f32
+        };
+        (0..count)
+            .map(|g| {
+                let mut x: [f32; N] = std::array::from_fn(|_| {
+                    let u = uniform() - 0.5;
+                    match g % 8 {
+                        0 => u,
+                        1 => u * u * u * 100.0,
+                        2 => u.abs() + 0.01,
+                        3 => -(u.abs()) * 1e-3,
+                        4 => (u * 16.0).round(),
+                        5 if uniform() < 0.8 => 0.0,
+                        6 => 0.25,
+                        _ => u * 1e-20,
+                    }
+                });
+                if g % 5 == 0 {
+                    x[g % N] = 50.0 * (uniform() - 0.5);
+                }
+                x
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batched_qkx2_equals_reference() {
+        for x in groups::<32>(3000) {
+            let mut sum_x2 = 0.0f32;
+            for v in &x {
+                sum_x2 += v * v;
+            }
+            let av_x = (sum_x2 / 32.0).sqrt();
+            let w: [f32; 32] = std::array::from_fn(|i| av_x + x[i].abs());
+            for (nmax, rmin, nstep) in [(15, -1.0, 20), (31, -0.5, 15)] {
+                let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+                let got = make_qkx2_quants::<32, false>(nmax, &x, &w, &mut a, rmin, 0.1, nstep);
+                let want = reference::make_qkx2_quants(nmax, &x, &w, &mut b, rmin, 0.1, nstep, false);
+                assert_eq!((got.0.to_bits(), got.1.to_bits(), a), (want.0.to_bits(), want.1.to_bits(), b), "{x:?}");
+            }
+        }
+        for x in groups::<16>(3000) {
+            let w: [f32; 16] = std::array::from_fn(|i| x[i].abs());
+            let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+            let got = make_qkx2_quants::<16, true>(3, &x, &w, &mut a, -0.5, 0.1, 15);
+            let want = reference::make_qkx2_quants(3, &x, &w, &mut b, -0.5, 0.1, 15, true);
+            assert_eq!((got.0.to_bits(), got.1.to_bits(), a), (want.0.to_bits(), want.1.to_bits(), b), "{x:?}");
+        }
+    }
+
+    #[test]
+    fn batched_qx_equals_reference() {
+        for x in groups::<16>(5000) {
+            let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+            let got = make_qx_quants(32, &x, &mut a);
+            let want = reference::make_qx_quants(32, &x, &mut b);
+            assert_eq!((got.to_bits(), a), (want.to_bits(), b), "{x:?}");
+        }
+    }
+
+    #[test]
+    fn qkx2_constant_and_zero_groups() {
+        let x = [0.0f32; 32];
+        let w = [1.0f32; 32];
+        let mut l = [9u8; 32];
+        assert_eq!(make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20), (0.0, -0.0));
+        assert_eq!(l, [0; 32]);
+        // A constant negative group: min = max, the min carries everything.
+        let x = [-2.5f32; 32];
+        let (scale, the_min) = make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20);
+        assert_eq!((scale, the_min), (0.0, 2.5));
+        // A constant positive group: min is clamped to 0, so it is all scale.
+        let x = [3.0f32; 32];
+        let (scale, the_min) = make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20);
+        assert_eq!(the_min, -0.0);
+        assert!((scale * l[0] as f32 - 3.0).abs() < 1e-5, "{scale} {}", l[0]);
+    }
+
+    #[test]
+    fn qkx2_fits_a_ramp_exactly() {
+        let x: [f32; 32] = std::array::from_fn(|i| (i % 16) as f32 * 0.5 - 1.0);
+        let w = [1.0f32; 32];
+        let mut l = [0u8; 32];
+        let (scale, the_min) = make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20);
+        for i in 0..32 {
+            assert!((scale * l[i] as f32 - the_min - x[i]).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn qx_levels_are_symmetric_grid() {
+        let x: [f32; 16] = std::array::from_fn(|i| (i as f32 - 7.5) * 0.25);
+        let mut l = [0u8; 16];
+        let scale = make_qx_quants(32, &x, &mut l);
+        assert!(scale != 0.0);
+        for i in 0..16 {
+            assert!(l[i] < 64);
+            assert!((scale * (l[i] as f32 - 32.0) - x[i]).abs() < 0.05, "{i}");
+        }
+        let mut l = [5u8; 16];
+        assert_eq!(make_qx_quants(32, &[1e-16f32; 16], &mut l), 0.0);
+        assert_eq!(l, [0; 16]);
+    }
+
+    #[test]
+    fn q3_levels_in_range() {
+        let x: [f32; 16] = std::array::from_fn(|i| ((i * 37 % 16) as f32 - 8.0) * 0.3);
+        let mut l = [0i8; 16];
+        let scale = make_q3_quants(4, &x, &mut l);
+        let mut err = 0.0f32;
+        let mut norm = 0.0f32;
+        for i in 0..16 {
+            assert!((0..8).contains(&l[i]));
+            err += (scale * (l[i] as f32 - 4.0) - x[i]).powi(2);
+            norm += x[i] * x[i];
+        }
+        // 16 distinct values on 8 levels: about a quarter of the signal is lost.
+        assert!((err / norm).sqrt() < 0.3, "{}", (err / norm).sqrt());
+    }
+}
