@@ -42,7 +42,7 @@ pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     let mut top = Vec::new();
     clap_mangen::Man::new(cmd.clone()).render(&mut top)?;
     pages.push(("tgi.1".to_string(), top));
-    for sub in cmd.get_subcommands() {
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("tgi-{}", sub.get_name());
         let sub = sub.clone().name(name.clone());
         let mut buf = Vec::new();

@@ -15,7 +15,7 @@ pub struct InputError(pub String);
 pub fn exit_code(err: &anyhow::Error) -> i32 {
     let input = err.chain().any(|e| {
         e.is::<InputError>()
-            || e.is::<GgufError>()
+            || e.downcast_ref::<GgufError>().is_some_and(|g| !matches!(g, GgufError::Write(_)))
             || e.is::<HfError>()
             || e.is::<SafetensorsError>()
             || e.is::<SourceError>()

@@ -20,6 +20,8 @@ from gguf import GGUFReader, GGUFValueType
 from gguf.quants import dequantize, quantize
 
 QUANTIZERS = {T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.BF16}
+# Upper bounds on relative RMSE for Gaussian-like weights (a broken codec lands far above).
+KQUANT_BOUND = {T.Q2_K: 0.40, T.Q3_K: 0.22, T.Q4_K: 0.12, T.Q5_K: 0.06, T.Q6_K: 0.03}
 failures = []
 
 
@@ -88,7 +90,7 @@ def main():
         else:
             dec = dequantize(np.asarray(t.data), ty).reshape(x.shape)
             err = float(np.sqrt(np.sum((dec.astype(np.float64) - x) ** 2) / max(np.sum(x.astype(np.float64) ** 2), 1e-30)))
-            if err > 0.25:
+            if err > KQUANT_BOUND.get(ty, 0.0):
                 fail(f"{t.name}: {ty.name} relative RMSE {err:.4f} after gguf-py decoding")
             r = reported.get(t.name)
             if r is not None and abs(r["relative_rmse"] - err) > 1e-4 * max(1.0, err):

@@ -287,7 +287,7 @@ pub enum GgufError {
         other: String,
     },
     /// Writer: the output failed.
-    #[error("writing GGUF: {0}")]
+    #[error("writing GGUF failed")]
     Write(#[source] io::Error),
     /// Writer: a metadata entry that cannot be written.
     #[error("writing GGUF: metadata key '{key}': {reason}")]
