@@ -67,7 +67,9 @@ fn compare(ours: &Path, want: &Value) -> Vec<String> {
     bad
 }
 
-fn check_model(input: PathBuf, key: &str) {
+/// Checks every preset of one model; with `whole_file`, the files must be identical too
+/// (re-quantizing a GGUF keeps its metadata, so llama-quantize's file is reproducible).
+fn check_model(input: PathBuf, key: &str, whole_file: bool) {
     let refs = reference();
     let presets = refs["models"][key]["presets"].as_object().expect("presets in reference");
     let dir = tempfile::tempdir().unwrap();
@@ -85,6 +87,12 @@ fn check_model(input: PathBuf, key: &str) {
             failures.push(format!("{preset}: general.file_type {ft:?}, llama.cpp {}", want["file_type"]));
         }
         failures.extend(compare(&out, want).into_iter().map(|m| format!("{preset}: {m}")));
+        if whole_file {
+            let hash = format!("{:x}", Sha256::digest(std::fs::read(&out).unwrap()));
+            if hash != want["file_sha256"].as_str().unwrap() {
+                failures.push(format!("{preset}: the file differs from llama-quantize's"));
+            }
+        }
     }
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
@@ -104,13 +112,13 @@ fn hf_to_f32_equals_llama_cpp_converter() {
 
 #[test]
 fn every_preset_matches_llama_quantize_from_hf() {
-    check_model(model("stories-distill-4l/hf"), "stories-distill-4l");
+    check_model(model("stories-distill-4l/hf"), "stories-distill-4l", false);
 }
 
 #[test]
 fn every_preset_matches_llama_quantize_from_gguf_with_fallbacks() {
     // stories260k: 64-wide rows, so the k-quant presets exercise llama.cpp's fall-backs.
-    check_model(model("stories260k/stories260k-f32.gguf"), "stories260k");
+    check_model(model("stories260k/stories260k-f32.gguf"), "stories260k", true);
 }
 
 #[test]
