@@ -65,6 +65,7 @@ impl AtomicFile {
         let temp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(&dir)
             .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
         IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(temp.path().to_path_buf());

@@ -125,6 +125,21 @@ pub trait TensorSource: Send + Sync {
     fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError>;
     /// A tensor's stored bytes, borrowed from the mmap.
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError>;
+    /// Drops a tensor's pages from this process's resident memory once it has been consumed,
+    /// so that streaming over a model keeps memory near one tensor (reading it again re-faults it).
+    fn release(&self, name: &str);
+}
+
+/// Tells the kernel that `bytes`, a slice of `mmap`, is not needed for now.
+pub(crate) fn release_pages(mmap: &memmap2::Mmap, bytes: &[u8]) {
+    let offset = (bytes.as_ptr() as usize).wrapping_sub(mmap.as_ptr() as usize);
+    if bytes.is_empty() || offset.checked_add(bytes.len()).is_none_or(|end| end > mmap.len()) {
+        return;
+    }
+    // SAFETY: the map is a read-only private mapping of a file that is not modified while open:
+    // after MADV_DONTNEED a later access re-reads the same bytes from the file, so slices that
+    // are still borrowed keep their contents.
+    let _ = unsafe { mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, bytes.len()) };
 }
 
 /// Opens a `.gguf` file, a `.safetensors` file, or a checkpoint directory (see [`SafetensorsSet::open_dir`]).
@@ -189,6 +204,12 @@ impl TensorSource for GgufFile {
             .tensor(name)
             .ok_or_else(|| not_found(self.path(), name))?;
         Ok(self.tensor_data(t))
+    }
+
+    fn release(&self, name: &str) {
+        if let Some(t) = self.tensor(name) {
+            release_pages(self.mmap(), self.tensor_data(t));
+        }
     }
 }
 

@@ -261,12 +261,10 @@ fn assign_types(
     Ok(())
 }
 
-/// Replaces a key's value in place, or appends it.
+/// Sets a key as gguf's `gguf_set_val_*` does: any old entry removed, the new one appended.
 fn set_kv(kv: &mut Vec<(String, Value)>, key: &str, value: Value) {
-    match kv.iter_mut().find(|(k, _)| k == key) {
-        Some(slot) => slot.1 = value,
-        None => kv.push((key.to_string(), value)),
-    }
+    kv.retain(|(k, _)| k != key);
+    kv.push((key.to_string(), value));
 }
 
 /// Reads, transforms and encodes one tensor. A tensor whose type does not change is copied as stored.
@@ -283,10 +281,13 @@ pub fn run_job(
         JobInput::Tensor(name) => {
             if job.target == job.source_type && job.transform == Transform::None {
                 let bytes = source.raw_bytes(name)?.to_vec();
+                source.release(name);
                 progress(job.elements());
                 return Ok(Encoded { bytes, stats: ErrorStats { count: job.elements(), ..Default::default() } });
             }
-            source.read_f32(name)?
+            let values = source.read_f32(name)?;
+            source.release(name);
+            values
         }
     };
     let data = names::apply(job.transform, data, rows)?;

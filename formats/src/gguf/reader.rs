@@ -106,6 +106,11 @@ impl GgufFile {
         }
     }
 
+    /// The memory map of the whole file.
+    pub(crate) fn mmap(&self) -> &Mmap {
+        &self.mmap
+    }
+
     /// The data alignment (`general.alignment` or 32).
     pub fn alignment(&self) -> u64 {
         self.header.alignment

@@ -375,4 +375,10 @@ impl TensorSource for SafetensorsSet {
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError> {
         self.entry(name).map(|e| self.bytes(e))
     }
+
+    fn release(&self, name: &str) {
+        if let Ok(e) = self.entry(name) {
+            crate::source::release_pages(&self.shards[e.shard].mmap, self.bytes(e));
+        }
+    }
 }
