@@ -115,3 +115,34 @@ fn override_type_that_does_not_fit_is_refused() {
     assert_fails(&out, 2, "token_embd.weight");
     assert!(!target.exists());
 }
+
+#[test]
+fn hub_id_resolves_from_the_local_cache_offline() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("hub/models--tgi-test--stories260k");
+    let rev = "0123456789abcdef0123456789abcdef01234567";
+    copy_dir(&model("stories260k/hf"), &repo.join("snapshots").join(rev));
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), rev).unwrap();
+    let target = home.path().join("o.gguf");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tgi"))
+        .args(["quantize", "tgi-test/stories260k", "--type", "q8_0", "--quiet", "-o"])
+        .arg(&target)
+        .env("HF_HOME", home.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("HF_HUB_CACHE")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(target.exists());
+    // A repository that is not cached, offline: a clear error naming it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tgi"))
+        .args(["quantize", "tgi-test/missing", "-o"])
+        .arg(home.path().join("m.gguf"))
+        .env("HF_HOME", home.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("HF_HUB_CACHE")
+        .output()
+        .unwrap();
+    assert_fails(&out, 2, "tgi-test/missing");
+}
