@@ -151,7 +151,7 @@ def main() -> None:
             failures += 1
 
     (d / "manifest.ggml.txt").write_text(
-        f"# written by tests/python/kquant_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk, no imatrix)\n"
+        f"# written by tests/python/kquant_vs_ggml.py from {lib_path} (ggml_quantize_chunk, no imatrix)\n"
         + "\n".join(manifest)
         + "\n"
     )

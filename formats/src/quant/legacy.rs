@@ -216,13 +216,34 @@ mod tests {
         let mut y = [0u8; 18];
         quantize_q4_0(&x, &mut y);
         // max = 19 (largest |x|), d = -19/8, x*id + 8.5 for x = 19 -> 0.5 -> q = 0
-        assert_eq!(load_fp16(&y[0..2]), half::f16::from_f32(-19.0 / 8.0).to_f32());
+        assert_eq!(
+            load_fp16(&y[0..2]),
+            half::f16::from_f32(-19.0 / 8.0).to_f32()
+        );
         assert_eq!(y[2 + 15] >> 4, 0);
         let mut back = [0f32; QK];
         dequantize_q4_0(&y, &mut back);
         for (a, b) in x.iter().zip(&back) {
             assert!((a - b).abs() <= 19.0 / 8.0 / 2.0 + 1e-3, "{a} {b}");
         }
+    }
+
+    #[test]
+    fn negative_zero_minimum_is_kept_like_ggml() {
+        // ggml scans with `v < min` from FLT_MAX, so the first of -0.0/+0.0 becomes the min.
+        let mut x = [0.0f32; QK];
+        x[0] = -0.0;
+        x[7] = 1.0;
+        let mut y4 = [0u8; 20];
+        quantize_q4_1(&x, &mut y4);
+        assert_eq!(&y4[2..4], &[0x00, 0x80]);
+        let mut y5 = [0u8; 24];
+        quantize_q5_1(&x, &mut y5);
+        assert_eq!(&y5[2..4], &[0x00, 0x80]);
+        x[0] = 0.0;
+        x[1] = -0.0;
+        quantize_q4_1(&x, &mut y4);
+        assert_eq!(&y4[2..4], &[0x00, 0x00]);
     }
 
     #[test]

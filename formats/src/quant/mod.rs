@@ -3,7 +3,8 @@
 //! without an importance matrix) and equal to its `dequantize_row_*` decoders.
 //!
 //! All arithmetic is f32 in the C evaluation order with sequential sums and no fused
-//! multiply-add; see `docs/formats.md` §1.2–1.3 of the project notes.
+//! multiply-add (project format notes, `formats.md` §1.2–1.3). Checked byte for byte against
+//! llama.cpp's `ggml_quantize_chunk` and gguf-py by `tests/quant_vectors.rs`.
 
 mod float;
 mod legacy;
@@ -59,14 +60,23 @@ pub enum QuantError {
 fn encoded_len(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
     ty.bytes_for(n as u64)
         .and_then(|b| usize::try_from(b).ok())
-        .ok_or(QuantError::PartialBlock { ty, len: n, block_size: ty.block_size() })
+        .ok_or(QuantError::PartialBlock {
+            ty,
+            len: n,
+            block_size: ty.block_size(),
+        })
 }
 
 /// Checks that `bytes` is exactly the encoded size of `values` values of `ty`.
 fn check_bytes(ty: GgmlType, values: usize, bytes: usize) -> Result<(), QuantError> {
     let expected = encoded_len(ty, values)?;
     if bytes != expected {
-        return Err(QuantError::ByteLength { ty, values, expected, actual: bytes });
+        return Err(QuantError::ByteLength {
+            ty,
+            values,
+            expected,
+            actual: bytes,
+        });
     }
     Ok(())
 }
@@ -141,8 +151,11 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// Quantizes a `[rows, n_per_row]` matrix, rows in parallel with rayon; returns the encoded
 /// bytes (rows concatenated, as `ggml_quantize_chunk` lays them out).
 pub fn quantize_matrix(ty: GgmlType, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, QuantError> {
-    if n_per_row == 0 || src.len() % n_per_row != 0 {
-        return Err(QuantError::RaggedMatrix { len: src.len(), n_per_row });
+    if n_per_row == 0 || !src.chunks_exact(n_per_row).remainder().is_empty() {
+        return Err(QuantError::RaggedMatrix {
+            len: src.len(),
+            n_per_row,
+        });
     }
     let row_bytes = encoded_len(ty, n_per_row)?;
     let mut out = vec![0u8; src.len() / n_per_row * row_bytes];

@@ -66,14 +66,18 @@ pub(crate) fn quantize_q2_k(x: &[f32; QK_K], y: &mut [u8; 84]) {
         store_fp16(&mut dd[2..4], 0.0)
     };
 
-    for j in 0..16 {
-        let dl = d * (sc[j] & 0xF) as f32;
+    for ((&s, ls), xs) in sc
+        .iter()
+        .zip(l.chunks_exact_mut(16))
+        .zip(x.chunks_exact(16))
+    {
+        let dl = d * (s & 0xF) as f32;
         if dl == 0.0 {
             continue;
         }
-        let ml = dmin * (sc[j] >> 4) as f32;
-        for i in 16 * j..16 * j + 16 {
-            l[i] = nearest_int((x[i] + ml) / dl).clamp(0, 3) as u8;
+        let ml = dmin * (s >> 4) as f32;
+        for (l, &v) in ls.iter_mut().zip(xs) {
+            *l = nearest_int((v + ml) / dl).clamp(0, 3) as u8;
         }
     }
     pack_2bit(&l, qs);
@@ -114,7 +118,12 @@ mod tests {
         let mut back = [0f32; QK_K];
         dequantize_q2_k(&y, &mut back);
         for e in 0..QK_K {
-            assert!((back[e] - x[e]).abs() < 1e-2, "{e}: {} vs {}", back[e], x[e]);
+            assert!(
+                (back[e] - x[e]).abs() < 1e-2,
+                "{e}: {} vs {}",
+                back[e],
+                x[e]
+            );
         }
     }
 }

@@ -34,16 +34,20 @@ pub(crate) fn quantize_q6_k(x: &[f32; QK_K], y: &mut [u8; 210]) {
     let (sc, dd) = rest.split_at_mut(16);
     let iscale = -128.0 / max_scale;
     let d = store_fp16(dd, 1.0 / iscale);
-    for ib in 0..16 {
-        sc[ib] = nearest_int(iscale * scales[ib]).min(127) as u8;
+    for (s, &scale) in sc.iter_mut().zip(&scales) {
+        *s = nearest_int(iscale * scale).min(127) as u8;
     }
-    for j in 0..16 {
-        let dl = d * (sc[j] as i8) as f32;
+    for ((&s, ls), xs) in sc
+        .iter()
+        .zip(l.chunks_exact_mut(16))
+        .zip(x.chunks_exact(16))
+    {
+        let dl = d * (s as i8) as f32;
         if dl == 0.0 {
             continue;
         }
-        for i in 16 * j..16 * j + 16 {
-            l[i] = (nearest_int(x[i] / dl).clamp(-32, 31) + 32) as u8;
+        for (l, &v) in ls.iter_mut().zip(xs) {
+            *l = (nearest_int(v / dl).clamp(-32, 31) + 32) as u8;
         }
     }
 

@@ -72,9 +72,11 @@ pub(crate) fn make_qkx2_quants<const N: usize, const MAD: bool>(
     let mut is = 0;
     while is <= nstep {
         let base = min;
-        let iscale: [f32; LANES] =
-            std::array::from_fn(|k| (rmin + rdelta * (is + k as i32) as f32 + nmax_f) / (max - base));
-        let mut laux = [[0u8; N]; LANES];
+        let iscale: [f32; LANES] = std::array::from_fn(|k| {
+            (rmin + rdelta * (is + k as i32) as f32 + nmax_f) / (max - base)
+        });
+        // Levels of element i for every lane side by side (as f32: exact small integers).
+        let mut laux = [[0f32; LANES]; N];
         let mut sum_l = [0f32; LANES];
         let mut sum_l2 = [0f32; LANES];
         let mut sum_xl = [0f32; LANES];
@@ -82,11 +84,11 @@ pub(crate) fn make_qkx2_quants<const N: usize, const MAD: bool>(
             let (xi, w) = (x[i], weights[i]);
             let dx = xi - base;
             for k in 0..LANES {
-                let q = nearest_int(iscale[k] * dx).clamp(0, nmax);
-                laux[k][i] = q as u8;
-                let wl = w * q as f32;
+                let q = nearest_int(iscale[k] * dx).clamp(0, nmax) as f32;
+                laux[i][k] = q;
+                let wl = w * q;
                 sum_l[k] += wl;
-                sum_l2[k] += wl * q as f32;
+                sum_l2[k] += wl * q;
                 sum_xl[k] += wl * xi;
             }
         }
@@ -106,7 +108,7 @@ pub(crate) fn make_qkx2_quants<const N: usize, const MAD: bool>(
         let mut cur_error = [0f32; LANES];
         for i in 0..N {
             for k in 0..LANES {
-                let diff = this_scale[k] * laux[k][i] as f32 + this_min[k] - x[i];
+                let diff = this_scale[k] * laux[i][k] + this_min[k] - x[i];
                 cur_error[k] += weights[i] * err(diff);
             }
         }
@@ -117,7 +119,9 @@ pub(crate) fn make_qkx2_quants<const N: usize, const MAD: bool>(
                 break;
             }
             if det[k] > 0.0 && cur_error[k] < best_error {
-                *l = laux[k];
+                for (l, q) in l.iter_mut().zip(&laux) {
+                    *l = q[k] as u8;
+                }
                 best_error = cur_error[k];
                 scale = this_scale[k];
                 let moved = this_min[k].to_bits() != min.to_bits();
@@ -172,8 +176,7 @@ pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], l: &mut [u
     });
     let mut sumlx = [0f32; PADDED];
     let mut suml2 = [0f32; PADDED];
-    for i in 0..N {
-        let xi = x[i];
+    for &xi in x {
         let w = xi * xi;
         let wx = w * xi;
         for k in 0..PADDED {
@@ -183,7 +186,11 @@ pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], l: &mut [u
         }
     }
     let mut chosen = 0;
-    let mut scale = if suml2[0] != 0.0 { sumlx[0] / suml2[0] } else { 0.0 };
+    let mut scale = if suml2[0] != 0.0 {
+        sumlx[0] / suml2[0]
+    } else {
+        0.0
+    };
     let mut best = scale * sumlx[0];
     for k in 1..QX_STEPS {
         if suml2[k] > 0.0 && sumlx[k] * sumlx[k] > best * suml2[k] {
@@ -323,7 +330,8 @@ mod tests {
                     }
                     let mut cur_error = 0.0f32;
                     for i in 0..N {
-                        cur_error += weights[i] * err(this_scale * laux[i] as f32 + this_min - x[i]);
+                        cur_error +=
+                            weights[i] * err(this_scale * laux[i] as f32 + this_min - x[i]);
                     }
                     if cur_error < best_error {
                         *l = laux;
@@ -425,8 +433,13 @@ mod tests {
             for (nmax, rmin, nstep) in [(15, -1.0, 20), (31, -0.5, 15)] {
                 let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
                 let got = make_qkx2_quants::<32, false>(nmax, &x, &w, &mut a, rmin, 0.1, nstep);
-                let want = reference::make_qkx2_quants(nmax, &x, &w, &mut b, rmin, 0.1, nstep, false);
-                assert_eq!((got.0.to_bits(), got.1.to_bits(), a), (want.0.to_bits(), want.1.to_bits(), b), "{x:?}");
+                let want =
+                    reference::make_qkx2_quants(nmax, &x, &w, &mut b, rmin, 0.1, nstep, false);
+                assert_eq!(
+                    (got.0.to_bits(), got.1.to_bits(), a),
+                    (want.0.to_bits(), want.1.to_bits(), b),
+                    "{x:?}"
+                );
             }
         }
         for x in groups::<16>(3000) {
@@ -434,7 +447,11 @@ mod tests {
             let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
             let got = make_qkx2_quants::<16, true>(3, &x, &w, &mut a, -0.5, 0.1, 15);
             let want = reference::make_qkx2_quants(3, &x, &w, &mut b, -0.5, 0.1, 15, true);
-            assert_eq!((got.0.to_bits(), got.1.to_bits(), a), (want.0.to_bits(), want.1.to_bits(), b), "{x:?}");
+            assert_eq!(
+                (got.0.to_bits(), got.1.to_bits(), a),
+                (want.0.to_bits(), want.1.to_bits(), b),
+                "{x:?}"
+            );
         }
     }
 
@@ -453,7 +470,10 @@ mod tests {
         let x = [0.0f32; 32];
         let w = [1.0f32; 32];
         let mut l = [9u8; 32];
-        assert_eq!(make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20), (0.0, -0.0));
+        assert_eq!(
+            make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20),
+            (0.0, -0.0)
+        );
         assert_eq!(l, [0; 32]);
         // A constant negative group: min = max, the min carries everything.
         let x = [-2.5f32; 32];
