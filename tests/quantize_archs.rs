@@ -33,14 +33,24 @@ fn variant(dir: &Path, edit: impl Fn(&mut serde_json::Value), extra: &[(&str, Ve
     }
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
         .iter()
-        .map(|(n, s, b)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap()))
+        .map(|(n, s, b)| {
+            (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap())
+        })
         .collect();
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
 }
 
 fn convert(dir: &Path) -> GgufFile {
     let out = dir.join("out.gguf");
-    assert_ok(&tgi(["quantize".as_ref(), dir.as_os_str(), "--type".as_ref(), "f32".as_ref(), "-o".as_ref(), out.as_os_str(), "-q".as_ref()]));
+    assert_ok(&tgi([
+        "quantize".as_ref(),
+        dir.as_os_str(),
+        "--type".as_ref(),
+        "f32".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "-q".as_ref(),
+    ]));
     GgufFile::open(&out).unwrap()
 }
 
@@ -53,9 +63,8 @@ fn hf_bytes(name: &str) -> Vec<u8> {
 fn qwen2_keeps_biases_and_rows() {
     let dir = tempfile::tempdir().unwrap();
     let mut extra = Vec::new();
-    let names: Vec<String> = (0..5)
-        .flat_map(|l| ["q", "k", "v"].map(|p| format!("model.layers.{l}.self_attn.{p}_proj.bias")))
-        .collect();
+    let names: Vec<String> =
+        (0..5).flat_map(|l| ["q", "k", "v"].map(|p| format!("model.layers.{l}.self_attn.{p}_proj.bias"))).collect();
     for n in &names {
         let len = if n.contains(".q_proj") { 64 } else { 32 };
         extra.push((n.as_str(), (0..len).map(|i| i as f32 / 100.0).collect()));

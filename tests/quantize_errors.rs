@@ -17,7 +17,8 @@ fn missing_model_is_an_input_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = tgi(["quantize", "/nonexistent/model", "-o"]);
     assert_eq!(out.status.code(), Some(2), "a missing option value is a usage error");
-    let out = tgi(["quantize".as_ref(), "./no/such/dir".as_ref(), "-o".as_ref(), dir.path().join("x.gguf").as_os_str()]);
+    let out =
+        tgi(["quantize".as_ref(), "./no/such/dir".as_ref(), "-o".as_ref(), dir.path().join("x.gguf").as_os_str()]);
     assert_fails(&out, 2, "no/such/dir");
     assert!(files_in(dir.path()).is_empty());
 }
@@ -73,7 +74,14 @@ fn existing_output_needs_force_and_input_is_never_overwritten() {
     let out = tgi(["quantize".as_ref(), hf.as_os_str(), "-o".as_ref(), target.as_os_str(), "--quiet".as_ref()]);
     assert_fails(&out, 2, "--force");
     assert_eq!(std::fs::read(&target).unwrap(), b"keep");
-    let out = tgi(["quantize".as_ref(), hf.as_os_str(), "-o".as_ref(), target.as_os_str(), "--force".as_ref(), "-q".as_ref()]);
+    let out = tgi([
+        "quantize".as_ref(),
+        hf.as_os_str(),
+        "-o".as_ref(),
+        target.as_os_str(),
+        "--force".as_ref(),
+        "-q".as_ref(),
+    ]);
     assert_ok(&out);
     // The input GGUF as output, through a symlink too.
     let link = dir.path().join("link.gguf");

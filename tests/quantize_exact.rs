@@ -130,7 +130,8 @@ fn gguf_py_agrees() {
     let dir = tempfile::tempdir().unwrap();
     let f32 = dir.path().join("f32.gguf");
     quantize(&model("stories-distill-4l/hf"), "f32", &f32);
-    for preset in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_s", "q6_k", "q2_k", "q3_k_m", "f16", "bf16"] {
+    for preset in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_s", "q6_k", "q2_k", "q3_k_m", "f16", "bf16"]
+    {
         let out = dir.path().join(format!("{preset}.gguf"));
         let summary = quantize(&model("stories-distill-4l/hf"), preset, &out);
         let summary_path = dir.path().join(format!("{preset}.json"));

@@ -101,8 +101,11 @@ fn full_disk_is_an_error_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
-    let mounted =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&mnt).stderr(Stdio::null()).status();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .status();
     if !mounted.map(|s| s.success()).unwrap_or(false) {
         eprintln!("cannot mount a small tmpfs here (not root?): skipping the full-disk test");
         return;

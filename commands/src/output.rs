@@ -51,7 +51,9 @@ impl AtomicFile {
                 }
             }
             if !force {
-                return Err(InputError(format!("{}: already exists (use --force to overwrite)", target.display())).into());
+                return Err(
+                    InputError(format!("{}: already exists (use --force to overwrite)", target.display())).into()
+                );
             }
         }
         let dir = match target.parent() {
@@ -89,7 +91,9 @@ impl AtomicFile {
             temp.persist_noclobber(&self.target).map(|_| ())
         };
         forget(&temp_path);
-        result.map_err(|e| e.error).with_context(|| format!("cannot move the output into {}", self.target.display()))?;
+        result
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot move the output into {}", self.target.display()))?;
         if let Some(dir) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
             if let Ok(d) = File::open(dir) {
                 let _ = d.sync_all();

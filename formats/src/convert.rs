@@ -13,9 +13,7 @@ const F16_BATCH: usize = 1024;
 /// do not form a whole element are ignored.
 fn convert(bytes: &[u8], width: usize, f: impl Fn(&[u8], &mut [f32]) + Sync) -> Vec<f32> {
     let mut out = vec![0f32; bytes.len() / width];
-    out.par_chunks_mut(CHUNK)
-        .zip(bytes.par_chunks(CHUNK * width))
-        .for_each(|(dst, src)| f(src, dst));
+    out.par_chunks_mut(CHUNK).zip(bytes.par_chunks(CHUNK * width)).for_each(|(dst, src)| f(src, dst));
     out
 }
 
@@ -69,16 +67,8 @@ mod tests {
 
     #[test]
     fn f16_matches_half() {
-        let mut v: Vec<f16> = sample(CHUNK + F16_BATCH + 5)
-            .into_iter()
-            .map(f16::from_f32)
-            .collect();
-        v.extend([
-            f16::INFINITY,
-            f16::NEG_INFINITY,
-            f16::from_bits(1),
-            f16::NEG_ZERO,
-        ]);
+        let mut v: Vec<f16> = sample(CHUNK + F16_BATCH + 5).into_iter().map(f16::from_f32).collect();
+        v.extend([f16::INFINITY, f16::NEG_INFINITY, f16::from_bits(1), f16::NEG_ZERO]);
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         let got = f16_to_f32(&bytes);
         assert_eq!(got.len(), v.len());

@@ -145,9 +145,7 @@ impl GgmlType {
     /// Parses a type name, case-insensitively (`q4_k`, `Q8_0`, `f16`).
     pub fn parse(name: &str) -> Option<GgmlType> {
         let lower = name.to_ascii_lowercase();
-        GgmlType::ALL
-            .into_iter()
-            .find(|t| t.ggml_name().to_ascii_lowercase() == lower)
+        GgmlType::ALL.into_iter().find(|t| t.ggml_name().to_ascii_lowercase() == lower)
     }
 }
 

@@ -150,28 +150,17 @@ pub fn open(path: &Path) -> Result<Box<dyn TensorSource>, SourceError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("gguf") => Ok(Box::new(GgufFile::open(path)?)),
         Some("safetensors") => Ok(Box::new(SafetensorsSet::open_files(&[path.to_path_buf()])?)),
-        _ => Err(SourceError::UnknownFormat {
-            path: path.to_path_buf(),
-        }),
+        _ => Err(SourceError::UnknownFormat { path: path.to_path_buf() }),
     }
 }
 
 /// Converts stored bytes of `dtype` to f32, or reports that the dtype is not a float tgi reads.
-pub(crate) fn bytes_to_f32(
-    bytes: &[u8],
-    dtype: DType,
-    file: &Path,
-    name: &str,
-) -> Result<Vec<f32>, SourceError> {
+pub(crate) fn bytes_to_f32(bytes: &[u8], dtype: DType, file: &Path, name: &str) -> Result<Vec<f32>, SourceError> {
     match dtype {
         DType::F32 => Ok(f32_from_bytes(bytes)),
         DType::F16 => Ok(f16_to_f32(bytes)),
         DType::BF16 => Ok(bf16_to_f32(bytes)),
-        other => Err(SourceError::NotFloat {
-            file: file.to_path_buf(),
-            name: name.to_owned(),
-            dtype: other,
-        }),
+        other => Err(SourceError::NotFloat { file: file.to_path_buf(), name: name.to_owned(), dtype: other }),
     }
 }
 
@@ -179,30 +168,17 @@ impl TensorSource for GgufFile {
     fn tensors(&self) -> Vec<TensorMeta> {
         GgufFile::tensors(self)
             .iter()
-            .map(|t| TensorMeta {
-                name: t.name.clone(),
-                shape: t.torch_shape(),
-                dtype: DType::from_ggml(t.ty),
-            })
+            .map(|t| TensorMeta { name: t.name.clone(), shape: t.torch_shape(), dtype: DType::from_ggml(t.ty) })
             .collect()
     }
 
     fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError> {
-        let t = self
-            .tensor(name)
-            .ok_or_else(|| not_found(self.path(), name))?;
-        bytes_to_f32(
-            self.tensor_data(t),
-            DType::from_ggml(t.ty),
-            self.path(),
-            name,
-        )
+        let t = self.tensor(name).ok_or_else(|| not_found(self.path(), name))?;
+        bytes_to_f32(self.tensor_data(t), DType::from_ggml(t.ty), self.path(), name)
     }
 
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError> {
-        let t = self
-            .tensor(name)
-            .ok_or_else(|| not_found(self.path(), name))?;
+        let t = self.tensor(name).ok_or_else(|| not_found(self.path(), name))?;
         Ok(self.tensor_data(t))
     }
 
@@ -215,10 +191,7 @@ impl TensorSource for GgufFile {
 
 /// The error for a missing tensor.
 pub(crate) fn not_found(origin: &Path, name: &str) -> SourceError {
-    SourceError::NotFound {
-        origin: origin.to_path_buf(),
-        name: name.to_owned(),
-    }
+    SourceError::NotFound { origin: origin.to_path_buf(), name: name.to_owned() }
 }
 
 #[cfg(test)]
@@ -243,10 +216,7 @@ mod tests {
     fn gguf_source_reads_floats_and_reports_quantized() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.gguf");
-        let f16s: Vec<u8> = [1.5f32, -2.0, 0.25]
-            .iter()
-            .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
-            .collect();
+        let f16s: Vec<u8> = [1.5f32, -2.0, 0.25].iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
         let specs = vec![
             TensorSpec::from_torch_shape("h", &[3, 1], GgmlType::F16),
             TensorSpec::from_torch_shape("q", &[2, 32], GgmlType::Q8_0),
@@ -258,14 +228,7 @@ mod tests {
 
         let src = open(&path).unwrap();
         let metas = src.tensors();
-        assert_eq!(
-            metas[0],
-            TensorMeta {
-                name: "h".into(),
-                shape: vec![3, 1],
-                dtype: DType::F16
-            }
-        );
+        assert_eq!(metas[0], TensorMeta { name: "h".into(), shape: vec![3, 1], dtype: DType::F16 });
         assert_eq!(metas[1].shape, vec![2, 32]);
         assert_eq!(metas[1].dtype, DType::Ggml(GgmlType::Q8_0));
         assert_eq!(src.read_f32("h").unwrap(), vec![1.5, -2.0, 0.25]);
@@ -274,10 +237,7 @@ mod tests {
         assert!(matches!(e, SourceError::NotFloat { .. }), "{e}");
         assert!(e.to_string().contains("m.gguf: tensor 'q' is q8_0"), "{e}");
         let e = src.raw_bytes("nope").unwrap_err();
-        assert!(
-            e.to_string().ends_with("m.gguf: no tensor named 'nope'"),
-            "{e}"
-        );
+        assert!(e.to_string().ends_with("m.gguf: no tensor named 'nope'"), "{e}");
     }
 
     #[test]
@@ -287,26 +247,13 @@ mod tests {
         assert_eq!(gguf.tensors().len(), 48);
         // Norms are stored unpermuted by both converters.
         let a = gguf.read_f32("blk.0.attn_norm.weight").unwrap();
-        let b = st
-            .read_f32("model.layers.0.input_layernorm.weight")
-            .unwrap();
+        let b = st.read_f32("model.layers.0.input_layernorm.weight").unwrap();
         assert_eq!(a, b);
-        let emb = st
-            .tensors()
-            .into_iter()
-            .find(|t| t.name == "model.embed_tokens.weight")
-            .unwrap();
-        let gemb = gguf
-            .tensors()
-            .into_iter()
-            .find(|t| t.name == "token_embd.weight")
-            .unwrap();
+        let emb = st.tensors().into_iter().find(|t| t.name == "model.embed_tokens.weight").unwrap();
+        let gemb = gguf.tensors().into_iter().find(|t| t.name == "token_embd.weight").unwrap();
         assert_eq!((emb.shape.clone(), emb.dtype), (vec![512, 64], DType::F32));
         assert_eq!(gemb.shape, emb.shape);
-        assert_eq!(
-            gguf.read_f32("token_embd.weight").unwrap(),
-            st.read_f32("model.embed_tokens.weight").unwrap()
-        );
+        assert_eq!(gguf.read_f32("token_embd.weight").unwrap(), st.read_f32("model.embed_tokens.weight").unwrap());
         // Down projection: not permuted either; same row-major layout.
         assert_eq!(
             gguf.raw_bytes("blk.4.ffn_down.weight").unwrap(),

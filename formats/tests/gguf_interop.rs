@@ -19,18 +19,9 @@ fn metadata() -> Vec<(String, Value)> {
         ("general.architecture".into(), "llama".into()),
         ("general.name".into(), "interop test".into()),
         ("llama.block_count".into(), 2u32.into()),
-        (
-            "llama.attention.layer_norm_rms_epsilon".into(),
-            1e-5f32.into(),
-        ),
-        (
-            "tokenizer.ggml.tokens".into(),
-            Value::strings(["<unk>", "<s>", "▁hé"]),
-        ),
-        (
-            "tokenizer.ggml.scores".into(),
-            Value::f32s(vec![0.0, -1.0, -2.5]),
-        ),
+        ("llama.attention.layer_norm_rms_epsilon".into(), 1e-5f32.into()),
+        ("tokenizer.ggml.tokens".into(), Value::strings(["<unk>", "<s>", "▁hé"])),
+        ("tokenizer.ggml.scores".into(), Value::f32s(vec![0.0, -1.0, -2.5])),
         ("tokenizer.ggml.token_type".into(), Value::i32s([2, 3, 1])),
         ("tokenizer.ggml.add_bos_token".into(), true.into()),
         ("test.u64".into(), (1u64 << 40).into()),
@@ -48,14 +39,7 @@ fn tensors() -> Vec<(TensorSpec, Vec<u8>)> {
         let n: u64 = dims.iter().product();
         let len = ty.bytes_for(n).unwrap() as usize;
         let bytes = (0..len).map(|i| (i * 7 + name.len()) as u8).collect();
-        (
-            TensorSpec {
-                name: name.into(),
-                dims: dims.to_vec(),
-                ty,
-            },
-            bytes,
-        )
+        (TensorSpec { name: name.into(), dims: dims.to_vec(), ty }, bytes)
     };
     vec![
         t("token_embd.weight", &[64, 8], GgmlType::F32),
@@ -96,24 +80,12 @@ fn theirs(v: &Value) -> MetadataValue {
         Value::U64(x) => MetadataValue::U64(*x),
         Value::I64(x) => MetadataValue::I64(*x),
         Value::F64(x) => MetadataValue::F64(*x),
-        Value::Array(Array::String(xs)) => arr(
-            GGUFValueType::String,
-            xs.iter()
-                .map(|x| MetadataValue::String(x.clone()))
-                .collect(),
-        ),
-        Value::Array(Array::F32(xs)) => arr(
-            GGUFValueType::F32,
-            xs.iter().map(|&x| MetadataValue::F32(x)).collect(),
-        ),
-        Value::Array(Array::I32(xs)) => arr(
-            GGUFValueType::I32,
-            xs.iter().map(|&x| MetadataValue::I32(x)).collect(),
-        ),
-        Value::Array(Array::U64(xs)) => arr(
-            GGUFValueType::U64,
-            xs.iter().map(|&x| MetadataValue::U64(x)).collect(),
-        ),
+        Value::Array(Array::String(xs)) => {
+            arr(GGUFValueType::String, xs.iter().map(|x| MetadataValue::String(x.clone())).collect())
+        }
+        Value::Array(Array::F32(xs)) => arr(GGUFValueType::F32, xs.iter().map(|&x| MetadataValue::F32(x)).collect()),
+        Value::Array(Array::I32(xs)) => arr(GGUFValueType::I32, xs.iter().map(|&x| MetadataValue::I32(x)).collect()),
+        Value::Array(Array::U64(xs)) => arr(GGUFValueType::U64, xs.iter().map(|&x| MetadataValue::U64(x)).collect()),
         other => panic!("not used in this test: {other:?}"),
     }
 }
@@ -151,17 +123,12 @@ fn gguf_rs_lib_reads_our_file() {
 #[test]
 fn we_read_gguf_rs_lib_file() {
     let mut b = GGUFBuilder::new()
-        .add_metadata(
-            "general.architecture",
-            MetadataValue::String("llama".into()),
-        )
+        .add_metadata("general.architecture", MetadataValue::String("llama".into()))
         .add_metadata("llama.block_count", MetadataValue::U32(3))
         .add_metadata("test.scores", theirs(&Value::f32s(vec![1.0, 2.0])));
     for (spec, bytes) in tensors() {
         let ty = TensorType::from_u32(spec.ty.id()).unwrap();
-        b = b
-            .add_tensor(spec.name.clone(), spec.dims.clone(), ty, bytes)
-            .unwrap();
+        b = b.add_tensor(spec.name.clone(), spec.dims.clone(), ty, bytes).unwrap();
     }
     let (bytes, _) = b.build_to_bytes().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -172,10 +139,7 @@ fn we_read_gguf_rs_lib_file() {
     assert_eq!(f.version(), 3);
     assert_eq!(f.get("llama.block_count").and_then(Value::as_u32), Some(3));
     assert_eq!(f.get("test.scores"), Some(&Value::f32s(vec![1.0, 2.0])));
-    assert_eq!(
-        f.get("general.architecture").and_then(Value::as_str),
-        Some("llama")
-    );
+    assert_eq!(f.get("general.architecture").and_then(Value::as_str), Some("llama"));
     let ts = tensors();
     assert_eq!(f.tensors().len(), ts.len());
     for (spec, data) in &ts {
@@ -192,15 +156,8 @@ fn stories() -> PathBuf {
 #[test]
 fn rewriting_stories260k_is_byte_identical() {
     let src = GgufFile::open(&stories()).unwrap();
-    let specs = src
-        .tensors()
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            ty: t.ty,
-        })
-        .collect();
+    let specs =
+        src.tensors().iter().map(|t| TensorSpec { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty }).collect();
     let mut w = GgufWriter::new(Vec::new(), src.metadata().to_vec(), specs).unwrap();
     for t in src.tensors() {
         w.write_tensor(&t.name, src.tensor_data(t)).unwrap();
@@ -208,10 +165,7 @@ fn rewriting_stories260k_is_byte_identical() {
     let out = w.finish().unwrap();
     let original = std::fs::read(stories()).unwrap();
     assert_eq!(out.len(), original.len());
-    assert!(
-        out == original,
-        "re-written file differs from the llama.cpp-converted original"
-    );
+    assert!(out == original, "re-written file differs from the llama.cpp-converted original");
 }
 
 /// Reads a file with gguf-py's `GGUFReader` and prints one line per KV and per tensor.
@@ -227,10 +181,7 @@ for t in r.tensors:
 
 #[test]
 fn python_gguf_reads_our_file() {
-    let ok = Command::new("python3")
-        .args(["-c", "import gguf"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let ok = Command::new("python3").args(["-c", "import gguf"]).output().is_ok_and(|o| o.status.success());
     if !ok {
         eprintln!("skipped: python3 with the `gguf` package is not available");
         return;
@@ -239,39 +190,17 @@ fn python_gguf_reads_our_file() {
     let path = dir.path().join("ours.gguf");
     let ts = write_ours(&path);
     let ours = GgufFile::open(&path).unwrap();
-    let out = Command::new("python3")
-        .args(["-c", PY_DUMP])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("python3").args(["-c", PY_DUMP]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    let kvs: Vec<&str> = lines
-        .iter()
-        .copied()
-        .filter(|l| l.starts_with("kv "))
-        .collect();
+    let kvs: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("kv ")).collect();
     assert_eq!(kvs.len(), metadata().len());
     assert!(kvs.contains(&"kv llama.block_count [4] 2"), "{kvs:?}");
-    assert!(
-        kvs.contains(&"kv tokenizer.ggml.tokens [9, 8] ['<unk>', '<s>', '▁hé']"),
-        "{kvs:?}"
-    );
-    assert!(
-        kvs.contains(&"kv tokenizer.ggml.token_type [9, 5] [2, 3, 1]"),
-        "{kvs:?}"
-    );
+    assert!(kvs.contains(&"kv tokenizer.ggml.tokens [9, 8] ['<unk>', '<s>', '▁hé']"), "{kvs:?}");
+    assert!(kvs.contains(&"kv tokenizer.ggml.token_type [9, 5] [2, 3, 1]"), "{kvs:?}");
     assert!(kvs.contains(&"kv test.u64 [10] 1099511627776"), "{kvs:?}");
-    let tensor_lines: Vec<&str> = lines
-        .iter()
-        .copied()
-        .filter(|l| l.starts_with("tensor "))
-        .collect();
+    let tensor_lines: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("tensor ")).collect();
     assert_eq!(tensor_lines.len(), ts.len());
     for ((line, (spec, bytes)), t) in tensor_lines.iter().zip(&ts).zip(ours.tensors()) {
         let dims: Vec<String> = spec.dims.iter().map(u64::to_string).collect();

@@ -22,20 +22,13 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 fn read_f32(name: &str) -> Vec<f32> {
-    read(name)
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
+    read(name).chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
 /// One manifest line.
 enum Vector {
     /// `<set>.f32` as rows of `n_per_row`, encoded as `ty`, equals `<set>.<ty>.bin`.
-    Encode {
-        set: String,
-        ty: GgmlType,
-        n_per_row: usize,
-    },
+    Encode { set: String, ty: GgmlType, n_per_row: usize },
     /// `decode.<ty>.bin` decodes to `decode.<ty>.f32`, bit for bit.
     Decode { ty: GgmlType },
 }
@@ -48,26 +41,17 @@ fn manifest() -> Vec<(String, Vector)> {
         .filter(|n| n.starts_with("manifest") && n.ends_with(".txt"))
         .collect();
     files.sort();
-    assert!(
-        !files.is_empty(),
-        "no manifest*.txt in {}",
-        data_dir().display()
-    );
+    assert!(!files.is_empty(), "no manifest*.txt in {}", data_dir().display());
     let mut out = Vec::new();
     for file in files {
         let text = String::from_utf8(read(&file)).unwrap();
-        for line in text
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        {
+        for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
             let f: Vec<&str> = line.split_whitespace().collect();
             let ty = |s: &str| GgmlType::parse(s).unwrap_or_else(|| panic!("{file}: type {s}"));
             let v = match f.as_slice() {
-                ["encode", set, t, n] => Vector::Encode {
-                    set: set.to_string(),
-                    ty: ty(t),
-                    n_per_row: n.parse().unwrap(),
-                },
+                ["encode", set, t, n] => {
+                    Vector::Encode { set: set.to_string(), ty: ty(t), n_per_row: n.parse().unwrap() }
+                }
                 ["decode", t] => Vector::Decode { ty: ty(t) },
                 _ => panic!("{file}: bad line {line:?}"),
             };
@@ -90,9 +74,8 @@ fn encoders_match_reference_bytes() {
         let got = quantize_matrix(ty, &x, n_per_row).unwrap();
         assert_eq!(got.len(), want.len(), "{set} {ty}: length");
         let bs = ty.type_size();
-        let bad: Vec<usize> = (0..got.len() / bs)
-            .filter(|&b| got[b * bs..(b + 1) * bs] != want[b * bs..(b + 1) * bs])
-            .collect();
+        let bad: Vec<usize> =
+            (0..got.len() / bs).filter(|&b| got[b * bs..(b + 1) * bs] != want[b * bs..(b + 1) * bs]).collect();
         if !bad.is_empty() {
             failures.push(format!(
                 "{file}: {set} {ty}: {} of {} blocks differ, first {}",
@@ -110,10 +93,7 @@ fn encoders_match_reference_bytes() {
 #[test]
 fn f32_encoding_is_the_input() {
     let x = read_f32("normal.f32");
-    assert_eq!(
-        quantize_matrix(GgmlType::F32, &x, 512).unwrap(),
-        read("normal.f32")
-    );
+    assert_eq!(quantize_matrix(GgmlType::F32, &x, 512).unwrap(), read("normal.f32"));
 }
 
 #[test]
@@ -126,16 +106,9 @@ fn decoders_match_reference_floats() {
         let want = read_f32(&format!("decode.{name}.f32"));
         let mut got = vec![f32::NAN; want.len()];
         dequantize_row(ty, &bytes, &mut got).unwrap();
-        let bad = got
-            .iter()
-            .zip(&want)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
+        let bad = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         if bad > 0 {
-            failures.push(format!(
-                "{file}: decode {ty}: {bad} of {} values differ",
-                want.len()
-            ));
+            failures.push(format!("{file}: decode {ty}: {bad} of {} values differ", want.len()));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

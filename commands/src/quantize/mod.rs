@@ -111,17 +111,17 @@ impl Input {
         let path = Path::new(model);
         if path.is_file() {
             let file = GgufFile::open(path)?;
-            let name = file
-                .get("general.name")
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| stem(path));
+            let name =
+                file.get("general.name").and_then(|v| v.as_str()).map(str::to_string).unwrap_or_else(|| stem(path));
             return Ok(Input::Gguf { name, file, path: path.to_path_buf() });
         }
         let files = hf::resolve(model)?;
         let config = ModelConfig::from_file(&files.config)?;
         let tokenizer = files.tokenizer_json.as_deref().ok_or_else(|| {
-            InputError(format!("{}: no tokenizer.json; GGUF files carry the vocabulary, so it is required", files.root.display()))
+            InputError(format!(
+                "{}: no tokenizer.json; GGUF files carry the vocabulary, so it is required",
+                files.root.display()
+            ))
         })?;
         let vocab = GgufVocab::from_hf_files(tokenizer, files.tokenizer_config.as_deref(), config.vocab_size)?;
         let weights = SafetensorsSet::open_files(&files.weights)?;
@@ -160,13 +160,11 @@ impl Input {
                         DType::F32 => GgmlType::F32,
                         DType::F16 => GgmlType::F16,
                         DType::BF16 => GgmlType::BF16,
-                        other => {
-                            return Err(InputError(format!(
-                                "tensor '{}' is stored as {other:?}; only F32, F16 and BF16 checkpoints can be quantized",
-                                meta.name
-                            ))
-                            .into())
-                        }
+                        other => return Err(InputError(format!(
+                            "tensor '{}' is stored as {other:?}; only F32, F16 and BF16 checkpoints can be quantized",
+                            meta.name
+                        ))
+                        .into()),
                     };
                     tensors.push((meta.name, meta.shape, ty));
                 }
@@ -211,11 +209,14 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     let mut rows = Vec::with_capacity(plan.jobs.len());
     for job in &plan.jobs {
         progress.start(job);
-        let encoded = run_job(job, input.source(), &|n| progress.advance(n))
-            .with_context(|| format!("tensor '{}'", job.name))?;
+        let encoded =
+            run_job(job, input.source(), &|n| progress.advance(n)).with_context(|| format!("tensor '{}'", job.name))?;
         writer.write_tensor(&job.name, &encoded.bytes)?;
         let lossy = job.target != job.source_type;
-        rows.push((TensorReport::new(&job.name, job.target, &job.dims, encoded.bytes.len() as u64, &encoded.stats), lossy));
+        rows.push((
+            TensorReport::new(&job.name, job.target, &job.dims, encoded.bytes.len() as u64, &encoded.stats),
+            lossy,
+        ));
         progress.finish_tensor();
     }
     finish_writer(writer.finish()?)?;
@@ -265,7 +266,9 @@ impl Progress {
         overall.set_message(format!("0/{} tensors", plan.jobs.len()));
         let tensor = multi.add(ProgressBar::new(0));
         tensor.set_style(
-            ProgressStyle::with_template("{prefix:>8} [{bar:40}] {percent:>3}% {msg}").expect("template").progress_chars("=> "),
+            ProgressStyle::with_template("{prefix:>8} [{bar:40}] {percent:>3}% {msg}")
+                .expect("template")
+                .progress_chars("=> "),
         );
         tensor.set_prefix("tensor");
         Progress { _multi: multi, overall, tensor, done: Default::default(), total: plan.jobs.len() }

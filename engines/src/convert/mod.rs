@@ -222,7 +222,10 @@ impl ExportPlan {
         assign_types(&mut jobs, preset, overrides, shape)?;
         for j in &jobs {
             if j.target != j.source_type && !matches!(j.source_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
-                return Err(ConvertError::UnsupportedDType { tensor: j.name.clone(), dtype: j.source_type.to_string() });
+                return Err(ConvertError::UnsupportedDType {
+                    tensor: j.name.clone(),
+                    dtype: j.source_type.to_string(),
+                });
             }
         }
         let mut metadata: Vec<(String, Value)> = file.metadata().to_vec();
@@ -233,10 +236,7 @@ impl ExportPlan {
 
     /// The tensor table for the GGUF writer.
     pub fn tensor_specs(&self) -> Vec<TensorSpec> {
-        self.jobs
-            .iter()
-            .map(|j| TensorSpec { name: j.name.clone(), dims: j.dims.clone(), ty: j.target })
-            .collect()
+        self.jobs.iter().map(|j| TensorSpec { name: j.name.clone(), dims: j.dims.clone(), ty: j.target }).collect()
     }
 }
 

@@ -101,7 +101,10 @@ mod tests {
     #[test]
     fn names_map() {
         let m = |n| map_name(Architecture::Llama, 8, 4, n).unwrap().unwrap();
-        assert_eq!(m("model.layers.3.self_attn.q_proj.weight"), ("blk.3.attn_q.weight".into(), Transform::PermuteHeads(8)));
+        assert_eq!(
+            m("model.layers.3.self_attn.q_proj.weight"),
+            ("blk.3.attn_q.weight".into(), Transform::PermuteHeads(8))
+        );
         assert_eq!(m("model.layers.3.self_attn.k_proj.weight").1, Transform::PermuteHeads(4));
         assert_eq!(m("model.layers.0.mlp.down_proj.weight").0, "blk.0.ffn_down.weight");
         assert_eq!(m("lm_head.weight").0, "output.weight");
@@ -126,8 +129,23 @@ mod tests {
 
     #[test]
     fn order_is_llama_cpp_s() {
-        let mut v = vec!["blk.10.attn_q.weight", "blk.2.ffn_up.weight", "token_embd.weight", "blk.2.attn_k.weight", "output.weight"];
+        let mut v = vec![
+            "blk.10.attn_q.weight",
+            "blk.2.ffn_up.weight",
+            "token_embd.weight",
+            "blk.2.attn_k.weight",
+            "output.weight",
+        ];
         v.sort_by(|a, b| gguf_order(a, b));
-        assert_eq!(v, ["output.weight", "token_embd.weight", "blk.2.attn_k.weight", "blk.2.ffn_up.weight", "blk.10.attn_q.weight"]);
+        assert_eq!(
+            v,
+            [
+                "output.weight",
+                "token_embd.weight",
+                "blk.2.attn_k.weight",
+                "blk.2.ffn_up.weight",
+                "blk.10.attn_q.weight"
+            ]
+        );
     }
 }

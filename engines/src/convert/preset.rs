@@ -173,10 +173,7 @@ fn category(name: &str) -> Category {
 
 /// Whether llama-quantize would quantize a tensor at all (2-D+ `*weight`, not a norm).
 pub fn allows_quantization(name: &str, n_dims: usize) -> bool {
-    n_dims >= 2
-        && name.ends_with("weight")
-        && !name.contains("_norm.weight")
-        && !name.contains("ffn_gate_inp.weight")
+    n_dims >= 2 && name.ends_with("weight") && !name.contains("_norm.weight") && !name.contains("ffn_gate_inp.weight")
 }
 
 /// User overrides of the preset's choices (`--output-tensor-type`, `--token-embedding-type`, `--tensor-type`).
@@ -193,9 +190,7 @@ pub struct TypeOverrides {
 impl TypeOverrides {
     /// Parses one `REGEX=TYPE` rule.
     pub fn parse_pattern(rule: &str) -> Result<(Regex, GgmlType), String> {
-        let (re, ty) = rule
-            .rsplit_once('=')
-            .ok_or_else(|| format!("--tensor-type '{rule}': expected REGEX=TYPE"))?;
+        let (re, ty) = rule.rsplit_once('=').ok_or_else(|| format!("--tensor-type '{rule}': expected REGEX=TYPE"))?;
         let ty = GgmlType::parse(ty).ok_or_else(|| format!("--tensor-type '{rule}': unknown type '{ty}'"))?;
         let re = Regex::new(re).map_err(|e| format!("--tensor-type '{rule}': bad regex: {e}"))?;
         Ok((re, ty))

@@ -346,10 +346,7 @@ fn tensor_size(dims: &[u64], ty: GgmlType) -> Result<u64, bool> {
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
         .filter(|&n| n <= i64::MAX as u64 && dims.iter().all(|&d| d <= i64::MAX as u64))
         .ok_or(false)?;
-    if dims
-        .first()
-        .is_some_and(|&ne0| ne0 % ty.block_size() as u64 != 0)
-    {
+    if dims.first().is_some_and(|&ne0| ne0 % ty.block_size() as u64 != 0) {
         return Err(true);
     }
     ty.bytes_for(n).ok_or(false)
@@ -378,13 +375,7 @@ mod tests {
 
     #[test]
     fn torch_shape_reverses() {
-        let t = TensorInfo {
-            name: "w".into(),
-            dims: vec![3, 5],
-            ty: GgmlType::F32,
-            offset: 0,
-            size: 60,
-        };
+        let t = TensorInfo { name: "w".into(), dims: vec![3, 5], ty: GgmlType::F32, offset: 0, size: 60 };
         assert_eq!(t.torch_shape(), vec![5, 3]);
         assert_eq!(t.n_elements(), 15);
     }

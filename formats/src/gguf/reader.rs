@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::value::{Array, Value, ValueType};
-use super::{
-    align_up, tensor_size, GgufError, TensorInfo, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC,
-};
+use super::{align_up, tensor_size, GgufError, TensorInfo, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC};
 use super::{MAX_ARRAY_DEPTH, MAX_DIMS, MAX_NAME_LEN};
 use crate::GgmlType;
 
@@ -44,20 +42,13 @@ pub(crate) struct Header {
 impl GgufFile {
     /// Opens and validates a GGUF file; the file must not be modified while it is open (it is mmapped).
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let io = |source| GgufError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = |source| GgufError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
         // SAFETY: the map is read-only; like every mmap-based model loader we rely on the file not being
         // truncated or rewritten while open, which the doc comment states.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
         let header = parse(&mmap, path)?;
-        Ok(GgufFile {
-            path: path.to_path_buf(),
-            mmap,
-            header,
-        })
+        Ok(GgufFile { path: path.to_path_buf(), mmap, header })
     }
 
     /// The path the file was opened from.
@@ -77,10 +68,7 @@ impl GgufFile {
 
     /// The value of a metadata key.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.header
-            .keys
-            .get(key)
-            .map(|&i| &self.header.metadata[i].1)
+        self.header.keys.get(key).map(|&i| &self.header.metadata[i].1)
     }
 
     /// All tensor infos in file order.
@@ -90,10 +78,7 @@ impl GgufFile {
 
     /// The info of a tensor by name.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.header
-            .by_name
-            .get(name)
-            .map(|&i| &self.header.tensors[i])
+        self.header.by_name.get(name).map(|&i| &self.header.tensors[i])
     }
 
     /// A tensor's bytes, borrowed from the mmap (empty if `t` describes a range outside this file).
@@ -150,11 +135,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8], GgufError> {
-        match self
-            .pos
-            .checked_add(n)
-            .and_then(|end| self.buf.get(self.pos..end))
-        {
+        match self.pos.checked_add(n).and_then(|end| self.buf.get(self.pos..end)) {
             Some(bytes) => {
                 self.pos += n;
                 Ok(bytes)
@@ -188,17 +169,8 @@ impl<'a> Cursor<'a> {
         let at = self.pos as u64;
         let count = self.u64(what)?;
         let remaining = self.remaining();
-        if count
-            .checked_mul(min_size)
-            .is_none_or(|need| need > remaining)
-        {
-            return Err(GgufError::CountTooLarge {
-                path: self.path.to_path_buf(),
-                what: what(),
-                count,
-                at,
-                remaining,
-            });
+        if count.checked_mul(min_size).is_none_or(|need| need > remaining) {
+            return Err(GgufError::CountTooLarge { path: self.path.to_path_buf(), what: what(), count, at, remaining });
         }
         Ok(count as usize)
     }
@@ -208,21 +180,13 @@ impl<'a> Cursor<'a> {
         let len = self.u64(what)?;
         let remaining = self.remaining();
         if len > remaining {
-            return Err(GgufError::StringTooLong {
-                path: self.path.to_path_buf(),
-                at,
-                len,
-                remaining,
-            });
+            return Err(GgufError::StringTooLong { path: self.path.to_path_buf(), at, len, remaining });
         }
         let start = self.pos as u64;
         let bytes = self.take(len as usize, what)?;
         match std::str::from_utf8(bytes) {
             Ok(s) => Ok(s.to_owned()),
-            Err(_) => Err(GgufError::InvalidUtf8 {
-                path: self.path.to_path_buf(),
-                at: start,
-            }),
+            Err(_) => Err(GgufError::InvalidUtf8 { path: self.path.to_path_buf(), at: start }),
         }
     }
 
@@ -258,11 +222,7 @@ impl<'a> Cursor<'a> {
         match self.array::<1>(&|| format!("the value of key '{key}'"))?[0] {
             0 => Ok(false),
             1 => Ok(true),
-            byte => Err(GgufError::InvalidBool {
-                path: self.path.to_path_buf(),
-                key: key.to_owned(),
-                byte,
-            }),
+            byte => Err(GgufError::InvalidBool { path: self.path.to_path_buf(), key: key.to_owned(), byte }),
         }
     }
 
@@ -276,9 +236,7 @@ impl<'a> Cursor<'a> {
         }
         let ty = self.value_type(key)?;
         let what = || format!("an element of array '{key}'");
-        let n = self.count(ty.min_encoded_size(), &|| {
-            format!("length of array '{key}'")
-        })?;
+        let n = self.count(ty.min_encoded_size(), &|| format!("length of array '{key}'"))?;
         macro_rules! read_all {
             ($variant:ident, $t:ty) => {{
                 let bytes = self.take(n * size_of::<$t>(), &what)?;
@@ -301,19 +259,11 @@ impl<'a> Cursor<'a> {
             ValueType::U64 => read_all!(U64, u64),
             ValueType::I64 => read_all!(I64, i64),
             ValueType::F64 => read_all!(F64, f64),
-            ValueType::Bool => {
-                Array::Bool((0..n).map(|_| self.bool(key)).collect::<Result<_, _>>()?)
+            ValueType::Bool => Array::Bool((0..n).map(|_| self.bool(key)).collect::<Result<_, _>>()?),
+            ValueType::String => Array::String((0..n).map(|_| self.string(&what)).collect::<Result<_, _>>()?),
+            ValueType::Array => {
+                Array::Array((0..n).map(|_| self.array_value(key, depth + 1)).collect::<Result<_, _>>()?)
             }
-            ValueType::String => Array::String(
-                (0..n)
-                    .map(|_| self.string(&what))
-                    .collect::<Result<_, _>>()?,
-            ),
-            ValueType::Array => Array::Array(
-                (0..n)
-                    .map(|_| self.array_value(key, depth + 1))
-                    .collect::<Result<_, _>>()?,
-            ),
         })
     }
 }
@@ -324,30 +274,18 @@ pub(crate) fn parse(buf: &[u8], path: &Path) -> Result<Header, GgufError> {
     let err_path = || path.to_path_buf();
     let magic = c
         .take(4, &|| "the magic bytes".into())
-        .map_err(|_| GgufError::BadMagic {
-            path: err_path(),
-            found: buf.get(..4).unwrap_or(buf).to_vec(),
-        })?;
+        .map_err(|_| GgufError::BadMagic { path: err_path(), found: buf.get(..4).unwrap_or(buf).to_vec() })?;
     if magic != MAGIC {
-        return Err(GgufError::BadMagic {
-            path: err_path(),
-            found: magic.to_vec(),
-        });
+        return Err(GgufError::BadMagic { path: err_path(), found: magic.to_vec() });
     }
     let version = c.u32(&|| "the version".into())?;
     if !(2..=3).contains(&version) {
-        return Err(GgufError::UnsupportedVersion {
-            path: err_path(),
-            version,
-        });
+        return Err(GgufError::UnsupportedVersion { path: err_path(), version });
     }
     let n_tensors = c.u64(&|| "the tensor count".into())?;
     let n_kv = c.count(MIN_KV_BYTES, &|| "metadata count".into())?;
     // Checked after the KV count was read, against the bytes after it.
-    if n_tensors
-        .checked_mul(MIN_TENSOR_INFO_BYTES)
-        .is_none_or(|need| need > c.remaining())
-    {
+    if n_tensors.checked_mul(MIN_TENSOR_INFO_BYTES).is_none_or(|need| need > c.remaining()) {
         return Err(GgufError::CountTooLarge {
             path: err_path(),
             what: "tensor count".into(),
@@ -365,22 +303,14 @@ pub(crate) fn parse(buf: &[u8], path: &Path) -> Result<Header, GgufError> {
         let ty = c.value_type(&key)?;
         let value = c.value(ty, &key, 0)?;
         if keys.insert(key.clone(), metadata.len()).is_some() {
-            return Err(GgufError::DuplicateKey {
-                path: err_path(),
-                key,
-            });
+            return Err(GgufError::DuplicateKey { path: err_path(), key });
         }
         metadata.push((key, value));
     }
     let alignment = match keys.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) {
         None => DEFAULT_ALIGNMENT,
         Some(Value::U32(a)) if a.is_power_of_two() => u64::from(*a),
-        Some(other) => {
-            return Err(GgufError::BadAlignment {
-                path: err_path(),
-                found: format!("{other:?}"),
-            })
-        }
+        Some(other) => return Err(GgufError::BadAlignment { path: err_path(), found: format!("{other:?}") }),
     };
 
     let n_tensors = n_tensors as usize;
@@ -389,24 +319,13 @@ pub(crate) fn parse(buf: &[u8], path: &Path) -> Result<Header, GgufError> {
     for i in 0..n_tensors {
         let t = tensor_info(&mut c, i)?;
         if by_name.insert(t.name.clone(), tensors.len()).is_some() {
-            return Err(GgufError::DuplicateTensor {
-                path: err_path(),
-                name: t.name,
-            });
+            return Err(GgufError::DuplicateTensor { path: err_path(), name: t.name });
         }
         tensors.push(t);
     }
     let data_start = align_up(c.pos as u64, alignment).unwrap_or(u64::MAX);
     check_data_ranges(&tensors, alignment, data_start, c.file_size(), path)?;
-    Ok(Header {
-        version,
-        alignment,
-        metadata,
-        keys,
-        tensors,
-        by_name,
-        data_start,
-    })
+    Ok(Header { version, alignment, metadata, keys, tensors, by_name, data_start })
 }
 
 /// Reads one tensor info and checks its name, dims and type.
@@ -415,59 +334,27 @@ fn tensor_info(c: &mut Cursor<'_>, i: usize) -> Result<TensorInfo, GgufError> {
     let path = || file.to_path_buf();
     let name = c.string(&|| format!("the name of tensor #{i}"))?;
     if name.len() > MAX_NAME_LEN {
-        return Err(GgufError::NameTooLong {
-            path: path(),
-            len: name.len(),
-            name,
-        });
+        return Err(GgufError::NameTooLong { path: path(), len: name.len(), name });
     }
     let what = || format!("the info of tensor '{name}'");
     let n_dims = c.u32(&what)?;
     if n_dims == 0 || n_dims as usize > MAX_DIMS {
-        return Err(GgufError::BadDimCount {
-            path: path(),
-            name,
-            n_dims,
-        });
+        return Err(GgufError::BadDimCount { path: path(), name, n_dims });
     }
-    let dims = (0..n_dims)
-        .map(|_| c.u64(&what))
-        .collect::<Result<Vec<_>, _>>()?;
+    let dims = (0..n_dims).map(|_| c.u64(&what)).collect::<Result<Vec<_>, _>>()?;
     let type_id = c.u32(&what)?;
     let offset = c.u64(&what)?;
     let Some(ty) = GgmlType::from_id(type_id) else {
-        return Err(GgufError::UnknownTensorType {
-            path: path(),
-            name,
-            type_id,
-        });
+        return Err(GgufError::UnknownTensorType { path: path(), name, type_id });
     };
     let size = match tensor_size(&dims, ty) {
         Ok(size) => size,
         Err(true) => {
-            return Err(GgufError::BlockMisaligned {
-                path: path(),
-                name,
-                ne0: dims[0],
-                ty,
-                block: ty.block_size(),
-            })
+            return Err(GgufError::BlockMisaligned { path: path(), name, ne0: dims[0], ty, block: ty.block_size() })
         }
-        Err(false) => {
-            return Err(GgufError::ShapeOverflow {
-                path: path(),
-                name,
-                dims,
-            })
-        }
+        Err(false) => return Err(GgufError::ShapeOverflow { path: path(), name, dims }),
     };
-    Ok(TensorInfo {
-        name,
-        dims,
-        ty,
-        offset,
-        size,
-    })
+    Ok(TensorInfo { name, dims, ty, offset, size })
 }
 
 /// Checks offsets are aligned, inside the file, and that no two tensors overlap.
@@ -487,9 +374,7 @@ fn check_data_ranges(
                 alignment,
             });
         }
-        let end = data_start
-            .checked_add(t.offset)
-            .and_then(|s| s.checked_add(t.size));
+        let end = data_start.checked_add(t.offset).and_then(|s| s.checked_add(t.size));
         if end.is_none_or(|end| end > file_size) {
             return Err(GgufError::TensorOutOfBounds {
                 path: path.to_path_buf(),

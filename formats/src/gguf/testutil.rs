@@ -9,11 +9,7 @@ pub(crate) struct Raw(pub Vec<u8>);
 impl Raw {
     /// Magic, version and the two counts.
     pub fn header(version: u32, n_tensors: u64, n_kv: u64) -> Raw {
-        Raw::default()
-            .bytes(b"GGUF")
-            .u32(version)
-            .u64(n_tensors)
-            .u64(n_kv)
+        Raw::default().bytes(b"GGUF").u32(version).u64(n_tensors).u64(n_kv)
     }
 
     /// Appends raw bytes.

@@ -401,20 +401,14 @@ mod tests {
         assert_eq!(a.elem_type(), ValueType::String);
         assert_eq!(a.len(), 2);
         assert!(Value::f32s(vec![]).as_array().unwrap().is_empty());
-        assert_eq!(
-            Value::i32s([1, 2, 3]).as_array(),
-            Some(&Array::I32(vec![1, 2, 3]))
-        );
+        assert_eq!(Value::i32s([1, 2, 3]).as_array(), Some(&Array::I32(vec![1, 2, 3])));
     }
 
     #[test]
     fn encodes_little_endian() {
         let mut out = Vec::new();
         Value::strings(["ab"]).encode(&mut out);
-        assert_eq!(
-            out,
-            [8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, b'a', b'b']
-        );
+        assert_eq!(out, [8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, b'a', b'b']);
         out.clear();
         Value::U16(0x0102).encode(&mut out);
         assert_eq!(out, [2, 1]);

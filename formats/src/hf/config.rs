@@ -235,24 +235,14 @@ fn architecture(o: &Obj) -> Result<Architecture, HfError> {
         return Architecture::ALL
             .into_iter()
             .find(|a| a.hf_class() == name)
-            .ok_or_else(|| HfError::UnsupportedArchitecture {
-                path: o.path().to_path_buf(),
-                name: name.to_string(),
-            });
+            .ok_or_else(|| HfError::UnsupportedArchitecture { path: o.path().to_path_buf(), name: name.to_string() });
     }
-    let model_type = o
-        .str("model_type")?
-        .ok_or_else(|| o.error("architectures", "missing (and no model_type either)"))?;
-    Architecture::ALL
-        .into_iter()
-        .find(|a| a.model_type() == model_type)
-        .ok_or_else(|| {
-            let supported = Architecture::ALL.map(Architecture::model_type).join(", ");
-            o.error(
-                "model_type",
-                format!("unsupported model type '{model_type}'; supported: {supported}"),
-            )
-        })
+    let model_type =
+        o.str("model_type")?.ok_or_else(|| o.error("architectures", "missing (and no model_type either)"))?;
+    Architecture::ALL.into_iter().find(|a| a.model_type() == model_type).ok_or_else(|| {
+        let supported = Architecture::ALL.map(Architecture::model_type).join(", ");
+        o.error("model_type", format!("unsupported model type '{model_type}'; supported: {supported}"))
+    })
 }
 
 /// Parses a `rope_scaling` / `rope_parameters` object; `None` for no type, `"default"` and `"dynamic"`.
@@ -351,18 +341,12 @@ mod tests {
         let c = llama("").unwrap();
         assert_eq!((c.num_key_value_heads, c.head_dim), (8, 8));
         assert_eq!((c.rms_norm_eps, c.rope_theta), (1e-6, 10000.0));
-        assert_eq!(
-            (c.rope_scaling, c.tie_word_embeddings, c.attention_bias),
-            (None, false, false)
-        );
+        assert_eq!((c.rope_scaling, c.tie_word_embeddings, c.attention_bias), (None, false, false));
         assert_eq!((c.bos_token_id, c.eos_token_ids.len(), c.torch_dtype), (None, 0, None));
         // head_dim: null (Mistral configs) means the default.
         assert_eq!(llama(r#""head_dim": null"#).unwrap().head_dim, 8);
         assert_eq!(llama(r#""head_dim": 16"#).unwrap().head_dim, 16);
-        assert_eq!(
-            llama(r#""dtype": "bfloat16""#).unwrap().torch_dtype.as_deref(),
-            Some("bfloat16")
-        );
+        assert_eq!(llama(r#""dtype": "bfloat16""#).unwrap().torch_dtype.as_deref(), Some("bfloat16"));
     }
 
     #[test]
@@ -374,10 +358,7 @@ mod tests {
             ));
             c.map(|c| c.architecture)
         };
-        assert_eq!(
-            arch(r#""architectures": ["MistralForCausalLM"]"#).unwrap(),
-            Architecture::Mistral
-        );
+        assert_eq!(arch(r#""architectures": ["MistralForCausalLM"]"#).unwrap(), Architecture::Mistral);
         assert_eq!(arch(r#""model_type": "qwen2""#).unwrap(), Architecture::Qwen2);
         assert_eq!(
             arch(r#""architectures": ["GPT2LMHeadModel"]"#).unwrap_err().to_string(),
@@ -389,10 +370,7 @@ mod tests {
             "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2"
         );
         assert!(arch(r#""architectures": []"#).is_err());
-        assert!(arch(r#""other": 1"#)
-            .unwrap_err()
-            .to_string()
-            .contains("'architectures': missing"));
+        assert!(arch(r#""other": 1"#).unwrap_err().to_string().contains("'architectures': missing"));
     }
 
     #[test]
@@ -408,10 +386,7 @@ mod tests {
             .unwrap()
         };
         let c = qwen(r#""use_sliding_window": false"#);
-        assert_eq!(
-            (c.architecture, c.attention_bias, c.sliding_window),
-            (Architecture::Qwen2, true, None)
-        );
+        assert_eq!((c.architecture, c.attention_bias, c.sliding_window), (Architecture::Qwen2, true, None));
         assert_eq!((c.head_dim, c.num_key_value_heads, c.rope_theta), (64, 2, 1e6));
         assert_eq!(qwen(r#""use_sliding_window": true"#).sliding_window, Some(32768));
         // Mistral v0.1 has a window and no use_sliding_window key.
@@ -456,12 +431,7 @@ mod tests {
             })
         );
         assert_eq!(llama(r#""rope_scaling": null"#).unwrap().rope_scaling, None);
-        assert_eq!(
-            llama(r#""rope_scaling": {"rope_type": "default"}"#)
-                .unwrap()
-                .rope_scaling,
-            None
-        );
+        assert_eq!(llama(r#""rope_scaling": {"rope_type": "default"}"#).unwrap().rope_scaling, None);
     }
 
     #[test]
@@ -494,10 +464,7 @@ mod tests {
             "config.json: field 'rope_scaling.rope_type': unsupported RoPE type 'longrope'; \
              supported: default, linear, dynamic, llama3, yarn"
         );
-        assert_eq!(
-            err(r#""rope_scaling": {"type": "linear"}"#),
-            "config.json: field 'rope_scaling.factor': missing"
-        );
+        assert_eq!(err(r#""rope_scaling": {"type": "linear"}"#), "config.json: field 'rope_scaling.factor': missing");
         assert_eq!(
             err(r#""rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}"#),
             "config.json: field 'rope_parameters.high_freq_factor': missing"
@@ -509,18 +476,12 @@ mod tests {
     #[test]
     fn field_errors() {
         let c = ModelConfig::from_json_str(r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 64}"#);
-        assert_eq!(
-            c.unwrap_err().to_string(),
-            "config.json: field 'num_attention_heads': missing"
-        );
+        assert_eq!(c.unwrap_err().to_string(), "config.json: field 'num_attention_heads': missing");
         assert_eq!(
             err(r#""hidden_size": "64""#),
             "config.json: field 'hidden_size': expected a non-negative integer, found a string"
         );
-        assert_eq!(
-            err(r#""vocab_size": 0"#),
-            "config.json: field 'vocab_size': must be positive"
-        );
+        assert_eq!(err(r#""vocab_size": 0"#), "config.json: field 'vocab_size': must be positive");
         assert_eq!(
             err(r#""num_key_value_heads": 3"#),
             "config.json: field 'num_key_value_heads': 3 does not divide num_attention_heads 8"
@@ -529,10 +490,7 @@ mod tests {
         assert!(err(r#""rms_norm_eps": "x""#).contains("'rms_norm_eps': expected a number, found a string"));
         assert!(err(r#""tie_word_embeddings": 1"#).contains("expected a boolean, found a number"));
         assert!(err(r#""eos_token_id": [1, "x"]"#).contains("field 'eos_token_id'"));
-        assert!(ModelConfig::from_json_str("{")
-            .unwrap_err()
-            .to_string()
-            .starts_with("config.json: invalid JSON"));
+        assert!(ModelConfig::from_json_str("{").unwrap_err().to_string().starts_with("config.json: invalid JSON"));
     }
 
     #[test]
@@ -543,9 +501,6 @@ mod tests {
         assert!(msg.starts_with(&missing.display().to_string()), "{msg}");
         std::fs::write(&missing, r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap();
         let msg = ModelConfig::from_file(&missing).unwrap_err().to_string();
-        assert!(
-            msg.starts_with(&format!("{}: unsupported architecture", missing.display())),
-            "{msg}"
-        );
+        assert!(msg.starts_with(&format!("{}: unsupported architecture", missing.display())), "{msg}");
     }
 }

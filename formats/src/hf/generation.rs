@@ -65,10 +65,7 @@ mod tests {
 
     #[test]
     fn stories260k() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../models/stories260k/hf/generation_config.json"
-        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/generation_config.json");
         let g = GenerationConfig::from_file(Path::new(path)).unwrap();
         let expected = GenerationConfig {
             bos_token_id: Some(1),
@@ -96,20 +93,10 @@ mod tests {
 
     #[test]
     fn errors() {
-        let msg = GenerationConfig::from_json_str(r#"{"temperature": "hot"}"#)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            msg,
-            "generation_config.json: field 'temperature': expected a number, found a string"
-        );
-        let msg = GenerationConfig::from_json_str(r#"{"eos_token_id": -1}"#)
-            .unwrap_err()
-            .to_string();
+        let msg = GenerationConfig::from_json_str(r#"{"temperature": "hot"}"#).unwrap_err().to_string();
+        assert_eq!(msg, "generation_config.json: field 'temperature': expected a number, found a string");
+        let msg = GenerationConfig::from_json_str(r#"{"eos_token_id": -1}"#).unwrap_err().to_string();
         assert!(msg.contains("field 'eos_token_id'"), "{msg}");
-        assert_eq!(
-            GenerationConfig::from_json_str("{}").unwrap(),
-            GenerationConfig::default()
-        );
+        assert_eq!(GenerationConfig::from_json_str("{}").unwrap(), GenerationConfig::default());
     }
 }

@@ -8,19 +8,13 @@ use super::HfError;
 
 /// Reads and parses a JSON file.
 pub(crate) fn read_json(path: &Path) -> Result<Value, HfError> {
-    let text = std::fs::read_to_string(path).map_err(|source| HfError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| HfError::Io { path: path.to_path_buf(), source })?;
     parse_json(&text, path)
 }
 
 /// Parses JSON text; `path` labels errors.
 pub(crate) fn parse_json(text: &str, path: &Path) -> Result<Value, HfError> {
-    serde_json::from_str(text).map_err(|source| HfError::Json {
-        path: path.to_path_buf(),
-        source,
-    })
+    serde_json::from_str(text).map_err(|source| HfError::Json { path: path.to_path_buf(), source })
 }
 
 /// A JSON object of a file; a nested object carries its dotted field prefix.
@@ -47,11 +41,7 @@ impl<'a> Obj<'a> {
     /// The top-level object of a file; an error when the document is not an object.
     pub(crate) fn root(path: &'a Path, value: &'a Value) -> Result<Self, HfError> {
         match value {
-            Value::Object(map) => Ok(Obj {
-                path,
-                prefix: None,
-                map,
-            }),
+            Value::Object(map) => Ok(Obj { path, prefix: None, map }),
             other => Err(HfError::Invalid {
                 path: path.to_path_buf(),
                 problem: format!("expected a JSON object, found {}", kind(other)),
@@ -70,11 +60,7 @@ impl<'a> Obj<'a> {
             Some(prefix) => format!("{prefix}.{field}"),
             None => field.to_string(),
         };
-        HfError::Field {
-            path: self.path.to_path_buf(),
-            field,
-            problem: problem.into(),
-        }
+        HfError::Field { path: self.path.to_path_buf(), field, problem: problem.into() }
     }
 
     /// The raw value of `field`; `None` when absent or null.
@@ -95,11 +81,7 @@ impl<'a> Obj<'a> {
     pub(crate) fn object(&self, field: &'a str) -> Result<Option<Obj<'a>>, HfError> {
         match self.get(field) {
             None => Ok(None),
-            Some(Value::Object(map)) => Ok(Some(Obj {
-                path: self.path,
-                prefix: Some(field),
-                map,
-            })),
+            Some(Value::Object(map)) => Ok(Some(Obj { path: self.path, prefix: Some(field), map })),
             Some(other) => Err(self.wrong(field, "an object", other)),
         }
     }
@@ -142,9 +124,7 @@ impl<'a> Obj<'a> {
     }
 
     fn int_value(&self, field: &str, value: &Value) -> Result<u64, HfError> {
-        value
-            .as_u64()
-            .ok_or_else(|| self.wrong(field, "a non-negative integer", value))
+        value.as_u64().ok_or_else(|| self.wrong(field, "a non-negative integer", value))
     }
 
     /// An optional non-negative integer.
@@ -193,38 +173,29 @@ mod tests {
 
     #[test]
     fn typed_fields_and_nulls() {
-        with(
-            r#"{"a": 3, "b": null, "c": "s", "d": true, "e": 1e-5, "f": [1, 2], "g": {"h": 4}}"#,
-            |o| {
-                assert_eq!(o.usize("a").unwrap(), Some(3));
-                assert_eq!(o.usize("b").unwrap(), None);
-                assert!(o.has("b") && !o.has("z"));
-                assert_eq!(o.str("c").unwrap(), Some("s"));
-                assert_eq!(o.bool("d").unwrap(), Some(true));
-                assert_eq!(o.f32("e").unwrap(), Some(1e-5));
-                assert_eq!(o.f64("a").unwrap(), Some(3.0));
-                assert_eq!(o.u32_list("f").unwrap(), vec![1, 2]);
-                assert_eq!(o.u32_list("a").unwrap(), vec![3]);
-                assert_eq!(o.u32_list("b").unwrap(), Vec::<u32>::new());
-                assert_eq!(o.object("g").unwrap().unwrap().usize("h").unwrap(), Some(4));
-            },
-        );
+        with(r#"{"a": 3, "b": null, "c": "s", "d": true, "e": 1e-5, "f": [1, 2], "g": {"h": 4}}"#, |o| {
+            assert_eq!(o.usize("a").unwrap(), Some(3));
+            assert_eq!(o.usize("b").unwrap(), None);
+            assert!(o.has("b") && !o.has("z"));
+            assert_eq!(o.str("c").unwrap(), Some("s"));
+            assert_eq!(o.bool("d").unwrap(), Some(true));
+            assert_eq!(o.f32("e").unwrap(), Some(1e-5));
+            assert_eq!(o.f64("a").unwrap(), Some(3.0));
+            assert_eq!(o.u32_list("f").unwrap(), vec![1, 2]);
+            assert_eq!(o.u32_list("a").unwrap(), vec![3]);
+            assert_eq!(o.u32_list("b").unwrap(), Vec::<u32>::new());
+            assert_eq!(o.object("g").unwrap().unwrap().usize("h").unwrap(), Some(4));
+        });
     }
 
     #[test]
     fn errors_name_file_and_field() {
         with(r#"{"a": "3", "g": {"h": -1}, "n": 5000000000}"#, |o| {
             let msg = o.usize("a").unwrap_err().to_string();
-            assert_eq!(
-                msg,
-                "x.json: field 'a': expected a non-negative integer, found a string"
-            );
+            assert_eq!(msg, "x.json: field 'a': expected a non-negative integer, found a string");
             let g = o.object("g").unwrap().unwrap();
             let msg = g.req_usize("h").unwrap_err().to_string();
-            assert_eq!(
-                msg,
-                "x.json: field 'g.h': expected a non-negative integer, found a number"
-            );
+            assert_eq!(msg, "x.json: field 'g.h': expected a non-negative integer, found a number");
             let msg = o.req_usize("missing").unwrap_err().to_string();
             assert_eq!(msg, "x.json: field 'missing': missing");
             let msg = o.u32("n").unwrap_err().to_string();

@@ -17,13 +17,8 @@ const TOKENIZER: &str = "tokenizer.json";
 const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
 const GENERATION_CONFIG: &str = "generation_config.json";
 /// Optional files fetched from the Hub when present (the chat template may live beside the tokenizer).
-const OPTIONAL: [&str; 5] = [
-    TOKENIZER,
-    TOKENIZER_CONFIG,
-    GENERATION_CONFIG,
-    "chat_template.jinja",
-    "chat_template.json",
-];
+const OPTIONAL: [&str; 5] =
+    [TOKENIZER, TOKENIZER_CONFIG, GENERATION_CONFIG, "chat_template.jinja", "chat_template.json"];
 const PICKLE_ONLY: &str = ".bin only (PyTorch pickle) checkpoints are not supported, convert to safetensors";
 
 /// A resolved local model: the directory or single file and what it contains.
@@ -61,10 +56,7 @@ pub fn resolve(model: &str) -> Result<ModelFiles, HfError> {
 }
 
 fn invalid(path: &Path, problem: impl Into<String>) -> HfError {
-    HfError::Invalid {
-        path: path.to_path_buf(),
-        problem: problem.into(),
-    }
+    HfError::Invalid { path: path.to_path_buf(), problem: problem.into() }
 }
 
 /// Resolves a local model directory, or a `.safetensors` file with its `config.json` beside it.
@@ -73,10 +65,7 @@ fn resolve_local(path: &Path) -> Result<ModelFiles, HfError> {
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         return match ext {
             "safetensors" => {
-                let root = path
-                    .parent()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
+                let root = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
                 with_optional_files(root, vec![path.to_path_buf()])
             }
             "bin" | "pt" | "pth" => Err(invalid(path, PICKLE_ONLY)),
@@ -125,9 +114,7 @@ fn with_optional_files(root: &Path, weights: Vec<PathBuf>) -> Result<ModelFiles,
 fn shard_names(index: &Path) -> Result<BTreeSet<String>, HfError> {
     let value = read_json(index)?;
     let root = Obj::root(index, &value)?;
-    let map = root
-        .object("weight_map")?
-        .ok_or_else(|| root.error("weight_map", "missing"))?;
+    let map = root.object("weight_map")?.ok_or_else(|| root.error("weight_map", "missing"))?;
     let mut names = BTreeSet::new();
     for (tensor, file) in map.entries() {
         let name = file.as_str().ok_or_else(|| map.error(tensor, "expected a file name"))?;
@@ -144,10 +131,7 @@ fn shard_names(index: &Path) -> Result<BTreeSet<String>, HfError> {
 
 /// Whether a directory holds PyTorch pickle weights (`*.bin`, `*.pt`, `*.pth`).
 fn has_pickle_weights(dir: &Path) -> Result<bool, HfError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| HfError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    let entries = std::fs::read_dir(dir).map_err(|source| HfError::Io { path: dir.to_path_buf(), source })?;
     Ok(entries.flatten().any(|e| {
         let name = e.file_name();
         let name = name.to_string_lossy();
@@ -161,9 +145,7 @@ fn is_repo_id(model: &str) -> bool {
         !part.is_empty()
             && !part.starts_with(['.', '-'])
             && !part.contains("..")
-            && part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     };
     matches!(model.split_once('/'), Some((org, name)) if valid(org) && valid(name))
 }
@@ -177,12 +159,10 @@ fn hub_cache_dir(repo: &str) -> Result<PathBuf, HfError> {
     if let Some(home) = var("HF_HOME") {
         return Ok(home.join("hub"));
     }
-    var("HOME")
-        .map(|home| home.join(".cache/huggingface/hub"))
-        .ok_or_else(|| HfError::Hub {
-            repo: repo.to_string(),
-            problem: "cannot locate the Hugging Face cache; set HF_HOME".into(),
-        })
+    var("HOME").map(|home| home.join(".cache/huggingface/hub")).ok_or_else(|| HfError::Hub {
+        repo: repo.to_string(),
+        problem: "cannot locate the Hugging Face cache; set HF_HOME".into(),
+    })
 }
 
 /// Resolves `repo` from the hub cache at `cache_dir`, downloading missing files unless `offline`.
@@ -225,10 +205,7 @@ fn missing_in_cache(cached: &CacheRepo) -> Result<Vec<String>, HfError> {
 
 /// Downloads config, weights and the optional files of `repo` into `cache`, then resolves the snapshot.
 fn download(repo: &str, cache: Cache) -> Result<ModelFiles, HfError> {
-    let hub = |problem: String| HfError::Hub {
-        repo: repo.to_string(),
-        problem,
-    };
+    let hub = |problem: String| HfError::Hub { repo: repo.to_string(), problem };
     let mut builder = ApiBuilder::from_cache(cache.clone());
     if let Ok(token) = std::env::var("HF_TOKEN") {
         builder = builder.with_token(Some(token));
@@ -239,15 +216,11 @@ fn download(repo: &str, cache: Cache) -> Result<ModelFiles, HfError> {
     let api = builder.build().map_err(|e| hub(e.to_string()))?;
     let remote = api.model(repo.to_string());
     let info = remote.info().map_err(|e| {
-        hub(format!(
-            "cannot list the repo ({e}); check the name, the network, or HF_TOKEN for gated models"
-        ))
+        hub(format!("cannot list the repo ({e}); check the name, the network, or HF_TOKEN for gated models"))
     })?;
     // Pin refs/main to the listed commit so every file lands in one snapshot directory.
     let cached = cache.model(repo.to_string());
-    cached
-        .create_ref(&info.sha)
-        .map_err(|e| hub(format!("cannot write to the cache: {e}")))?;
+    cached.create_ref(&info.sha).map_err(|e| hub(format!("cannot write to the cache: {e}")))?;
     let files: BTreeSet<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
     let fetch = |name: &str| remote.get(name).map_err(|e| hub(format!("downloading {name}: {e}")));
     if !files.contains(CONFIG) {
@@ -260,10 +233,7 @@ fn download(repo: &str, cache: Cache) -> Result<ModelFiles, HfError> {
         }
     } else if files.contains(WEIGHTS) {
         fetch(WEIGHTS)?;
-    } else if files
-        .iter()
-        .any(|f| f.ends_with(".bin") || f.ends_with(".pt") || f.ends_with(".pth"))
-    {
+    } else if files.iter().any(|f| f.ends_with(".bin") || f.ends_with(".pt") || f.ends_with(".pth")) {
         return Err(hub(PICKLE_ONLY.into()));
     } else {
         return Err(hub(format!("the repo has no {WEIGHTS} or {INDEX}")));
@@ -320,32 +290,18 @@ mod tests {
         assert_eq!(files.tokenizer_json, None);
         let lone = dir_with(&["w.safetensors"]);
         let msg = err(resolve(lone.path().join("w.safetensors").to_str().unwrap()));
-        assert!(
-            msg.ends_with("no config.json; not a Hugging Face model directory"),
-            "{msg}"
-        );
+        assert!(msg.ends_with("no config.json; not a Hugging Face model directory"), "{msg}");
     }
 
     #[test]
     fn sharded_index() {
-        let dir = dir_with(&[
-            "config.json",
-            "model-00002-of-00002.safetensors",
-            "model-00001-of-00002.safetensors",
-        ]);
+        let dir = dir_with(&["config.json", "model-00002-of-00002.safetensors", "model-00001-of-00002.safetensors"]);
         let index = r#"{"metadata": {"total_size": 8}, "weight_map": {"b": "model-00002-of-00002.safetensors",
             "a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}}"#;
         fs::write(dir.path().join(INDEX), index).unwrap();
         let files = resolve(dir.path().to_str().unwrap()).unwrap();
-        let names: Vec<_> = files
-            .weights
-            .iter()
-            .map(|p| p.file_name().unwrap().to_str().unwrap())
-            .collect();
-        assert_eq!(
-            names,
-            ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
-        );
+        let names: Vec<_> = files.weights.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
+        assert_eq!(names, ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]);
 
         fs::remove_file(dir.path().join("model-00002-of-00002.safetensors")).unwrap();
         let msg = err(resolve(dir.path().to_str().unwrap()));
@@ -370,20 +326,14 @@ mod tests {
         assert_eq!(msg, format!("{}: no {WEIGHTS} or {INDEX}", empty.path().display()));
         let no_config = dir_with(&["model.safetensors"]);
         let msg = err(resolve(no_config.path().to_str().unwrap()));
-        assert!(
-            msg.ends_with(": no config.json; not a Hugging Face model directory"),
-            "{msg}"
-        );
+        assert!(msg.ends_with(": no config.json; not a Hugging Face model directory"), "{msg}");
         let pickle = dir_with(&["config.json", "pytorch_model.bin"]);
         let msg = err(resolve(pickle.path().to_str().unwrap()));
         assert_eq!(msg, format!("{}: {PICKLE_ONLY}", pickle.path().display()));
         let msg = err(resolve(pickle.path().join("pytorch_model.bin").to_str().unwrap()));
         assert!(msg.ends_with(PICKLE_ONLY), "{msg}");
         let msg = err(resolve(pickle.path().join("config.json").to_str().unwrap()));
-        assert!(
-            msg.ends_with("not a Hugging Face model directory or .safetensors file"),
-            "{msg}"
-        );
+        assert!(msg.ends_with("not a Hugging Face model directory or .safetensors file"), "{msg}");
     }
 
     #[test]
@@ -391,9 +341,7 @@ mod tests {
         for id in ["meta-llama/Llama-3.2-1B", "Qwen/Qwen2.5-0.5B-Instruct", "a/b_c"] {
             assert!(is_repo_id(id), "{id}");
         }
-        for id in [
-            "gpt2", "./a/b", "a/b/c", "/abs/x", "a/", "../x", "a/..b", "a b/c", ".a/b",
-        ] {
+        for id in ["gpt2", "./a/b", "a/b/c", "/abs/x", "a/", "../x", "a/..b", "a b/c", ".a/b"] {
             assert!(!is_repo_id(id), "{id}");
         }
     }
@@ -410,23 +358,15 @@ mod tests {
         for (i, f) in files.iter().enumerate() {
             let blob = repo.join(format!("blobs/{i:040x}"));
             fs::write(&blob, "{}").unwrap();
-            std::os::unix::fs::symlink(
-                Path::new("../../blobs").join(blob.file_name().unwrap()),
-                snapshot.join(f),
-            )
-            .unwrap();
+            std::os::unix::fs::symlink(Path::new("../../blobs").join(blob.file_name().unwrap()), snapshot.join(f))
+                .unwrap();
         }
         cache
     }
 
     #[test]
     fn hub_cache_offline() {
-        let cache = fake_cache(&[
-            "config.json",
-            "model.safetensors",
-            "tokenizer.json",
-            "generation_config.json",
-        ]);
+        let cache = fake_cache(&["config.json", "model.safetensors", "tokenizer.json", "generation_config.json"]);
         let files = resolve_hub("org/name", cache.path(), true).unwrap();
         let snapshot = cache.path().join("models--org--name/snapshots/0123abcd");
         assert_eq!(files.root, snapshot);
@@ -474,9 +414,6 @@ mod tests {
         let files = resolve("org/name").unwrap();
         assert_eq!(files.root, home.path().join("hub/models--org--name/snapshots/0123abcd"));
         let msg = err(resolve("org/missing"));
-        assert!(
-            msg.starts_with("Hugging Face Hub model 'org/missing': HF_HUB_OFFLINE is set"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("Hugging Face Hub model 'org/missing': HF_HUB_OFFLINE is set"), "{msg}");
     }
 }

@@ -144,25 +144,12 @@ impl GgufVocab {
         tokenizer_config: Option<&Path>,
         vocab_size: usize,
     ) -> Result<Self, HfError> {
-        let invalid = |problem: String| HfError::Invalid {
-            path: tokenizer_json.to_path_buf(),
-            problem,
-        };
-        let json_err = |source| HfError::Json {
-            path: tokenizer_json.to_path_buf(),
-            source,
-        };
-        let text = std::fs::read_to_string(tokenizer_json).map_err(|source| HfError::Io {
-            path: tokenizer_json.to_path_buf(),
-            source,
-        })?;
+        let invalid = |problem: String| HfError::Invalid { path: tokenizer_json.to_path_buf(), problem };
+        let json_err = |source| HfError::Json { path: tokenizer_json.to_path_buf(), source };
+        let text = std::fs::read_to_string(tokenizer_json)
+            .map_err(|source| HfError::Io { path: tokenizer_json.to_path_buf(), source })?;
         let tok: TokenizerJson = serde_json::from_str(&text).map_err(json_err)?;
-        let model_type = tok
-            .model
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("BPE")
-            .to_string();
+        let model_type = tok.model.get("type").and_then(Value::as_str).unwrap_or("BPE").to_string();
         if model_type != "BPE" {
             return Err(invalid(format!(
                 "unsupported tokenizer model '{model_type}'; only BPE (byte-level, or SentencePiece-style \
@@ -182,19 +169,10 @@ impl GgufVocab {
         }
 
         // Tokens by id; added tokens override the model vocabulary.
-        let entries = || {
-            bpe.vocab
-                .iter()
-                .map(|(t, &id)| (t, id))
-                .chain(tok.added_tokens.iter().map(|a| (&a.content, a.id)))
-        };
-        if let Some((text, id)) = entries()
-            .filter(|&(_, id)| id as usize >= vocab_size)
-            .max_by_key(|&(_, id)| id)
-        {
-            return Err(invalid(format!(
-                "token '{text}' has id {id}, outside the model's vocab_size {vocab_size}"
-            )));
+        let entries =
+            || bpe.vocab.iter().map(|(t, &id)| (t, id)).chain(tok.added_tokens.iter().map(|a| (&a.content, a.id)));
+        if let Some((text, id)) = entries().filter(|&(_, id)| id as usize >= vocab_size).max_by_key(|&(_, id)| id) {
+            return Err(invalid(format!("token '{text}' has id {id}, outside the model's vocab_size {vocab_size}")));
         }
         let mut tokens: Vec<Option<String>> = vec![None; vocab_size];
         for (text, id) in entries() {
@@ -216,11 +194,8 @@ impl GgufVocab {
                 },
             })
             .collect();
-        let tokens: Vec<String> = tokens
-            .into_iter()
-            .enumerate()
-            .map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]")))
-            .collect();
+        let tokens: Vec<String> =
+            tokens.into_iter().enumerate().map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]"))).collect();
         let merges: Vec<(String, String)> = bpe
             .merges
             .into_iter()
@@ -259,12 +234,7 @@ impl GgufVocab {
             chat_template: None,
         };
         let dir = tokenizer_json.parent().unwrap_or(Path::new("."));
-        vocab.set_specials(
-            tokenizer_config,
-            dir,
-            tok.post_processor.as_ref(),
-            bpe.unk_token.as_deref(),
-        )?;
+        vocab.set_specials(tokenizer_config, dir, tok.post_processor.as_ref(), bpe.unk_token.as_deref())?;
         Ok(vocab)
     }
 
@@ -306,11 +276,7 @@ impl GgufVocab {
         let pad = token_text("pad_token")?;
 
         let config_path = dir.join("config.json");
-        let config_value = if config_path.is_file() {
-            Some(read_json(&config_path)?)
-        } else {
-            None
-        };
+        let config_value = if config_path.is_file() { Some(read_json(&config_path)?) } else { None };
         let config = config_value.as_ref().map(|v| Obj::root(&config_path, v)).transpose()?;
         let config_id = |field: &str| -> Result<Option<u32>, HfError> {
             Ok(match config {
@@ -320,10 +286,7 @@ impl GgufVocab {
         };
         let n = self.tokens.len() as u32;
         let pick = |text: &Option<String>, fallback: Option<u32>| {
-            text.as_deref()
-                .and_then(|t| self.id_of(t))
-                .or(fallback)
-                .filter(|&id| id < n)
+            text.as_deref().and_then(|t| self.id_of(t)).or(fallback).filter(|&id| id < n)
         };
         let ids = [
             pick(&bos, config_id("bos_token_id")?),
@@ -331,12 +294,7 @@ impl GgufVocab {
             pick(&unk, config_id("unk_token_id")?),
             pick(&pad, config_id("pad_token_id")?),
         ];
-        [
-            self.bos_token_id,
-            self.eos_token_id,
-            self.unknown_token_id,
-            self.padding_token_id,
-        ] = ids;
+        [self.bos_token_id, self.eos_token_id, self.unknown_token_id, self.padding_token_id] = ids;
 
         let flag = |field: &str| tc.map(|tc| tc.bool(field)).transpose().map(Option::flatten);
         self.add_bos_token = flag("add_bos_token")?.or(first.map(|f| Some(f) == bos));
@@ -364,10 +322,7 @@ fn type_of(v: &Value) -> Option<&str> {
 /// (listed under `list_key`), else the value itself.
 fn parts<'a>(v: Option<&'a Value>, list_key: &str) -> impl Iterator<Item = &'a Value> {
     let list = v.and_then(|v| match type_of(v) {
-        Some("Sequence") => v
-            .get(list_key)
-            .and_then(Value::as_array)
-            .map(|a| a.iter().collect::<Vec<_>>()),
+        Some("Sequence") => v.get(list_key).and_then(Value::as_array).map(|a| a.iter().collect::<Vec<_>>()),
         _ => Some(vec![v]),
     });
     list.unwrap_or_default().into_iter()
@@ -396,9 +351,7 @@ fn byte_level_pre(pre_tokenizer: Option<&Value>) -> Option<&'static str> {
 /// sequence (only for templates with more than the sequence itself).
 fn template_ends(post_processor: Option<&Value>) -> (Option<String>, Option<String>) {
     let special = |item: Option<&Value>| {
-        item.and_then(|i| i.pointer("/SpecialToken/id"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
+        item.and_then(|i| i.pointer("/SpecialToken/id")).and_then(Value::as_str).map(str::to_string)
     };
     parts(post_processor, "processors")
         .filter(|p| type_of(p) == Some("TemplateProcessing"))

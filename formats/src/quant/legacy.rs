@@ -216,10 +216,7 @@ mod tests {
         let mut y = [0u8; 18];
         quantize_q4_0(&x, &mut y);
         // max = 19 (largest |x|), d = -19/8, x*id + 8.5 for x = 19 -> 0.5 -> q = 0
-        assert_eq!(
-            load_fp16(&y[0..2]),
-            half::f16::from_f32(-19.0 / 8.0).to_f32()
-        );
+        assert_eq!(load_fp16(&y[0..2]), half::f16::from_f32(-19.0 / 8.0).to_f32());
         assert_eq!(y[2 + 15] >> 4, 0);
         let mut back = [0f32; QK];
         dequantize_q4_0(&y, &mut back);

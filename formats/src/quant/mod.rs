@@ -58,36 +58,25 @@ pub enum QuantError {
 
 /// Checks that `n` values are whole blocks of `ty` and returns the bytes they take.
 fn encoded_len(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
-    ty.bytes_for(n as u64)
-        .and_then(|b| usize::try_from(b).ok())
-        .ok_or(QuantError::PartialBlock {
-            ty,
-            len: n,
-            block_size: ty.block_size(),
-        })
+    ty.bytes_for(n as u64).and_then(|b| usize::try_from(b).ok()).ok_or(QuantError::PartialBlock {
+        ty,
+        len: n,
+        block_size: ty.block_size(),
+    })
 }
 
 /// Checks that `bytes` is exactly the encoded size of `values` values of `ty`.
 fn check_bytes(ty: GgmlType, values: usize, bytes: usize) -> Result<(), QuantError> {
     let expected = encoded_len(ty, values)?;
     if bytes != expected {
-        return Err(QuantError::ByteLength {
-            ty,
-            values,
-            expected,
-            actual: bytes,
-        });
+        return Err(QuantError::ByteLength { ty, values, expected, actual: bytes });
     }
     Ok(())
 }
 
 /// Runs a block encoder over matching `N`-value / `B`-byte blocks.
 #[inline(always)]
-fn encode_blocks<const N: usize, const B: usize>(
-    src: &[f32],
-    dst: &mut [u8],
-    f: fn(&[f32; N], &mut [u8; B]),
-) {
+fn encode_blocks<const N: usize, const B: usize>(src: &[f32], dst: &mut [u8], f: fn(&[f32; N], &mut [u8; B])) {
     for (x, y) in src.chunks_exact(N).zip(dst.chunks_exact_mut(B)) {
         f(num::arr(x), num::arr_mut(y));
     }
@@ -95,11 +84,7 @@ fn encode_blocks<const N: usize, const B: usize>(
 
 /// Runs a block decoder over matching `B`-byte / `N`-value blocks.
 #[inline(always)]
-fn decode_blocks<const N: usize, const B: usize>(
-    src: &[u8],
-    dst: &mut [f32],
-    f: fn(&[u8; B], &mut [f32; N]),
-) {
+fn decode_blocks<const N: usize, const B: usize>(src: &[u8], dst: &mut [f32], f: fn(&[u8; B], &mut [f32; N])) {
     for (y, x) in src.chunks_exact(B).zip(dst.chunks_exact_mut(N)) {
         f(num::arr(y), num::arr_mut(x));
     }
@@ -152,10 +137,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// bytes (rows concatenated, as `ggml_quantize_chunk` lays them out).
 pub fn quantize_matrix(ty: GgmlType, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, QuantError> {
     if n_per_row == 0 || !src.chunks_exact(n_per_row).remainder().is_empty() {
-        return Err(QuantError::RaggedMatrix {
-            len: src.len(),
-            n_per_row,
-        });
+        return Err(QuantError::RaggedMatrix { len: src.len(), n_per_row });
     }
     let row_bytes = encoded_len(ty, n_per_row)?;
     let mut out = vec![0u8; src.len() / n_per_row * row_bytes];

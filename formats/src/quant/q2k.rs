@@ -16,8 +16,7 @@ pub(crate) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
     for h in 0..2 {
         let j = 128 * h;
         for i in 0..32 {
-            qs[32 * h + i] =
-                l[j + i] | (l[j + i + 32] << 2) | (l[j + i + 64] << 4) | (l[j + i + 96] << 6);
+            qs[32 * h + i] = l[j + i] | (l[j + i + 32] << 2) | (l[j + i + 64] << 4) | (l[j + i + 96] << 6);
         }
     }
 }
@@ -66,11 +65,7 @@ pub(crate) fn quantize_q2_k(x: &[f32; QK_K], y: &mut [u8; 84]) {
         store_fp16(&mut dd[2..4], 0.0)
     };
 
-    for ((&s, ls), xs) in sc
-        .iter()
-        .zip(l.chunks_exact_mut(16))
-        .zip(x.chunks_exact(16))
-    {
+    for ((&s, ls), xs) in sc.iter().zip(l.chunks_exact_mut(16)).zip(x.chunks_exact(16)) {
         let dl = d * (s & 0xF) as f32;
         if dl == 0.0 {
             continue;
@@ -118,12 +113,7 @@ mod tests {
         let mut back = [0f32; QK_K];
         dequantize_q2_k(&y, &mut back);
         for e in 0..QK_K {
-            assert!(
-                (back[e] - x[e]).abs() < 1e-2,
-                "{e}: {} vs {}",
-                back[e],
-                x[e]
-            );
+            assert!((back[e] - x[e]).abs() < 1e-2, "{e}: {} vs {}", back[e], x[e]);
         }
     }
 }

@@ -87,11 +87,7 @@ pub(crate) fn dequantize_q3_k(y: &[u8; 110], x: &mut [f32; QK_K]) {
         let (h, s, i) = (e / 128, (e / 32) % 4, e % 32);
         let dl = d * (scale_q3(e / 16, sc) - 32) as f32;
         let q = ((qs[32 * h + i] >> (2 * s)) & 3) as i32;
-        let offset = if hmask[i] & (1 << (e / 32)) != 0 {
-            0
-        } else {
-            4
-        };
+        let offset = if hmask[i] & (1 << (e / 32)) != 0 { 0 } else { 4 };
         *v = dl * (q - offset) as f32;
     }
 }
@@ -119,12 +115,7 @@ mod tests {
         let mut back = [0f32; QK_K];
         dequantize_q3_k(&y, &mut back);
         for e in 0..QK_K {
-            assert!(
-                (back[e] - x[e]).abs() < 1e-2,
-                "{e}: {} vs {}",
-                back[e],
-                x[e]
-            );
+            assert!((back[e] - x[e]).abs() < 1e-2, "{e}: {} vs {}", back[e], x[e]);
         }
     }
 }

@@ -14,14 +14,7 @@ const QK_K: usize = 256;
 /// The part Q4_K and Q5_K share: the per-sub-block search, the 6-bit scale/min packing into
 /// `head[4..16]`, `d`/`dmin` into `head[0..4]`, and the re-quantization of `l` with the stored
 /// values. `nmax` is 15 or 31; `rmin`/`nstep` are the search parameters of the type.
-fn quantize_levels(
-    x: &[f32; QK_K],
-    nmax: i32,
-    rmin: f32,
-    nstep: i32,
-    head: &mut [u8; 16],
-    l: &mut [u8; QK_K],
-) {
+fn quantize_levels(x: &[f32; QK_K], nmax: i32, rmin: f32, nstep: i32, head: &mut [u8; 16], l: &mut [u8; QK_K]) {
     let mut scales = [0f32; 8];
     let mut mins = [0f32; 8];
     let mut max_scale = 0.0f32;
@@ -46,11 +39,7 @@ fn quantize_levels(
         }
     }
 
-    let inv_scale = if max_scale > 0.0 {
-        63.0 / max_scale
-    } else {
-        0.0
-    };
+    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
     let (dd, sc) = head.split_at_mut(4);
     let sc: &mut [u8; 12] = arr_mut(sc);
@@ -175,24 +164,14 @@ mod tests {
         let mut back = [0f32; QK_K];
         dequantize_q4_k(&y4, &mut back);
         for e in 0..QK_K {
-            assert!(
-                (back[e] - x4[e]).abs() < 2e-3,
-                "q4 {e}: {} vs {}",
-                back[e],
-                x4[e]
-            );
+            assert!((back[e] - x4[e]).abs() < 2e-3, "q4 {e}: {} vs {}", back[e], x4[e]);
         }
         let x5: [f32; QK_K] = std::array::from_fn(|e| (e * 7 % 32) as f32 * 0.125 - 1.0);
         let mut y5 = [0u8; 176];
         quantize_q5_k(&x5, &mut y5);
         dequantize_q5_k(&y5, &mut back);
         for e in 0..QK_K {
-            assert!(
-                (back[e] - x5[e]).abs() < 2e-3,
-                "q5 {e}: {} vs {}",
-                back[e],
-                x5[e]
-            );
+            assert!((back[e] - x5[e]).abs() < 2e-3, "q5 {e}: {} vs {}", back[e], x5[e]);
         }
     }
 }

@@ -37,11 +37,7 @@ pub(crate) fn quantize_q6_k(x: &[f32; QK_K], y: &mut [u8; 210]) {
     for (s, &scale) in sc.iter_mut().zip(&scales) {
         *s = nearest_int(iscale * scale).min(127) as u8;
     }
-    for ((&s, ls), xs) in sc
-        .iter()
-        .zip(l.chunks_exact_mut(16))
-        .zip(x.chunks_exact(16))
-    {
+    for ((&s, ls), xs) in sc.iter().zip(l.chunks_exact_mut(16)).zip(x.chunks_exact(16)) {
         let dl = d * (s as i8) as f32;
         if dl == 0.0 {
             continue;
@@ -98,13 +94,8 @@ mod tests {
     #[test]
     fn exact_grid_survives() {
         // Levels -32..31 in steps of 1/16; every sub-block holds -2 so its search lands on 1/16.
-        let x: [f32; QK_K] = std::array::from_fn(|e| {
-            if e % 16 == 0 {
-                -2.0
-            } else {
-                ((e * 11 % 64) as f32 - 32.0) * 0.0625
-            }
-        });
+        let x: [f32; QK_K] =
+            std::array::from_fn(|e| if e % 16 == 0 { -2.0 } else { ((e * 11 % 64) as f32 - 32.0) * 0.0625 });
         let mut y = [0u8; 210];
         quantize_q6_k(&x, &mut y);
         let mut back = [0f32; QK_K];

@@ -72,9 +72,8 @@ pub(crate) fn make_qkx2_quants<const N: usize, const MAD: bool>(
     let mut is = 0;
     while is <= nstep {
         let base = min;
-        let iscale: [f32; LANES] = std::array::from_fn(|k| {
-            (rmin + rdelta * (is + k as i32) as f32 + nmax_f) / (max - base)
-        });
+        let iscale: [f32; LANES] =
+            std::array::from_fn(|k| (rmin + rdelta * (is + k as i32) as f32 + nmax_f) / (max - base));
         // Levels of element i for every lane side by side (as f32: exact small integers).
         let mut laux = [[0f32; LANES]; N];
         let mut sum_l = [0f32; LANES];
@@ -186,11 +185,7 @@ pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], l: &mut [u
         }
     }
     let mut chosen = 0;
-    let mut scale = if suml2[0] != 0.0 {
-        sumlx[0] / suml2[0]
-    } else {
-        0.0
-    };
+    let mut scale = if suml2[0] != 0.0 { sumlx[0] / suml2[0] } else { 0.0 };
     let mut best = scale * sumlx[0];
     for k in 1..QX_STEPS {
         if suml2[k] > 0.0 && sumlx[k] * sumlx[k] > best * suml2[k] {
@@ -330,8 +325,7 @@ mod tests {
                     }
                     let mut cur_error = 0.0f32;
                     for i in 0..N {
-                        cur_error +=
-                            weights[i] * err(this_scale * laux[i] as f32 + this_min - x[i]);
+                        cur_error += weights[i] * err(this_scale * laux[i] as f32 + this_min - x[i]);
                     }
                     if cur_error < best_error {
                         *l = laux;
@@ -433,13 +427,8 @@ mod tests {
             for (nmax, rmin, nstep) in [(15, -1.0, 20), (31, -0.5, 15)] {
                 let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
                 let got = make_qkx2_quants::<32, false>(nmax, &x, &w, &mut a, rmin, 0.1, nstep);
-                let want =
-                    reference::make_qkx2_quants(nmax, &x, &w, &mut b, rmin, 0.1, nstep, false);
-                assert_eq!(
-                    (got.0.to_bits(), got.1.to_bits(), a),
-                    (want.0.to_bits(), want.1.to_bits(), b),
-                    "{x:?}"
-                );
+                let want = reference::make_qkx2_quants(nmax, &x, &w, &mut b, rmin, 0.1, nstep, false);
+                assert_eq!((got.0.to_bits(), got.1.to_bits(), a), (want.0.to_bits(), want.1.to_bits(), b), "{x:?}");
             }
         }
         for x in groups::<16>(3000) {
@@ -447,11 +436,7 @@ mod tests {
             let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
             let got = make_qkx2_quants::<16, true>(3, &x, &w, &mut a, -0.5, 0.1, 15);
             let want = reference::make_qkx2_quants(3, &x, &w, &mut b, -0.5, 0.1, 15, true);
-            assert_eq!(
-                (got.0.to_bits(), got.1.to_bits(), a),
-                (want.0.to_bits(), want.1.to_bits(), b),
-                "{x:?}"
-            );
+            assert_eq!((got.0.to_bits(), got.1.to_bits(), a), (want.0.to_bits(), want.1.to_bits(), b), "{x:?}");
         }
     }
 
@@ -470,10 +455,7 @@ mod tests {
         let x = [0.0f32; 32];
         let w = [1.0f32; 32];
         let mut l = [9u8; 32];
-        assert_eq!(
-            make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20),
-            (0.0, -0.0)
-        );
+        assert_eq!(make_qkx2_quants::<32, false>(15, &x, &w, &mut l, -1.0, 0.1, 20), (0.0, -0.0));
         assert_eq!(l, [0; 32]);
         // A constant negative group: min = max, the min carries everything.
         let x = [-2.5f32; 32];

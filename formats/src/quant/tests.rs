@@ -56,11 +56,7 @@ fn round_trip(ty: GgmlType, x: &[f32]) -> Vec<f32> {
 }
 
 fn rel_rmse(x: &[f32], y: &[f32]) -> f64 {
-    let err: f64 = x
-        .iter()
-        .zip(y)
-        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-        .sum();
+    let err: f64 = x.iter().zip(y).map(|(a, b)| (*a as f64 - *b as f64).powi(2)).sum();
     let norm: f64 = x.iter().map(|a| (*a as f64).powi(2)).sum();
     (err / norm).sqrt()
 }
@@ -152,10 +148,7 @@ fn tiny_values() {
     let x = Rng(5).normals(512, 1e-30);
     for ty in GgmlType::ALL {
         let back = round_trip(ty, &x);
-        assert!(
-            back.iter().all(|v| v.is_finite() && v.abs() < 1e-20),
-            "{ty}"
-        );
+        assert!(back.iter().all(|v| v.is_finite() && v.abs() < 1e-20), "{ty}");
     }
 }
 
@@ -165,51 +158,26 @@ fn length_errors() {
     let mut buf = vec![0u8; 1000];
     assert_eq!(
         quantize_row(GgmlType::Q4_K, &x, &mut buf),
-        Err(QuantError::PartialBlock {
-            ty: GgmlType::Q4_K,
-            len: 100,
-            block_size: 256
-        })
+        Err(QuantError::PartialBlock { ty: GgmlType::Q4_K, len: 100, block_size: 256 })
     );
     let x = vec![1.0f32; 64];
     assert_eq!(
         quantize_row(GgmlType::Q8_0, &x, &mut buf),
-        Err(QuantError::ByteLength {
-            ty: GgmlType::Q8_0,
-            values: 64,
-            expected: 68,
-            actual: 1000
-        })
+        Err(QuantError::ByteLength { ty: GgmlType::Q8_0, values: 64, expected: 68, actual: 1000 })
     );
     let mut out = vec![0f32; 256];
     assert!(matches!(
         dequantize_row(GgmlType::Q6_K, &buf[..200], &mut out),
-        Err(QuantError::ByteLength {
-            expected: 210,
-            actual: 200,
-            ..
-        })
+        Err(QuantError::ByteLength { expected: 210, actual: 200, .. })
     ));
     let mut out = vec![0f32; 33];
-    assert!(matches!(
-        dequantize_row(GgmlType::Q4_0, &buf[..36], &mut out),
-        Err(QuantError::PartialBlock { .. })
-    ));
+    assert!(matches!(dequantize_row(GgmlType::Q4_0, &buf[..36], &mut out), Err(QuantError::PartialBlock { .. })));
     assert!(matches!(
         quantize_matrix(GgmlType::Q8_0, &[0.0; 96], 64),
-        Err(QuantError::RaggedMatrix {
-            len: 96,
-            n_per_row: 64
-        })
+        Err(QuantError::RaggedMatrix { len: 96, n_per_row: 64 })
     ));
-    assert!(matches!(
-        quantize_matrix(GgmlType::Q8_0, &[0.0; 96], 0),
-        Err(QuantError::RaggedMatrix { .. })
-    ));
-    assert!(matches!(
-        quantize_matrix(GgmlType::Q4_K, &[0.0; 96], 48),
-        Err(QuantError::PartialBlock { len: 48, .. })
-    ));
+    assert!(matches!(quantize_matrix(GgmlType::Q8_0, &[0.0; 96], 0), Err(QuantError::RaggedMatrix { .. })));
+    assert!(matches!(quantize_matrix(GgmlType::Q4_K, &[0.0; 96], 48), Err(QuantError::PartialBlock { len: 48, .. })));
     // Empty input is zero whole blocks.
     assert_eq!(quantize_row(GgmlType::Q4_K, &[], &mut []), Ok(()));
     assert_eq!(quantize_matrix(GgmlType::Q4_K, &[], 256), Ok(vec![]));
@@ -238,9 +206,7 @@ fn decoding_is_deterministic_on_arbitrary_bytes() {
             continue;
         }
         let n = 512;
-        let mut bytes: Vec<u8> = (0..ty.bytes_for(n).unwrap())
-            .map(|_| rng.next_u64() as u8)
-            .collect();
+        let mut bytes: Vec<u8> = (0..ty.bytes_for(n).unwrap()).map(|_| rng.next_u64() as u8).collect();
         // Make every fp16 field a small finite value by clearing the exponent's top bits.
         for b in bytes.iter_mut() {
             *b &= 0xBF;

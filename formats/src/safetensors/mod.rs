@@ -155,9 +155,7 @@ impl SafetensorsSet {
             set.origin = dir.to_path_buf();
             return Ok(set);
         }
-        Err(SafetensorsError::NoCheckpoint {
-            dir: dir.to_path_buf(),
-        })
+        Err(SafetensorsError::NoCheckpoint { dir: dir.to_path_buf() })
     }
 
     /// Opens the given files as one checkpoint (tensors listed file by file, in data order).
@@ -165,16 +163,9 @@ impl SafetensorsSet {
         let origin = match files {
             [] => return Err(SafetensorsError::NoFiles),
             [one] => one.clone(),
-            [first, ..] => first
-                .parent()
-                .map_or_else(|| first.clone(), Path::to_path_buf),
+            [first, ..] => first.parent().map_or_else(|| first.clone(), Path::to_path_buf),
         };
-        let mut set = SafetensorsSet {
-            origin,
-            shards: Vec::new(),
-            entries: Vec::new(),
-            by_name: HashMap::new(),
-        };
+        let mut set = SafetensorsSet { origin, shards: Vec::new(), entries: Vec::new(), by_name: HashMap::new() };
         for path in files {
             set.add_file(path)?;
         }
@@ -211,31 +202,16 @@ impl SafetensorsSet {
                 });
             }
             let (start, end) = info.data_offsets;
-            let meta = TensorMeta {
-                name: name.clone(),
-                shape: info.shape.clone(),
-                dtype: dtype(info.dtype),
-            };
+            let meta = TensorMeta { name: name.clone(), shape: info.shape.clone(), dtype: dtype(info.dtype) };
             self.by_name.insert(name, self.entries.len());
-            self.entries.push(Entry {
-                meta,
-                shard,
-                start: data_start + start,
-                end: data_start + end,
-            });
+            self.entries.push(Entry { meta, shard, start: data_start + start, end: data_start + end });
         }
-        self.shards.push(Shard {
-            path: path.to_path_buf(),
-            mmap,
-        });
+        self.shards.push(Shard { path: path.to_path_buf(), mmap });
         Ok(())
     }
 
     fn entry(&self, name: &str) -> Result<&Entry, SourceError> {
-        self.by_name
-            .get(name)
-            .map(|&i| &self.entries[i])
-            .ok_or_else(|| not_found(&self.origin, name))
+        self.by_name.get(name).map(|&i| &self.entries[i]).ok_or_else(|| not_found(&self.origin, name))
     }
 
     fn bytes(&self, e: &Entry) -> &[u8] {
@@ -246,31 +222,20 @@ impl SafetensorsSet {
 
 /// Reads a shard index, opens its shards and checks the index against them.
 fn open_index(dir: &Path, index_path: &Path) -> Result<SafetensorsSet, SafetensorsError> {
-    let text = std::fs::read(index_path).map_err(|source| SafetensorsError::Io {
-        path: index_path.to_path_buf(),
-        source,
-    })?;
-    let index: Index =
-        serde_json::from_slice(&text).map_err(|source| SafetensorsError::BadIndex {
-            path: index_path.to_path_buf(),
-            source,
-        })?;
+    let text =
+        std::fs::read(index_path).map_err(|source| SafetensorsError::Io { path: index_path.to_path_buf(), source })?;
+    let index: Index = serde_json::from_slice(&text)
+        .map_err(|source| SafetensorsError::BadIndex { path: index_path.to_path_buf(), source })?;
     let shard_names: BTreeSet<&str> = index.weight_map.values().map(String::as_str).collect();
     let mut files = Vec::with_capacity(shard_names.len());
     for shard in &shard_names {
-        let bad = || SafetensorsError::BadShardName {
-            index: index_path.to_path_buf(),
-            shard: shard.to_string(),
-        };
+        let bad = || SafetensorsError::BadShardName { index: index_path.to_path_buf(), shard: shard.to_string() };
         if Path::new(shard).file_name().and_then(|n| n.to_str()) != Some(shard) {
             return Err(bad());
         }
         let file = dir.join(shard);
         if !file.is_file() {
-            return Err(SafetensorsError::MissingShard {
-                index: index_path.to_path_buf(),
-                shard: shard.to_string(),
-            });
+            return Err(SafetensorsError::MissingShard { index: index_path.to_path_buf(), shard: shard.to_string() });
         }
         files.push(file);
     }
@@ -278,9 +243,7 @@ fn open_index(dir: &Path, index_path: &Path) -> Result<SafetensorsSet, Safetenso
     let mut wrong: Vec<(&String, &String)> = index
         .weight_map
         .iter()
-        .filter(|(name, shard)| {
-            set.file_of(name).and_then(|p| p.file_name()) != Some(shard.as_ref())
-        })
+        .filter(|(name, shard)| set.file_of(name).and_then(|p| p.file_name()) != Some(shard.as_ref()))
         .collect();
     wrong.sort();
     match wrong.first() {
@@ -298,31 +261,18 @@ fn open_index(dir: &Path, index_path: &Path) -> Result<SafetensorsSet, Safetenso
 fn parse_header(buf: &[u8], path: &Path) -> Result<(usize, Metadata), SafetensorsError> {
     let file_size = buf.len() as u64;
     let Some(len_bytes) = buf.first_chunk::<8>() else {
-        return Err(SafetensorsError::TooShort {
-            path: path.to_path_buf(),
-            file_size,
-        });
+        return Err(SafetensorsError::TooShort { path: path.to_path_buf(), file_size });
     };
     let len = u64::from_le_bytes(*len_bytes);
     if len > file_size - 8 {
-        return Err(SafetensorsError::HeaderPastEnd {
-            path: path.to_path_buf(),
-            len,
-            file_size,
-        });
+        return Err(SafetensorsError::HeaderPastEnd { path: path.to_path_buf(), len, file_size });
     }
-    SafeTensors::read_metadata(buf).map_err(|source| SafetensorsError::Invalid {
-        path: path.to_path_buf(),
-        source,
-    })
+    SafeTensors::read_metadata(buf).map_err(|source| SafetensorsError::Invalid { path: path.to_path_buf(), source })
 }
 
 /// Memory-maps a file read-only.
 fn map(path: &Path) -> Result<Mmap, SafetensorsError> {
-    let io = |source| SafetensorsError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| SafetensorsError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io)?;
     // SAFETY: read-only map; the checkpoint must not be modified while open (as for every mmap loader).
     unsafe { Mmap::map(&file) }.map_err(io)
@@ -364,12 +314,7 @@ impl TensorSource for SafetensorsSet {
 
     fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError> {
         let e = self.entry(name)?;
-        bytes_to_f32(
-            self.bytes(e),
-            e.meta.dtype,
-            &self.shards[e.shard].path,
-            name,
-        )
+        bytes_to_f32(self.bytes(e), e.meta.dtype, &self.shards[e.shard].path, name)
     }
 
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError> {

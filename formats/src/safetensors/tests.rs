@@ -20,10 +20,7 @@ fn file(tensors: &[(&str, &str, &[usize], Vec<u8>)]) -> Vec<u8> {
     let mut data = Vec::new();
     for (name, dtype, shape, bytes) in tensors {
         let offsets = [data.len(), data.len() + bytes.len()];
-        header.insert(
-            name.to_string(),
-            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": offsets}),
-        );
+        header.insert(name.to_string(), serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": offsets}));
         data.extend_from_slice(bytes);
     }
     raw(&serde_json::Value::Object(header).to_string(), &data)
@@ -46,19 +43,13 @@ fn mixed() -> Vec<u8> {
             "w.f16",
             "F16",
             &[3],
-            [1.0f32, 0.5, -4.0]
-                .iter()
-                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
-                .collect(),
+            [1.0f32, 0.5, -4.0].iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect(),
         ),
         (
             "w.bf16",
             "BF16",
             &[1, 2],
-            [2.0f32, -0.125]
-                .iter()
-                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
-                .collect(),
+            [2.0f32, -0.125].iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect(),
         ),
         ("ids", "I32", &[2], vec![1, 0, 0, 0, 2, 0, 0, 0]),
         ("fp8", "F8_E4M3", &[4], vec![0x38; 4]),
@@ -83,19 +74,10 @@ fn reads_single_file() {
     for (name, dtype) in [("ids", "I32"), ("fp8", "F8_E4M3")] {
         let e = set.read_f32(name).unwrap_err();
         assert!(matches!(e, SourceError::NotFloat { .. }), "{e}");
-        assert!(
-            e.to_string().contains(&format!(
-                "m.safetensors: tensor '{name}' is {dtype}, which cannot"
-            )),
-            "{e}"
-        );
+        assert!(e.to_string().contains(&format!("m.safetensors: tensor '{name}' is {dtype}, which cannot")), "{e}");
     }
     let e = set.read_f32("missing").unwrap_err();
-    assert!(
-        e.to_string()
-            .ends_with("m.safetensors: no tensor named 'missing'"),
-        "{e}"
-    );
+    assert!(e.to_string().ends_with("m.safetensors: no tensor named 'missing'"), "{e}");
     assert_eq!(set.file_of("ids"), Some(path.as_path()));
 }
 
@@ -104,34 +86,18 @@ fn open_err(bytes: &[u8]) -> SafetensorsError {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "bad.safetensors", bytes);
     let e = SafetensorsSet::open_files(&[path]).err().unwrap();
-    assert!(
-        e.to_string().contains("bad.safetensors: "),
-        "message does not name the file: {e}"
-    );
+    assert!(e.to_string().contains("bad.safetensors: "), "message does not name the file: {e}");
     e
 }
 
 #[test]
 fn hostile_files_are_errors() {
     let too_short = open_err(&[1, 0, 0]);
-    assert!(
-        matches!(too_short, SafetensorsError::TooShort { file_size: 3, .. }),
-        "{too_short}"
-    );
+    assert!(matches!(too_short, SafetensorsError::TooShort { file_size: 3, .. }), "{too_short}");
     let e = open_err(&u64::MAX.to_le_bytes());
     assert!(matches!(e, SafetensorsError::HeaderPastEnd { .. }), "{e}");
     let e = open_err(&raw("{}", &[])[..9]);
-    assert!(
-        matches!(
-            e,
-            SafetensorsError::HeaderPastEnd {
-                len: 2,
-                file_size: 9,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, SafetensorsError::HeaderPastEnd { len: 2, file_size: 9, .. }), "{e}");
 
     let entry = |name: &str, dtype: &str, shape: &str, a: usize, b: usize| {
         format!(r#""{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[{a},{b}]}}"#)
@@ -141,42 +107,16 @@ fn hostile_files_are_errors() {
         ("not JSON", raw("{not json", &[])),
         ("header not an object", raw("[1,2]", &[])),
         ("unknown dtype", one(entry("t", "F7", "[2]", 0, 2), 2)),
-        (
-            "end past the data",
-            one(entry("t", "F32", "[250]", 0, 1000), 16),
-        ),
-        (
-            "size does not match shape",
-            one(entry("t", "F32", "[4]", 0, 8), 8),
-        ),
-        (
-            "shape overflows",
-            one(entry("t", "F32", "[9223372036854775807,4]", 0, 8), 8),
-        ),
+        ("end past the data", one(entry("t", "F32", "[250]", 0, 1000), 16)),
+        ("size does not match shape", one(entry("t", "F32", "[4]", 0, 8), 8)),
+        ("shape overflows", one(entry("t", "F32", "[9223372036854775807,4]", 0, 8), 8)),
         ("start after end", one(entry("t", "U8", "[0]", 8, 0), 8)),
         ("trailing bytes", one(entry("t", "U8", "[4]", 0, 4), 8)),
         (
             "overlap",
-            raw(
-                &format!(
-                    "{{{},{}}}",
-                    entry("a", "F32", "[2]", 0, 8),
-                    entry("b", "F32", "[2]", 4, 12)
-                ),
-                &[0; 12],
-            ),
+            raw(&format!("{{{},{}}}", entry("a", "F32", "[2]", 0, 8), entry("b", "F32", "[2]", 4, 12)), &[0; 12]),
         ),
-        (
-            "gap",
-            raw(
-                &format!(
-                    "{{{},{}}}",
-                    entry("a", "F32", "[1]", 0, 4),
-                    entry("b", "F32", "[1]", 8, 12)
-                ),
-                &[0; 12],
-            ),
-        ),
+        ("gap", raw(&format!("{{{},{}}}", entry("a", "F32", "[1]", 0, 4), entry("b", "F32", "[1]", 8, 12)), &[0; 12])),
         ("sub-byte slice", one(entry("t", "F4", "[3]", 0, 1), 1)),
     ];
     for (what, bytes) in cases {
@@ -221,16 +161,8 @@ fn mutation_and_truncation_never_panic() {
 
 /// Writes a two-shard checkpoint with the given index JSON.
 fn sharded(dir: &Path, index: &str) {
-    write(
-        dir,
-        "model-00001-of-00002.safetensors",
-        &file(&[("a", "F32", &[1], f32_bytes(&[1.0]))]),
-    );
-    write(
-        dir,
-        "model-00002-of-00002.safetensors",
-        &file(&[("b", "F32", &[2], f32_bytes(&[2.0, 3.0]))]),
-    );
+    write(dir, "model-00001-of-00002.safetensors", &file(&[("a", "F32", &[1], f32_bytes(&[1.0]))]));
+    write(dir, "model-00002-of-00002.safetensors", &file(&[("b", "F32", &[2], f32_bytes(&[2.0, 3.0]))]));
     write(dir, INDEX_FILE, index.as_bytes());
 }
 
@@ -245,15 +177,9 @@ fn opens_sharded_checkpoint() {
     let names: Vec<String> = set.tensors().into_iter().map(|m| m.name).collect();
     assert_eq!(names, ["a", "b"]);
     assert_eq!(set.read_f32("b").unwrap(), vec![2.0, 3.0]);
-    assert!(set
-        .file_of("b")
-        .unwrap()
-        .ends_with("model-00002-of-00002.safetensors"));
+    assert!(set.file_of("b").unwrap().ends_with("model-00002-of-00002.safetensors"));
     let e = set.raw_bytes("c").unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        format!("{}: no tensor named 'c'", dir.path().display())
-    );
+    assert_eq!(e.to_string(), format!("{}: no tensor named 'c'", dir.path().display()));
 }
 
 #[test]
@@ -263,18 +189,10 @@ fn bad_shard_sets_are_errors() {
         sharded(dir.path(), index);
         SafetensorsSet::open_dir(dir.path()).err().unwrap()
     };
-    let e = case(
-        r#"{"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00003-of-00002.safetensors"}}"#,
-    );
+    let e = case(r#"{"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00003-of-00002.safetensors"}}"#);
     assert!(matches!(e, SafetensorsError::MissingShard { .. }), "{e}");
-    assert!(
-        e.to_string()
-            .contains("shard 'model-00003-of-00002.safetensors' does not exist"),
-        "{e}"
-    );
-    let e = case(
-        r#"{"weight_map":{"a":"model-00002-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}"#,
-    );
+    assert!(e.to_string().contains("shard 'model-00003-of-00002.safetensors' does not exist"), "{e}");
+    let e = case(r#"{"weight_map":{"a":"model-00002-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}"#);
     assert!(matches!(e, SafetensorsError::NotInShard { .. }), "{e}");
     let e = case(r#"{"weight_map":{"a":"../model-00001-of-00002.safetensors"}}"#);
     assert!(matches!(e, SafetensorsError::BadShardName { .. }), "{e}");
@@ -287,40 +205,19 @@ fn bad_shard_sets_are_errors() {
     }
 
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "x.safetensors",
-        &file(&[("a", "F32", &[1], f32_bytes(&[1.0]))]),
-    );
-    write(
-        dir.path(),
-        "y.safetensors",
-        &file(&[("a", "F32", &[1], f32_bytes(&[2.0]))]),
-    );
-    let e = SafetensorsSet::open_files(&[
-        dir.path().join("x.safetensors"),
-        dir.path().join("y.safetensors"),
-    ])
-    .err()
-    .unwrap();
+    write(dir.path(), "x.safetensors", &file(&[("a", "F32", &[1], f32_bytes(&[1.0]))]));
+    write(dir.path(), "y.safetensors", &file(&[("a", "F32", &[1], f32_bytes(&[2.0]))]));
+    let e = SafetensorsSet::open_files(&[dir.path().join("x.safetensors"), dir.path().join("y.safetensors")])
+        .err()
+        .unwrap();
     assert!(matches!(e, SafetensorsError::DuplicateTensor { .. }), "{e}");
     assert!(e.to_string().starts_with("tensor 'a' is in both "), "{e}");
 
-    let e = SafetensorsSet::open_dir(tempfile::tempdir().unwrap().path())
-        .err()
-        .unwrap();
+    let e = SafetensorsSet::open_dir(tempfile::tempdir().unwrap().path()).err().unwrap();
     assert!(matches!(e, SafetensorsError::NoCheckpoint { .. }), "{e}");
-    assert!(matches!(
-        SafetensorsSet::open_files(&[]),
-        Err(SafetensorsError::NoFiles)
-    ));
-    let e = SafetensorsSet::open_files(&[dir.path().join("nope.safetensors")])
-        .err()
-        .unwrap();
-    assert!(
-        matches!(e, SafetensorsError::Io { .. }) && e.to_string().contains("nope.safetensors"),
-        "{e}"
-    );
+    assert!(matches!(SafetensorsSet::open_files(&[]), Err(SafetensorsError::NoFiles)));
+    let e = SafetensorsSet::open_files(&[dir.path().join("nope.safetensors")]).err().unwrap();
+    assert!(matches!(e, SafetensorsError::Io { .. }) && e.to_string().contains("nope.safetensors"), "{e}");
 }
 
 #[test]
@@ -330,10 +227,7 @@ fn stories260k_hf_opens() {
     let metas = set.tensors();
     assert_eq!(metas.len(), 47);
     assert!(metas.iter().all(|m| m.dtype == DType::F32));
-    let q = metas
-        .iter()
-        .find(|m| m.name == "model.layers.0.self_attn.k_proj.weight")
-        .unwrap();
+    let q = metas.iter().find(|m| m.name == "model.layers.0.self_attn.k_proj.weight").unwrap();
     assert_eq!(q.shape, vec![32, 64]);
     assert_eq!(set.read_f32(&q.name).unwrap().len(), 32 * 64);
 }

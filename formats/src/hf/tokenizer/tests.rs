@@ -56,10 +56,7 @@ fn stories260k_matches_reference_gguf() {
     let reader =
         gguf_rs_lib::reader::file_reader::open_gguf_file(Path::new(STORIES).join("stories260k-f32.gguf")).unwrap();
     let v = stories(512);
-    let tokens: Vec<&str> = gguf_array(&reader, "tokenizer.ggml.tokens")
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let tokens: Vec<&str> = gguf_array(&reader, "tokenizer.ggml.tokens").iter().map(|t| t.as_str().unwrap()).collect();
     assert_eq!(v.tokens, tokens);
     let scores: Vec<u32> = gguf_array(&reader, "tokenizer.ggml.scores")
         .iter()
@@ -68,36 +65,17 @@ fn stories260k_matches_reference_gguf() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(
-        v.scores
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|s| s.to_bits())
-            .collect::<Vec<_>>(),
-        scores
-    );
-    let types: Vec<i32> = gguf_array(&reader, "tokenizer.ggml.token_type")
-        .iter()
-        .map(|t| t.as_i64().unwrap() as i32)
-        .collect();
+    assert_eq!(v.scores.as_ref().unwrap().iter().map(|s| s.to_bits()).collect::<Vec<_>>(), scores);
+    let types: Vec<i32> =
+        gguf_array(&reader, "tokenizer.ggml.token_type").iter().map(|t| t.as_i64().unwrap() as i32).collect();
     assert_eq!(v.token_types, types);
     let id = |key: &str| reader.metadata().get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
     assert_eq!(v.bos_token_id, id("tokenizer.ggml.bos_token_id"));
     assert_eq!(v.eos_token_id, id("tokenizer.ggml.eos_token_id"));
     assert_eq!(v.unknown_token_id, id("tokenizer.ggml.unknown_token_id"));
-    assert_eq!(
-        reader.metadata().get("tokenizer.ggml.model").and_then(|m| m.as_str()),
-        Some("llama")
-    );
-    assert_eq!(
-        (v.model.as_str(), v.pre.as_deref(), v.merges.as_ref()),
-        ("llama", None, None)
-    );
-    assert_eq!(
-        (v.padding_token_id, v.add_bos_token, v.add_eos_token),
-        (None, Some(true), Some(false))
-    );
+    assert_eq!(reader.metadata().get("tokenizer.ggml.model").and_then(|m| m.as_str()), Some("llama"));
+    assert_eq!((v.model.as_str(), v.pre.as_deref(), v.merges.as_ref()), ("llama", None, None));
+    assert_eq!((v.padding_token_id, v.add_bos_token, v.add_eos_token), (None, Some(true), Some(false)));
     assert_eq!(v.chat_template, None);
 }
 
@@ -109,13 +87,7 @@ fn stories260k_padded_to_config_vocab() {
     assert_eq!(v.scores.unwrap()[511..], [-252.0, -10000.0, -10000.0, -10000.0]);
     let hf = Path::new(STORIES).join("hf/tokenizer.json");
     let msg = GgufVocab::from_hf_files(&hf, None, 500).unwrap_err().to_string();
-    assert_eq!(
-        msg,
-        format!(
-            "{}: token '\u{200a}' has id 511, outside the model's vocab_size 500",
-            hf.display()
-        )
-    );
+    assert_eq!(msg, format!("{}: token '\u{200a}' has id 511, outside the model's vocab_size 500", hf.display()));
 }
 
 #[test]
@@ -123,25 +95,17 @@ fn spm_scores_follow_merge_order_not_ids() {
     // "▁▁" has an early id but its merge comes last (Llama 2 gives it score -1e9).
     let (_dir, v) = write(&spm(r#"[["▁", "t"], ["h", "e"], ["▁t", "he"], ["▁", "▁"]]"#, ""), None);
     let v = v.unwrap();
-    assert_eq!(
-        v.token_types,
-        [UNKNOWN, BYTE, NORMAL, NORMAL, NORMAL, NORMAL, NORMAL, NORMAL]
-    );
+    assert_eq!(v.token_types, [UNKNOWN, BYTE, NORMAL, NORMAL, NORMAL, NORMAL, NORMAL, NORMAL]);
     // Order: ▁t (merge 0), he (1), ▁the (2), ▁▁ (3), then unmerged ▁ and t by id.
     assert_eq!(v.scores.unwrap(), [0.0, 0.0, -3.0, -0.0, -1.0, -2.0, -4.0, -5.0]);
-    assert_eq!(
-        (v.unknown_token_id, v.bos_token_id, v.add_bos_token),
-        (Some(0), None, None)
-    );
+    assert_eq!((v.unknown_token_id, v.bos_token_id, v.add_bos_token), (Some(0), None, None));
 }
 
 #[test]
 fn spm_added_tokens() {
     let added = r#", {"id": 7, "content": "<|user|>", "special": false}, {"id": 6, "content": "<s>", "special": true}"#;
-    let (_dir, v) = write(
-        &spm(r#"["▁ t", "h e", "▁t he", "▁ ▁"]"#, added),
-        Some(r#"{"bos_token": {"content": "<s>"}}"#),
-    );
+    let (_dir, v) =
+        write(&spm(r#"["▁ t", "h e", "▁t he", "▁ ▁"]"#, added), Some(r#"{"bos_token": {"content": "<s>"}}"#));
     let v = v.unwrap();
     assert_eq!(v.tokens[6..], ["<s>", "<|user|>"]);
     assert_eq!(v.token_types[6..], [CONTROL, USER_DEFINED]);
@@ -152,20 +116,11 @@ fn spm_added_tokens() {
 #[test]
 fn llama3_style_fixture() {
     let v = fixture("llama3", 58);
-    assert_eq!(
-        (v.model.as_str(), v.pre.as_deref(), v.scores.as_ref()),
-        ("gpt2", Some("llama-bpe"), None)
-    );
+    assert_eq!((v.model.as_str(), v.pre.as_deref(), v.scores.as_ref()), ("gpt2", Some("llama-bpe"), None));
     assert_eq!(v.tokens.len(), 58);
     assert_eq!(
         v.tokens[53..],
-        [
-            "<|begin_of_text|>",
-            "<|end_of_text|>",
-            "<|start_header_id|>",
-            "<|end_header_id|>",
-            "<|eot_id|>"
-        ]
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
     );
     assert!(v.token_types[..53].iter().all(|&t| t == NORMAL));
     assert_eq!(v.token_types[53..], [CONTROL; 5]);
@@ -185,28 +140,13 @@ fn llama3_style_fixture() {
 fn qwen2_style_fixture() {
     let v = fixture("qwen2", 61);
     assert_eq!((v.model.as_str(), v.pre.as_deref()), ("gpt2", Some("qwen2")));
-    assert_eq!(
-        v.tokens[53..58],
-        [
-            "<|endoftext|>",
-            "<|im_start|>",
-            "<|im_end|>",
-            "<|fim_prefix|>",
-            "<tool_call>"
-        ]
-    );
+    assert_eq!(v.tokens[53..58], ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|fim_prefix|>", "<tool_call>"]);
     assert_eq!(v.tokens[58..], ["[PAD58]", "[PAD59]", "[PAD60]"]);
     // <|fim_prefix|> is not marked special but looks it; <tool_call> stays user-defined.
-    assert_eq!(
-        v.token_types[53..],
-        [CONTROL, CONTROL, CONTROL, CONTROL, USER_DEFINED, UNUSED, UNUSED, UNUSED]
-    );
+    assert_eq!(v.token_types[53..], [CONTROL, CONTROL, CONTROL, CONTROL, USER_DEFINED, UNUSED, UNUSED, UNUSED]);
     assert_eq!(v.merges.unwrap()[..2], ["o r", "Ġ w"]);
     // bos from config.json (bos_token is null in tokenizer_config), eos/pad from tokenizer_config.
-    assert_eq!(
-        (v.bos_token_id, v.eos_token_id, v.padding_token_id),
-        (Some(53), Some(55), Some(53))
-    );
+    assert_eq!((v.bos_token_id, v.eos_token_id, v.padding_token_id), (Some(53), Some(55), Some(53)));
     assert_eq!((v.add_bos_token, v.add_eos_token), (None, None));
     assert!(v.chat_template.unwrap().starts_with("{% for m in messages %}"));
 }
@@ -248,10 +188,7 @@ fn merges_with_spaces_are_encoded() {
     assert_eq!(v.unwrap().merges.unwrap(), ["a\u{120}b c"]);
     let bad = r#"{"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}, "merges": ["ab"]}}"#;
     let (_dir, v) = write(bad, None);
-    assert!(v
-        .unwrap_err()
-        .to_string()
-        .ends_with("merge 'ab' is not two space-separated tokens"));
+    assert!(v.unwrap_err().to_string().ends_with("merge 'ab' is not two space-separated tokens"));
 }
 
 #[test]
@@ -277,11 +214,7 @@ fn errors() {
     let msg = write(unigram, None).1.unwrap_err().to_string();
     assert!(msg.ends_with("unsupported tokenizer model 'Unigram'; only BPE (byte-level, or SentencePiece-style with byte_fallback) converts to GGUF"), "{msg}");
     let plain = r#"{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}"#;
-    assert!(write(plain, None)
-        .1
-        .unwrap_err()
-        .to_string()
-        .contains("unsupported BPE tokenizer"));
+    assert!(write(plain, None).1.unwrap_err().to_string().contains("unsupported BPE tokenizer"));
     let (_dir, v) = write(&spm("[]", ""), Some(r#"{"bos_token": 1}"#));
     let msg = v.unwrap_err().to_string();
     assert!(
@@ -289,14 +222,9 @@ fn errors() {
         "{msg}"
     );
     let (_dir, v) = write(&spm("[]", ""), Some(r#"{"add_bos_token": "yes"}"#));
-    assert!(v
-        .unwrap_err()
-        .to_string()
-        .contains("field 'add_bos_token': expected a boolean"));
+    assert!(v.unwrap_err().to_string().contains("field 'add_bos_token': expected a boolean"));
     let (_dir, v) = write(r#"{"model": {"type": "BPE", "vocab": 3}}"#, None);
     assert!(v.unwrap_err().to_string().contains("tokenizer.json: invalid JSON"));
-    let msg = GgufVocab::from_hf_files(Path::new("/nonexistent/tokenizer.json"), None, 8)
-        .unwrap_err()
-        .to_string();
+    let msg = GgufVocab::from_hf_files(Path::new("/nonexistent/tokenizer.json"), None, 8).unwrap_err().to_string();
     assert!(msg.starts_with("/nonexistent/tokenizer.json: "), "{msg}");
 }
