@@ -1,0 +1,3 @@
+//! Text handling around the model: chat templates.
+
+pub mod chat;
