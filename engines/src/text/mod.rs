@@ -1,0 +1,3 @@
+//! Text handling for generation: tokenization and streaming detokenization.
+
+pub mod tokenizer;
