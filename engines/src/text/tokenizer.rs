@@ -170,6 +170,13 @@ mod tests {
     use tgi_formats::gguf::Value;
 
     #[test]
+    fn shareable_across_threads() {
+        fn check<T: Send + Sync>() {}
+        check::<Tokenizer>();
+        check::<IncrementalDecoder<'static>>();
+    }
+
+    #[test]
     fn gguf_special_ids() {
         let spm = Tokenizer::from_gguf(&gguf(spm_metadata())).unwrap();
         assert_eq!(spm.bos_id(), Some(1));

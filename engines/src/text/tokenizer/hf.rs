@@ -170,3 +170,96 @@ fn read_json(path: &Path) -> Result<Option<Value>, TokenizerError> {
         .map(Some)
         .map_err(|e| hf_error(path, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::unicode::byte_char;
+    use super::*;
+    use serde_json::json;
+
+    /// A byte-level BPE `tokenizer.json` (256 byte characters, `Ġt`, `he`, `Ġthe`, then
+    /// `<|bos|>` 259 and `<|eot|>` 260) with a post-processor adding `<|bos|>`, and the config
+    /// files beside it.
+    fn byte_level_dir() -> tempfile::TempDir {
+        let mut vocab: serde_json::Map<String, Value> = (0..=255u8)
+            .map(|b| (byte_char(b).to_string(), json!(b)))
+            .collect();
+        for (i, t) in ["Ġt", "he", "Ġthe"].into_iter().enumerate() {
+            vocab.insert(t.into(), json!(256 + i));
+        }
+        let added = |id: u32, content: &str| {
+            json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+                   "rstrip": false, "normalized": false, "special": true})
+        };
+        let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false,
+                                "trim_offsets": true, "use_regex": true});
+        let tokenizer = json!({
+            "version": "1.0",
+            "added_tokens": [added(259, "<|bos|>"), added(260, "<|eot|>")],
+            "normalizer": null,
+            "pre_tokenizer": byte_level,
+            "post_processor": {
+                "type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
+                           {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                         {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {"<|bos|>": {"id": "<|bos|>", "ids": [259], "tokens": ["<|bos|>"]}}
+            },
+            "decoder": byte_level,
+            "model": {"type": "BPE", "dropout": null, "unk_token": null,
+                      "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                      "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                      "vocab": vocab, "merges": ["Ġ t", "h e", "Ġt he"]}
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let write =
+            |name: &str, v: Value| std::fs::write(dir.path().join(name), v.to_string()).unwrap();
+        write("tokenizer.json", tokenizer);
+        write(
+            "tokenizer_config.json",
+            json!({"bos_token": "<|bos|>", "eos_token": {"content": "<|eot|>"}}),
+        );
+        write("generation_config.json", json!({"eos_token_id": [260, 0]}));
+        dir
+    }
+
+    #[test]
+    fn byte_level_tokenizer_json() {
+        let dir = byte_level_dir();
+        let tok = HfTokenizer::load(&dir.path().join("tokenizer.json")).unwrap();
+        assert!(tok.byte_level);
+        assert_eq!(tok.vocab_size(), 261);
+        assert_eq!(
+            (tok.bos, tok.add_bos, tok.eos.as_slice()),
+            (Some(259), true, &[0, 260][..])
+        );
+        assert_eq!(tok.encode(" the", false, false).unwrap(), [258]);
+        assert_eq!(tok.encode(" the", true, false).unwrap(), [259, 258]);
+        assert_eq!(tok.encode("<|eot|> the", false, true).unwrap(), [260, 258]);
+        assert!(!tok
+            .encode("<|eot|> the", false, false)
+            .unwrap()
+            .contains(&260));
+        assert_eq!(tok.piece(258), b" the");
+        assert_eq!(tok.piece(260), b"<|eot|>");
+        assert_eq!(tok.piece(0), [0]);
+        assert_eq!(tok.piece(0xE2), [0xE2]);
+        assert_eq!(tok.decode(&[259, 258], true).unwrap(), " the");
+        assert_eq!(tok.decode(&[259, 258], false).unwrap(), "<|bos|> the");
+        assert!(matches!(
+            tok.decode(&[261], false),
+            Err(TokenizerError::InvalidId { id: 261, size: 261 })
+        ));
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        std::fs::write(&path, "{").unwrap();
+        let err = HfTokenizer::load(&path).err().unwrap().to_string();
+        assert!(err.starts_with(&path.display().to_string()), "{err}");
+        assert!(!err.contains('\n'));
+    }
+}

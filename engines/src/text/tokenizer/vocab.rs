@@ -48,19 +48,27 @@ pub(super) struct Token {
 /// A loaded vocabulary.
 #[derive(Debug)]
 pub(super) struct Vocab {
+    /// The merge algorithm.
     pub model: Model,
+    /// Entries by id.
     pub tokens: Vec<Token>,
+    /// Ids by text.
     ids: HashMap<String, u32>,
     /// BPE merge ranks keyed `"left right"`.
     merges: HashMap<String, u32>,
     /// Control, user-defined and unknown tokens, longest text first: the order text is searched for them.
     pub specials: Vec<u32>,
+    /// Beginning of sequence.
     pub bos: Option<u32>,
+    /// End of sequence.
     pub eos: Option<u32>,
     /// End-of-generation tokens, ascending.
     pub eog: Vec<u32>,
+    /// Encoding with specials starts with BOS.
     pub add_bos: bool,
+    /// Encoding with specials ends with EOS.
     pub add_eos: bool,
+    /// SPM puts a space before text at the start and after special tokens.
     pub add_space_prefix: bool,
     /// A whole word that is a token is taken as is (Llama 3).
     pub ignore_merges: bool,
@@ -68,161 +76,74 @@ pub(super) struct Vocab {
     pub clean_spaces: bool,
 }
 
-/// `tokenizer.ggml.pre` names: pre-tokenizer, ignore_merges, add_bos default, clean_spaces.
-const PRE_TOKENIZERS: &[(&[&str], PreTokenizer, bool, bool, bool)] = &[
-    (&["default"], PreTokenizer::Default, false, false, true),
-    (
-        &[
-            "llama3",
-            "llama-v3",
-            "llama-bpe",
-            "falcon3",
-            "falcon-h1",
-            "pixtral",
-            "midm-2.0",
-            "lfm2",
-        ],
-        PreTokenizer::Llama3,
-        true,
-        true,
-        true,
-    ),
-    (
-        &["dbrx", "smaug-bpe"],
-        PreTokenizer::Llama3,
-        false,
-        false,
-        true,
-    ),
-    (
-        &["gpt-2", "phi-2", "mpt", "olmo", "exaone4"],
-        PreTokenizer::Gpt2,
-        false,
-        false,
-        true,
-    ),
-    (
-        &["qwen2", "deepseek-r1-qwen"],
-        PreTokenizer::Qwen2,
-        false,
-        false,
-        false,
-    ),
-    (
-        &["stablelm2", "megrez"],
-        PreTokenizer::Qwen2,
-        false,
-        false,
-        true,
-    ),
+/// What a `tokenizer.ggml.pre` name selects.
+struct Pre {
+    names: &'static [&'static str],
+    split: PreTokenizer,
+    /// A word that is a token is not merged.
+    ignore_merges: bool,
+    /// BOS is added unless metadata says otherwise.
+    add_bos: bool,
+    /// Decoding cleans up spaces.
+    clean_spaces: bool,
+}
+
+/// The pre-tokenizers implemented, by llama.cpp's names for them.
+#[rustfmt::skip]
+const PRE_TOKENIZERS: &[Pre] = &[
+    Pre { names: &["default"], split: PreTokenizer::Default, ignore_merges: false, add_bos: false, clean_spaces: true },
+    Pre {
+        names: &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"],
+        split: PreTokenizer::Llama3, ignore_merges: true, add_bos: true, clean_spaces: true,
+    },
+    Pre { names: &["dbrx", "smaug-bpe"], split: PreTokenizer::Llama3, ignore_merges: false, add_bos: false, clean_spaces: true },
+    Pre {
+        names: &["gpt-2", "phi-2", "mpt", "olmo", "exaone4"],
+        split: PreTokenizer::Gpt2, ignore_merges: false, add_bos: false, clean_spaces: true,
+    },
+    Pre { names: &["qwen2", "deepseek-r1-qwen"], split: PreTokenizer::Qwen2, ignore_merges: false, add_bos: false, clean_spaces: false },
+    Pre { names: &["stablelm2", "megrez"], split: PreTokenizer::Qwen2, ignore_merges: false, add_bos: false, clean_spaces: true },
 ];
 
 /// Texts marking end-of-generation tokens (made control tokens).
+#[rustfmt::skip]
 const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<|return|>",
-    "<|call|>",
-    "<|flush|>",
-    "<|calls|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "</s>",
-    "<|eom_id|>",
-    "<EOT>",
-    "_<EOT>",
-    "[EOT]",
-    "[EOS]",
-    "<|end_of_text|>",
-    "<end_of_utterance>",
-    "<eos>",
-    "<turn|>",
-    "<|tool_response>",
-    "<｜end▁of▁sentence｜>",
-    "[e~[",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~[",
 ];
 
 /// Fill-in-the-middle roles found by token text when metadata names none: the metadata keys
 /// (current and deprecated), the texts, and whether the role ends generation.
+#[rustfmt::skip]
 const FIM_ROLES: &[(&[&str], &[&str], bool)] = &[
     (
         &["fim_pre_token_id", "prefix_token_id"],
-        &[
-            "<|fim_prefix|>",
-            "<fim-prefix>",
-            "<fim_prefix>",
-            "<｜fim▁begin｜>",
-            "<PRE>",
-            "▁<PRE>",
-            "<|code_prefix|>",
-            "<|prefix|>",
-        ],
+        &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"],
         false,
     ),
     (
         &["fim_suf_token_id", "suffix_token_id"],
-        &[
-            "<|fim_suffix|>",
-            "<fim-suffix>",
-            "<fim_suffix>",
-            "<｜fim▁hole｜>",
-            "<SUF>",
-            "▁<SUF>",
-            "<|code_suffix|>",
-            "<|suffix|>",
-        ],
+        &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"],
         false,
     ),
     (
         &["fim_mid_token_id", "middle_token_id"],
-        &[
-            "<|fim_middle|>",
-            "<fim-middle>",
-            "<fim_middle>",
-            "<｜fim▁end｜>",
-            "<MID>",
-            "▁<MID>",
-            "<|code_middle|>",
-            "<|middle|>",
-        ],
+        &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"],
         false,
     ),
-    (
-        &["fim_pad_token_id"],
-        &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"],
-        true,
-    ),
-    (
-        &["fim_rep_token_id"],
-        &[
-            "<|fim_repo|>",
-            "<|repo_name|>",
-            "<fim-repo>",
-            "<REPO>",
-            "<reponame>",
-        ],
-        true,
-    ),
+    (&["fim_pad_token_id"], &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"], true),
+    (&["fim_rep_token_id"], &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"], true),
     (&["fim_sep_token_id"], &["<|file_sep|>"], true),
 ];
 
 /// The end-of-turn role: metadata key and texts (an end-of-generation token as well).
+#[rustfmt::skip]
 const EOT_ROLE: (&str, &[&str]) = (
     "eot_token_id",
-    &[
-        "<|eot_id|>",
-        "<|im_end|>",
-        "<|end|>",
-        "<end_of_turn>",
-        "<|endoftext|>",
-        "<|end_of_text|>",
-        "<EOT>",
-        "_<EOT>",
-        "[EOT]",
-        "<｜end▁of▁sentence｜>",
-        "<end_of_utterance>",
-    ],
+    &["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+      "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"],
 );
 
 /// The end-of-message role.
@@ -240,6 +161,7 @@ fn key(name: &str) -> String {
 struct Meta<'a>(&'a GgufFile);
 
 impl Meta<'_> {
+    /// An error about key `name`.
     fn bad(name: &str, problem: &str) -> TokenizerError {
         TokenizerError::Metadata {
             key: key(name),
@@ -247,22 +169,26 @@ impl Meta<'_> {
         }
     }
 
+    /// The value of key `name`.
     fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(&key(name))
     }
 
+    /// A string value, if present.
     fn string(&self, name: &str) -> Result<Option<&str>, TokenizerError> {
         self.get(name)
             .map(|v| v.as_str().ok_or_else(|| Self::bad(name, "is not a string")))
             .transpose()
     }
 
+    /// A bool value, if present.
     fn boolean(&self, name: &str) -> Result<Option<bool>, TokenizerError> {
         self.get(name)
             .map(|v| v.as_bool().ok_or_else(|| Self::bad(name, "is not a bool")))
             .transpose()
     }
 
+    /// An array value, if present.
     fn array(&self, name: &str) -> Option<&Array> {
         self.get(name).and_then(Value::as_array)
     }
@@ -286,12 +212,17 @@ impl Vocab {
         let (model, ignore_merges, mut add_bos, clean_spaces) = match model_name {
             "llama" => (Model::Spm, false, true, false),
             "gpt2" => {
-                let pre = pre_name.unwrap_or("default");
-                let &(_, pre_tokenizer, ignore, bos, clean) = PRE_TOKENIZERS
+                let name = pre_name.unwrap_or("default");
+                let pre = PRE_TOKENIZERS
                     .iter()
-                    .find(|(names, ..)| names.contains(&pre))
-                    .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(pre.to_owned()))?;
-                (Model::Bpe(pre_tokenizer), ignore, bos, clean)
+                    .find(|pre| pre.names.contains(&name))
+                    .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
+                (
+                    Model::Bpe(pre.split),
+                    pre.ignore_merges,
+                    pre.add_bos,
+                    pre.clean_spaces,
+                )
             }
             other => return Err(TokenizerError::UnsupportedModel(other.to_owned())),
         };
@@ -461,7 +392,7 @@ impl Vocab {
         // their <|end|> only closes a message.
         let has = |text: &str| eog.iter().any(|&id| self.tokens[id as usize].text == text);
         let call = has("<|call|>") || has("<|calls|>");
-        if (has("<|return|>") && call || call && has("<|flush|>")) && has("<|end|>") {
+        if call && (has("<|return|>") || has("<|flush|>")) && has("<|end|>") {
             let end = self.ids["<|end|>"];
             eog.retain(|&id| id != end);
             self.tokens[end as usize].attr = attr::USER_DEFINED;
@@ -512,5 +443,101 @@ impl Vocab {
     pub(super) fn byte_token(&self, b: u8) -> Option<u32> {
         self.id(&format!("<0x{b:02X}>"))
             .or_else(|| b.is_ascii().then(|| self.id(&char::from(b).to_string()))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testvocab::{bpe_metadata, gguf};
+    use super::*;
+
+    /// The test BPE vocabulary with `extra` tokens (text, GGUF type) appended.
+    fn with_tokens(extra: &[(&str, i32)]) -> Result<Vocab, TokenizerError> {
+        let mut meta = bpe_metadata();
+        for (key, value) in &mut meta {
+            match (*key, value) {
+                ("tokenizer.ggml.tokens", Value::Array(Array::String(t))) => {
+                    t.extend(extra.iter().map(|(text, _)| text.to_string()))
+                }
+                ("tokenizer.ggml.token_type", Value::Array(Array::I32(t))) => {
+                    t.extend(extra.iter().map(|&(_, ty)| ty))
+                }
+                _ => {}
+            }
+        }
+        Vocab::from_gguf(&gguf(meta))
+    }
+
+    #[test]
+    fn end_of_generation_tokens_found_by_text() {
+        let vocab = with_tokens(&[
+            ("<|im_end|>", 1),
+            ("<|fim_pad|>", 1),
+            ("<|fim_prefix|>", 1),
+            ("<|channel|>", 3),
+        ])
+        .unwrap();
+        let id = |t: &str| vocab.id(t).unwrap();
+        let eos = vocab.eos.unwrap();
+        assert_eq!(vocab.eog, [eos, id("<|im_end|>"), id("<|fim_pad|>")]);
+        for t in ["<|im_end|>", "<|fim_pad|>", "<|fim_prefix|>"] {
+            assert_eq!(
+                vocab.tokens[id(t) as usize].attr,
+                attr::NORMAL | attr::CONTROL,
+                "{t}"
+            );
+        }
+        assert_eq!(
+            vocab.tokens[id("<|channel|>") as usize].attr,
+            attr::USER_DEFINED
+        );
+        // Longest first.
+        assert_eq!(
+            vocab.tokens[vocab.specials[0] as usize].text,
+            "<|fim_prefix|>"
+        );
+    }
+
+    #[test]
+    fn gpt_oss_end_is_not_end_of_generation() {
+        let vocab = with_tokens(&[("<|return|>", 3), ("<|call|>", 3), ("<|end|>", 3)]).unwrap();
+        let end = vocab.id("<|end|>").unwrap();
+        assert!(!vocab.eog.contains(&end));
+        assert_eq!(vocab.tokens[end as usize].attr, attr::USER_DEFINED);
+        assert_eq!(vocab.eog.len(), 3);
+    }
+
+    #[test]
+    fn special_ids_default_and_validate() {
+        let strip = |keys: &[&str]| {
+            let mut meta = bpe_metadata();
+            meta.retain(|(k, _)| !keys.contains(k));
+            meta
+        };
+        // Without ids BPE falls back to llama.cpp's default 11; an id past the end is ignored.
+        let mut meta = strip(&["tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"]);
+        meta.push(("tokenizer.ggml.eos_token_id", Value::U32(u32::MAX)));
+        let vocab = Vocab::from_gguf(&gguf(meta)).unwrap();
+        assert_eq!((vocab.bos, vocab.eos), (Some(11), Some(11)));
+        // add_bos needs a BOS.
+        let mut meta = strip(&[
+            "tokenizer.ggml.bos_token_id",
+            "tokenizer.ggml.tokens",
+            "tokenizer.ggml.merges",
+        ]);
+        meta.push(("tokenizer.ggml.tokens", Value::strings(["a", "b"])));
+        meta.push(("tokenizer.ggml.merges", Value::strings(["a b"])));
+        meta.push(("tokenizer.ggml.add_bos_token", Value::Bool(true)));
+        let err = Vocab::from_gguf(&gguf(meta)).unwrap_err().to_string();
+        assert_eq!(err, "GGUF tokenizer metadata 'tokenizer.ggml.add_bos_token' is true, but there is no BOS token");
+    }
+
+    #[test]
+    fn merge_keys_split_after_the_first_byte() {
+        let vocab = with_tokens(&[]).unwrap();
+        let mut key = String::new();
+        assert_eq!(vocab.merge_rank("Ġ", "t", &mut key), Some(0));
+        assert_eq!(vocab.merge_rank("Ġt", "he", &mut key), Some(2));
+        assert_eq!(vocab.merge_rank("t", "h", &mut key), None);
     }
 }
