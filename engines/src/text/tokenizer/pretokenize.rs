@@ -40,16 +40,13 @@ impl PreTokenizer {
                 })
                 .collect();
         }
-        let mut start = 0;
-        let mut utf8 = [0u8; 4];
+        let (mut start, mut offset) = (0, 0);
         lens.iter()
             .map(|&len| {
-                let word = &cps[start..start + len];
-                start += len;
-                word.iter()
-                    .flat_map(|c| c.encode_utf8(&mut utf8).as_bytes().to_vec())
-                    .map(byte_char)
-                    .collect()
+                let bytes: usize = cps[start..start + len].iter().map(|c| c.len_utf8()).sum();
+                let word = &text[offset..offset + bytes];
+                (start, offset) = (start + len, offset + bytes);
+                word.bytes().map(byte_char).collect()
             })
             .collect()
     }
@@ -65,6 +62,7 @@ struct Words {
 }
 
 impl Words {
+    /// No words yet.
     fn new() -> Self {
         Words {
             lens: Vec::new(),
@@ -72,6 +70,7 @@ impl Words {
         }
     }
 
+    /// Ends the current word at `end` (nothing if it would be empty).
     fn emit(&mut self, end: usize) {
         if end > self.prev {
             self.lens.push(end - self.prev);
@@ -88,6 +87,14 @@ fn class_at(s: &[char], i: usize) -> Option<CharClass> {
 /// Whether the code point at `i` exists and has `pred`.
 fn is(s: &[char], i: usize, pred: fn(CharClass) -> bool) -> bool {
     class_at(s, i).is_some_and(pred)
+}
+
+/// The end of the run of code points with `pred` starting at `start`.
+fn run_end(s: &[char], mut start: usize, pred: fn(CharClass) -> bool) -> usize {
+    while is(s, start, pred) {
+        start += 1;
+    }
+    start
 }
 
 /// The length of an English contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`) at `pos`.
@@ -108,10 +115,7 @@ fn contraction(s: &[char], pos: usize, fold_case: bool) -> Option<usize> {
 
 /// Whitespace at `pos`: `\s+(?!\S)` (all but the last of a run followed by more text), else `\s+`.
 fn whitespace_end(s: &[char], pos: usize) -> usize {
-    let mut end = pos;
-    while is(s, end, CharClass::is_whitespace) {
-        end += 1;
-    }
+    let end = run_end(s, pos, CharClass::is_whitespace);
     debug_assert!(end > pos, "every code point matches some alternative");
     if end - pos > 1 && end < s.len() {
         end - 1
@@ -137,13 +141,7 @@ fn gpt2(s: &[char]) -> Vec<usize> {
                 _ => None,
             };
             pos = match run {
-                Some(pred) => {
-                    let mut end = start;
-                    while is(s, end, pred) {
-                        end += 1;
-                    }
-                    end
-                }
+                Some(pred) => run_end(s, start, pred),
                 None => whitespace_end(s, pos),
             };
         }
@@ -178,10 +176,7 @@ fn llama3_family(s: &[char], digits: usize) -> Vec<usize> {
         if !(c == '\r' || c == '\n' || cls.is_number())
             && (cls.is_letter() || is(s, pos + 1, CharClass::is_letter))
         {
-            pos += 1;
-            while is(s, pos, CharClass::is_letter) {
-                pos += 1;
-            }
+            pos = run_end(s, pos + 1, CharClass::is_letter);
             words.emit(pos);
             continue;
         }
@@ -201,10 +196,7 @@ fn llama3_family(s: &[char], digits: usize) -> Vec<usize> {
         // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
         let start = pos + usize::from(c == ' ');
         if is(s, start, CharClass::is_other) {
-            pos = start;
-            while is(s, pos, CharClass::is_other) {
-                pos += 1;
-            }
+            pos = run_end(s, start, CharClass::is_other);
             while matches!(s.get(pos), Some('\r' | '\n')) {
                 pos += 1;
             }
@@ -212,15 +204,11 @@ fn llama3_family(s: &[char], digits: usize) -> Vec<usize> {
             continue;
         }
         // \s*[\r\n]+ ends at the last line break of the whitespace run, if it has one.
-        let mut end = pos;
-        let mut last_break = None;
-        while is(s, end, CharClass::is_whitespace) {
-            if matches!(s[end], '\r' | '\n') {
-                last_break = Some(end + 1);
-            }
-            end += 1;
-        }
-        pos = last_break.unwrap_or_else(|| whitespace_end(s, pos));
+        let end = run_end(s, pos, CharClass::is_whitespace);
+        pos = match s[pos..end].iter().rposition(|&c| c == '\r' || c == '\n') {
+            Some(last_break) => pos + last_break + 1,
+            None => whitespace_end(s, pos),
+        };
         words.emit(pos);
     }
     words.lens

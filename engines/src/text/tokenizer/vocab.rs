@@ -230,71 +230,12 @@ impl Vocab {
             .boolean("add_space_prefix")?
             .unwrap_or(model == Model::Spm);
 
-        let Some(Array::String(texts)) = meta.array("tokens") else {
-            return Err(Meta::bad("tokens", "is missing or not a string array"));
+        let (tokens, ids) = read_tokens(&meta)?;
+        let n = tokens.len();
+        let merges = match model {
+            Model::Bpe(_) => read_merges(&meta)?,
+            Model::Spm => HashMap::new(),
         };
-        let n = texts.len();
-        let scores: Vec<f32> = match meta.array("scores") {
-            None => vec![0.0; n],
-            Some(Array::F32(s)) if s.len() >= n => s[..n].to_vec(),
-            Some(Array::I32(s)) if s.len() >= n => s[..n].iter().map(|&s| s as f32).collect(),
-            Some(_) => {
-                return Err(Meta::bad(
-                    "scores",
-                    "is not an f32 or i32 array of one score a token",
-                ))
-            }
-        };
-        let types: Vec<i32> = match meta.array("token_type") {
-            None => vec![1; n],
-            Some(Array::I32(t)) if t.len() >= n => t[..n].to_vec(),
-            Some(_) => {
-                return Err(Meta::bad(
-                    "token_type",
-                    "is not an i32 array of one type a token",
-                ))
-            }
-        };
-
-        let mut tokens = Vec::with_capacity(n);
-        let mut ids = HashMap::with_capacity(n);
-        for (i, ((text, score), ty)) in texts.iter().zip(scores).zip(types).enumerate() {
-            let text = if text.is_empty() {
-                format!("[EMPTY_{i}]")
-            } else {
-                text.clone()
-            };
-            if let Some(first) = ids.insert(text.clone(), i as u32) {
-                return Err(TokenizerError::DuplicateToken {
-                    text,
-                    first,
-                    second: i as u32,
-                });
-            }
-            let attr = match ty {
-                1 => attr::NORMAL,
-                2 => attr::UNKNOWN,
-                3 => attr::CONTROL,
-                4 => attr::USER_DEFINED,
-                6 => attr::BYTE,
-                _ => 0, // unused (5) and undefined types
-            };
-            tokens.push(Token { text, score, attr });
-        }
-
-        let mut merges = HashMap::new();
-        if let Model::Bpe(_) = model {
-            let Some(Array::String(list)) = meta.array("merges") else {
-                return Err(Meta::bad("merges", "is missing or not a string array"));
-            };
-            for (rank, merge) in list.iter().enumerate() {
-                // llama.cpp splits "left right" at the first space after the first byte; the key
-                // is the merge text itself, and one without such a space can never match.
-                if merge.bytes().skip(1).any(|b| b == b' ') {
-                    merges.entry(merge.clone()).or_insert(rank as u32);
-                }
-            }
-        }
 
         // Special ids: model defaults (dropped when outside the vocabulary), then metadata.
         let (default_bos, default_eos) = if model == Model::Spm {
@@ -444,6 +385,78 @@ impl Vocab {
         self.id(&format!("<0x{b:02X}>"))
             .or_else(|| b.is_ascii().then(|| self.id(&char::from(b).to_string()))?)
     }
+}
+
+/// Token entries and the text-to-id map from `tokens`, `scores` and `token_type`.
+fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), TokenizerError> {
+    let Some(Array::String(texts)) = meta.array("tokens") else {
+        return Err(Meta::bad("tokens", "is missing or not a string array"));
+    };
+    let n = texts.len();
+    let scores: Vec<f32> = match meta.array("scores") {
+        None => vec![0.0; n],
+        Some(Array::F32(s)) if s.len() >= n => s[..n].to_vec(),
+        Some(Array::I32(s)) if s.len() >= n => s[..n].iter().map(|&s| s as f32).collect(),
+        Some(_) => {
+            return Err(Meta::bad(
+                "scores",
+                "is not an f32 or i32 array of one score a token",
+            ))
+        }
+    };
+    let types: Vec<i32> = match meta.array("token_type") {
+        None => vec![1; n],
+        Some(Array::I32(t)) if t.len() >= n => t[..n].to_vec(),
+        Some(_) => {
+            return Err(Meta::bad(
+                "token_type",
+                "is not an i32 array of one type a token",
+            ))
+        }
+    };
+
+    let mut tokens = Vec::with_capacity(n);
+    let mut ids = HashMap::with_capacity(n);
+    for (i, ((text, score), ty)) in texts.iter().zip(scores).zip(types).enumerate() {
+        let text = if text.is_empty() {
+            format!("[EMPTY_{i}]")
+        } else {
+            text.clone()
+        };
+        if let Some(first) = ids.insert(text.clone(), i as u32) {
+            return Err(TokenizerError::DuplicateToken {
+                text,
+                first,
+                second: i as u32,
+            });
+        }
+        let attr = match ty {
+            1 => attr::NORMAL,
+            2 => attr::UNKNOWN,
+            3 => attr::CONTROL,
+            4 => attr::USER_DEFINED,
+            6 => attr::BYTE,
+            _ => 0, // unused (5) and undefined types
+        };
+        tokens.push(Token { text, score, attr });
+    }
+    Ok((tokens, ids))
+}
+
+/// BPE merge ranks from `merges`.
+fn read_merges(meta: &Meta) -> Result<HashMap<String, u32>, TokenizerError> {
+    let Some(Array::String(list)) = meta.array("merges") else {
+        return Err(Meta::bad("merges", "is missing or not a string array"));
+    };
+    let mut merges = HashMap::with_capacity(list.len());
+    for (rank, merge) in list.iter().enumerate() {
+        // llama.cpp splits "left right" at the first space after the first byte; the key is the
+        // merge text itself, and one without such a space can never match.
+        if merge.bytes().skip(1).any(|b| b == b' ') {
+            merges.entry(merge.clone()).or_insert(rank as u32);
+        }
+    }
+    Ok(merges)
 }
 
 #[cfg(test)]
