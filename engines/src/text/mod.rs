@@ -1,3 +1,4 @@
-//! Text handling around the model: chat templates.
+//! Text handling around the model: tokenization, streaming detokenization and chat templates.
 
 pub mod chat;
+pub mod tokenizer;

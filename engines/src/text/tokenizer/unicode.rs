@@ -1,0 +1,148 @@
+//! Character classes as llama.cpp's pre-tokenizers see them (Unicode general categories and
+//! `White_Space`), and GPT-2's byte-to-character mapping for byte-level BPE.
+
+use std::sync::OnceLock;
+
+use regex_syntax::hir::{Class, HirKind};
+
+const LETTER: u8 = 1;
+const NUMBER: u8 = 2;
+const PUNCTUATION: u8 = 4;
+const WHITESPACE: u8 = 8;
+
+/// The class of one code point: at most one of letter (`\p{L}`), number (`\p{N}`) and
+/// punctuation (`\p{P}`), plus whether it is whitespace (`\s`, Unicode `White_Space`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CharClass(u8);
+
+impl CharClass {
+    /// `\p{L}`.
+    pub(super) fn is_letter(self) -> bool {
+        self.0 & LETTER != 0
+    }
+
+    /// `\p{N}`.
+    pub(super) fn is_number(self) -> bool {
+        self.0 & NUMBER != 0
+    }
+
+    /// `\p{P}`.
+    pub(super) fn is_punctuation(self) -> bool {
+        self.0 & PUNCTUATION != 0
+    }
+
+    /// `\s`.
+    pub(super) fn is_whitespace(self) -> bool {
+        self.0 & WHITESPACE != 0
+    }
+
+    /// `[^\s\p{L}\p{N}]`: anything that is neither whitespace, a letter nor a number.
+    pub(super) fn is_other(self) -> bool {
+        self.0 & (LETTER | NUMBER | WHITESPACE) == 0
+    }
+}
+
+/// The class of `c`.
+pub(super) fn class(c: char) -> CharClass {
+    CharClass(table()[c as usize])
+}
+
+/// One byte of flags per code point, built once from regex-syntax's Unicode tables.
+fn table() -> &'static [u8] {
+    static TABLE: OnceLock<Box<[u8]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![0u8; 0x11_0000].into_boxed_slice();
+        for (pattern, flag) in [
+            (r"\p{L}", LETTER),
+            (r"\p{N}", NUMBER),
+            (r"\p{P}", PUNCTUATION),
+            (r"\s", WHITESPACE),
+        ] {
+            let hir = regex_syntax::parse(pattern).expect("built-in Unicode class parses");
+            let HirKind::Class(Class::Unicode(set)) = hir.kind() else {
+                unreachable!("{pattern} is a Unicode class");
+            };
+            for range in set.ranges() {
+                for cp in range.start() as usize..=range.end() as usize {
+                    table[cp] |= flag;
+                }
+            }
+        }
+        table
+    })
+}
+
+/// GPT-2's printable stand-in for every byte: printable Latin-1 bytes stand for themselves, the
+/// others (controls, space, 0x7F-0xA0, 0xAD) become U+0100 onwards in byte order.
+const BYTE_CHARS: [char; 256] = {
+    let mut chars = ['\0'; 256];
+    let mut next = 0x100;
+    let mut b = 0;
+    while b < 256 {
+        let printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        let cp = if printable {
+            b as u32
+        } else {
+            next += 1;
+            next - 1
+        };
+        chars[b] = match char::from_u32(cp) {
+            Some(c) => c,
+            None => panic!("byte stand-ins are valid chars"),
+        };
+        b += 1;
+    }
+    chars
+};
+
+/// The character standing for byte `b` in byte-level BPE vocabularies.
+pub(super) fn byte_char(b: u8) -> char {
+    BYTE_CHARS[b as usize]
+}
+
+/// The byte that `c` stands for in byte-level BPE vocabularies, if any.
+pub(super) fn char_byte(c: char) -> Option<u8> {
+    match c as u32 {
+        cp @ (0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF) => Some(cp as u8),
+        cp @ 0x100..=0x143 => BYTE_CHARS
+            .iter()
+            .position(|&s| s as u32 == cp)
+            .map(|b| b as u8),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_follow_unicode_categories() {
+        assert!(class('a').is_letter() && class('Ж').is_letter() && class('我').is_letter());
+        assert!(class('3').is_number() && class('½').is_number() && class('٣').is_number());
+        assert!(class('!').is_punctuation() && class('、').is_punctuation());
+        assert!(!class('$').is_punctuation() && class('$').is_other());
+        assert!(class('🦙').is_other() && class('\u{0378}').is_other());
+        for ws in [
+            ' ', '\t', '\n', '\u{0B}', '\u{0C}', '\r', '\u{85}', '\u{A0}', '\u{3000}',
+        ] {
+            assert!(class(ws).is_whitespace(), "{ws:?}");
+        }
+        for not_ws in ['\u{1C}', '\u{200B}', 'x'] {
+            assert!(!class(not_ws).is_whitespace(), "{not_ws:?}");
+        }
+    }
+
+    #[test]
+    fn byte_chars_round_trip() {
+        assert_eq!(byte_char(b' '), 'Ġ');
+        assert_eq!(byte_char(b'\n'), 'Ċ');
+        assert_eq!(byte_char(b'a'), 'a');
+        assert_eq!(byte_char(0xAD), '\u{143}');
+        for b in 0..=255u8 {
+            assert_eq!(char_byte(byte_char(b)), Some(b));
+        }
+        assert_eq!(char_byte(' '), None);
+        assert_eq!(char_byte('\u{144}'), None);
+    }
+}
