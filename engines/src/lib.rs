@@ -2,3 +2,4 @@
 //! build on the same crate.
 
 pub mod convert;
+pub mod sampling;
