@@ -20,6 +20,7 @@ pub mod stop;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -27,7 +28,7 @@ use rand_chacha::ChaCha20Rng;
 
 pub use stop::{FinishReason, StopMatcher, StopResult};
 
-use filter::{top_n, Cand};
+use filter::{top_n, Cand, Dist};
 
 /// The most alternatives a request may ask for per token (OpenAI's `top_logprobs` limit).
 pub const MAX_TOP_LOGPROBS: usize = 20;
@@ -161,7 +162,8 @@ pub struct Sampled {
     pub top: Vec<(u32, f32)>,
 }
 
-/// Per-sequence sampler state: the seeded RNG, token counts for the penalties, scratch buffers.
+/// Per-sequence sampler state: the seeded RNG and the token counts for the penalties. The
+/// vocabulary-sized buffers are per thread, reused across calls and sequences.
 #[derive(Debug)]
 pub struct Sampler {
     /// The request's parameters.
@@ -174,12 +176,24 @@ pub struct Sampler {
     seen: HashSet<u32>,
     /// How often each token was generated (frequency and presence penalties).
     counts: HashMap<u32, u32>,
-    /// The logits being processed, then softmax weights.
-    scratch: Vec<f32>,
-    /// The kept candidates after truncation.
+}
+
+/// Buffers reused by every sampler on a thread, so sampling allocates (almost) nothing.
+#[derive(Default)]
+struct Scratch {
+    /// The logits being processed, then their softmax weights.
+    logits: Vec<f32>,
+    /// Softmax weights of the whole vocabulary, for top-p or typical-p without top-k.
+    weights: Vec<f32>,
+    /// The candidates a truncation kept.
     cands: Vec<Cand>,
-    /// Per-block sums of the softmax weights.
+    /// Per-block sums of softmax weights.
     blocks: Vec<f32>,
+}
+
+thread_local! {
+    /// This thread's sampling buffers.
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
 }
 
 impl Sampler {
@@ -193,9 +207,6 @@ impl Sampler {
             rng: ChaCha20Rng::seed_from_u64(seed),
             seen: prompt_ids.iter().copied().collect(),
             counts: HashMap::new(),
-            scratch: Vec::new(),
-            cands: Vec::new(),
-            blocks: Vec::new(),
         }
     }
 
@@ -208,27 +219,7 @@ impl Sampler {
     /// with its logprob and, when asked, the top alternatives. Does not record the token: call
     /// [`Sampler::accept`] for the token the sequence keeps.
     pub fn sample(&mut self, logits: &[f32]) -> Sampled {
-        let n_top = if self.params.logprobs { self.params.top_logprobs } else { 0 };
-        self.load(logits);
-        if self.params.temperature == 0.0 {
-            return self.greedy(n_top);
-        }
-        let truncated = self.warp();
-        let max = math::max(&self.scratch);
-        let top = if truncated { top_n(self.cands.iter().copied(), n_top) } else { top_n(numbered(&self.scratch), n_top) };
-        let total = math::exp_blocks(&mut self.scratch, max, &mut self.blocks);
-        let u = self.uniform();
-        let Some(i) = math::draw(&self.scratch, &self.blocks, total, u) else {
-            // Nothing has positive weight (all -inf or NaN, or a +inf logit): take the argmax.
-            self.load(logits);
-            return self.greedy(n_top);
-        };
-        let ln_total = total.ln() as f32;
-        Sampled {
-            token: if truncated { self.cands[i].0 } else { i as u32 },
-            logprob: self.scratch[i].ln() - ln_total,
-            top: top.into_iter().map(|(id, l)| (id, l - max - ln_total)).collect(),
-        }
+        SCRATCH.with_borrow_mut(|s| self.sample_with(s, logits))
     }
 
     /// Records a token the sequence keeps, for the penalties (also after speculative verification).
@@ -241,26 +232,7 @@ impl Sampler {
     /// rejection sampling: sparse `(token, probability)` pairs, ascending token ids, only tokens of
     /// positive probability, summing to 1; greedy gives the argmax with probability 1.
     pub fn distribution(&mut self, logits: &[f32]) -> Vec<(u32, f32)> {
-        self.load(logits);
-        if self.params.temperature == 0.0 {
-            return vec![(math::argmax(&self.scratch) as u32, 1.0)];
-        }
-        let truncated = self.warp();
-        let max = math::max(&self.scratch);
-        let total = math::exp_blocks(&mut self.scratch, max, &mut self.blocks);
-        if !(total > 0.0 && total.is_finite()) {
-            self.load(logits);
-            return vec![(math::argmax(&self.scratch) as u32, 1.0)];
-        }
-        let ids = |i: usize| if truncated { self.cands[i].0 } else { i as u32 };
-        let mut dist: Vec<(u32, f32)> = numbered(&self.scratch)
-            .filter(|&(_, w)| w > 0.0)
-            .map(|(i, w)| (ids(i as usize), (f64::from(w) / total) as f32))
-            .collect();
-        if truncated {
-            dist.sort_unstable_by_key(|&(id, _)| id);
-        }
-        dist
+        SCRATCH.with_borrow_mut(|s| self.distribution_with(s, logits))
     }
 
     /// A uniform draw in [0, 1) from the sequence's seeded stream (speculative acceptance tests).
@@ -268,16 +240,63 @@ impl Sampler {
         (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// [`Sampler::sample`] with this thread's buffers.
+    fn sample_with(&mut self, s: &mut Scratch, logits: &[f32]) -> Sampled {
+        let n_top = if self.params.logprobs { self.params.top_logprobs } else { 0 };
+        self.load(s, logits);
+        if self.params.temperature == 0.0 {
+            return greedy(s, n_top);
+        }
+        let truncated = self.warp(s);
+        let max = math::max(&s.logits);
+        let top = if truncated { top_n(s.cands.iter().copied(), n_top) } else { top_n(numbered(&s.logits), n_top) };
+        let total = math::exp_blocks(&mut s.logits, max, &mut s.blocks);
+        let Some(i) = math::draw(&s.logits, &s.blocks, total, self.uniform()) else {
+            // Nothing has positive weight (all -inf or NaN, or a +inf logit): take the argmax.
+            self.load(s, logits);
+            return greedy(s, n_top);
+        };
+        let ln_total = total.ln() as f32;
+        Sampled {
+            token: if truncated { s.cands[i].0 } else { i as u32 },
+            logprob: s.logits[i].ln() - ln_total,
+            top: top.into_iter().map(|(id, l)| (id, l - max - ln_total)).collect(),
+        }
+    }
+
+    /// [`Sampler::distribution`] with this thread's buffers.
+    fn distribution_with(&self, s: &mut Scratch, logits: &[f32]) -> Vec<(u32, f32)> {
+        self.load(s, logits);
+        if self.params.temperature == 0.0 {
+            return vec![(math::argmax(&s.logits) as u32, 1.0)];
+        }
+        let truncated = self.warp(s);
+        let max = math::max(&s.logits);
+        let total = math::exp_blocks(&mut s.logits, max, &mut s.blocks);
+        if !(total > 0.0 && total.is_finite()) {
+            self.load(s, logits);
+            return vec![(math::argmax(&s.logits) as u32, 1.0)];
+        }
+        let id = |i: u32| if truncated { s.cands[i as usize].0 } else { i };
+        let mut dist: Vec<(u32, f32)> = numbered(&s.logits)
+            .filter(|&(_, w)| w > 0.0)
+            .map(|(i, w)| (id(i), (f64::from(w) / total) as f32))
+            .collect();
+        if truncated {
+            dist.sort_unstable_by_key(|&(id, _)| id);
+        }
+        dist
+    }
+
     /// Copies `logits` into the scratch buffer and applies the penalties there.
-    fn load(&mut self, logits: &[f32]) {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(logits);
-        self.penalise();
+    fn load(&self, s: &mut Scratch, logits: &[f32]) {
+        s.logits.clear();
+        s.logits.extend_from_slice(logits);
+        self.penalise(&mut s.logits);
     }
 
     /// Repetition penalty (tokens of prompt and output), then frequency and presence (output only).
-    fn penalise(&mut self) {
-        let logits = &mut self.scratch;
+    fn penalise(&self, logits: &mut [f32]) {
         if let Some(r) = self.params.repetition_penalty.filter(|&r| r != 1.0) {
             for &t in &self.seen {
                 if let Some(l) = logits.get_mut(t as usize) {
@@ -295,55 +314,81 @@ impl Sampler {
         }
     }
 
-    /// The argmax of the penalised scratch logits, with the log-softmax of those logits.
-    fn greedy(&mut self, n_top: usize) -> Sampled {
-        let token = math::argmax(&self.scratch);
-        let max = self.scratch.get(token).copied().unwrap_or(f32::NEG_INFINITY);
-        let top = top_n(numbered(&self.scratch), n_top);
-        let total = math::exp_blocks(&mut self.scratch, max, &mut self.blocks);
-        // The argmax has weight 1 when `max` is finite; otherwise the distribution is degenerate.
-        let ln_total = if max.is_finite() { total.ln() as f32 } else { 0.0 };
-        Sampled {
-            token: token as u32,
-            logprob: -ln_total,
-            top: top.into_iter().map(|(id, l)| (id, l - max - ln_total)).collect(),
-        }
-    }
-
     /// Applies temperature and the truncations to the scratch logits. Returns true when some
-    /// truncation is active: the kept tokens are then in `cands`, their logits in `scratch` in the
-    /// same order; otherwise `scratch` still covers the whole vocabulary.
-    fn warp(&mut self) -> bool {
+    /// truncation is active: the kept tokens are then in `cands`, their logits in `logits` in the
+    /// same order; otherwise `logits` still covers the whole vocabulary.
+    fn warp(&self, s: &mut Scratch) -> bool {
         let p = &self.params;
         if p.temperature != 1.0 {
-            for l in &mut self.scratch {
+            for l in &mut s.logits {
                 *l /= p.temperature;
             }
         }
-        let top_k = p.top_k.filter(|&k| k < self.scratch.len());
+        let top_k = p.top_k.filter(|&k| k < s.logits.len());
         let top_p = p.top_p.filter(|&x| x < 1.0);
         let typical_p = p.typical_p.filter(|&x| x < 1.0);
         let min_p = p.min_p.filter(|&x| x > 0.0);
         if top_k.is_none() && top_p.is_none() && typical_p.is_none() && min_p.is_none() {
             return false;
         }
-        self.cands.clear();
-        self.cands.extend(numbered(&self.scratch).filter(|&(_, l)| l > f32::NEG_INFINITY));
+        let max = math::max(&s.logits);
+        // Mass-based truncations over the whole vocabulary get its weights, computed vectorised,
+        // and its distribution. Candidates keep the global best logit up to typical-p, so weights
+        // relative to it serve every truncation.
+        let dense = top_k.is_none() && (top_p.is_some() || typical_p.is_some());
+        let mut whole = None;
+        // Gather candidates only from where the first truncation can keep them.
+        let (lo, hi) = if let Some(k) = top_k {
+            (filter::top_k_floor(&s.logits, k), f32::INFINITY)
+        } else if let Some(mass) = top_p.or(typical_p) {
+            s.weights.clear();
+            s.weights.extend_from_slice(&s.logits);
+            let total = math::exp_blocks(&mut s.weights, max, &mut s.blocks);
+            let lse = f64::from(max) + total.ln();
+            let entropy = math::entropy(&s.logits, &s.weights, lse as f32, total);
+            let dist = Dist { max, total, entropy };
+            let center = if top_p.is_some() { max } else { dist.typical_center() };
+            whole = Some(dist);
+            filter::window(&s.logits, &s.weights, center, f64::from(mass) * total)
+        } else {
+            (min_p.map_or(f32::NEG_INFINITY, |x| max + x.ln()), f32::INFINITY)
+        };
+        s.cands.clear();
+        s.cands.extend(numbered(&s.logits).filter(|&(_, l)| l > f32::NEG_INFINITY && l >= lo && l <= hi));
+        let ws = &s.weights;
+        let weight = |c: &Cand| f64::from(if dense { ws[c.0 as usize] } else { math::exp_neg(c.1 - max) });
         if let Some(k) = top_k {
-            filter::top_k(&mut self.cands, k);
+            filter::top_k(&mut s.cands, k);
         }
         if let Some(x) = top_p {
-            filter::top_p(&mut self.cands, x);
+            let dist = whole.take().unwrap_or_else(|| Dist::of(&s.cands, max, weight));
+            filter::top_p(&mut s.cands, x, &dist, weight);
         }
         if let Some(x) = typical_p {
-            filter::typical_p(&mut self.cands, x);
+            let dist = whole.take().unwrap_or_else(|| Dist::of(&s.cands, max, weight));
+            filter::typical_p(&mut s.cands, x, &dist, weight);
         }
         if let Some(x) = min_p {
-            filter::min_p(&mut self.cands, x);
+            filter::min_p(&mut s.cands, x);
         }
-        self.scratch.clear();
-        self.scratch.extend(self.cands.iter().map(|c| c.1));
+        s.logits.clear();
+        s.logits.extend(s.cands.iter().map(|c| c.1));
         true
+    }
+}
+
+/// Greedy pick from the penalised logits in `s`, with their log-softmax.
+fn greedy(s: &mut Scratch, n_top: usize) -> Sampled {
+    let token = math::argmax(&s.logits);
+    let max = s.logits.get(token).copied().unwrap_or(f32::NEG_INFINITY);
+    let top = top_n(numbered(&s.logits), n_top);
+    let total = math::exp_blocks(&mut s.logits, max, &mut s.blocks);
+    // The argmax has weight 1 when `max` is finite; otherwise the distribution is degenerate.
+    let ln_total = if max.is_finite() { total.ln() as f32 } else { 0.0 };
+    Sampled {
+        token: token as u32,
+        logprob: -ln_total,
+        top: top.into_iter().map(|(id, l)| (id, l - max - ln_total)).collect(),
     }
 }
 

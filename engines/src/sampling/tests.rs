@@ -132,12 +132,18 @@ fn truncations_keep_the_right_sets() {
     assert!((0..500).all(|_| s.sample(&logits).token < 2));
 }
 
+/// The logits after `s`'s penalties.
+fn penalised(s: &Sampler, logits: &[f32]) -> Vec<f32> {
+    let mut logits = logits.to_vec();
+    s.penalise(&mut logits);
+    logits
+}
+
 #[test]
 fn repetition_penalty_divides_positive_multiplies_negative() {
     let mut s = Sampler::new(SamplingParams { repetition_penalty: Some(2.0), ..SamplingParams::greedy() }, &[0, 1]);
     s.accept(3);
-    s.load(&[2.0, -2.0, 1.0, 0.5, 0.0, -1.0]);
-    assert_eq!(s.scratch, [1.0, -4.0, 1.0, 0.25, 0.0, -1.0]);
+    assert_eq!(penalised(&s, &[2.0, -2.0, 1.0, 0.5, 0.0, -1.0]), [1.0, -4.0, 1.0, 0.25, 0.0, -1.0]);
     // Out-of-vocabulary ids in the prompt are ignored.
     let mut s = Sampler::new(SamplingParams { repetition_penalty: Some(2.0), ..SamplingParams::greedy() }, &[0, 99]);
     assert_eq!(s.sample(&[2.0, 1.5]).token, 1);
@@ -152,14 +158,12 @@ fn frequency_and_presence_penalties() {
     for t in [1, 1, 2] {
         s.accept(t);
     }
-    s.load(&[0.0; 5]);
-    assert_eq!(s.scratch, [0.0, -1.25, -0.75, 0.0, 0.0]);
+    assert_eq!(penalised(&s, &[0.0; 5]), [0.0, -1.25, -0.75, 0.0, 0.0]);
     // Negative penalties encourage repetition; the repetition penalty applies first.
     let params = SamplingParams { frequency_penalty: -1.0, repetition_penalty: Some(2.0), ..SamplingParams::greedy() };
     let mut s = Sampler::new(params, &[]);
     s.accept(1);
-    s.load(&[1.0, 3.0]);
-    assert_eq!(s.scratch, [1.0, 2.5]);
+    assert_eq!(penalised(&s, &[1.0, 3.0]), [1.0, 2.5]);
 }
 
 #[test]
@@ -203,11 +207,36 @@ fn big_vocabulary_truncations() {
     want.sort_unstable();
     assert_eq!(dist.iter().map(|d| d.0).collect::<Vec<_>>(), want);
     assert!((0..100).all(|_| want.binary_search(&s.sample(&logits).token).is_ok()));
+
+    // Mass-based truncations over the whole vocabulary (vectorised weights, candidates gathered
+    // from a window) agree with them after a top-k that keeps everything (per-candidate weights).
+    let mut logits = logits;
+    logits[7] = f32::NEG_INFINITY;
+    let k = logits.len() - 1;
+    for params in [
+        SamplingParams { top_p: Some(0.9), ..at(0.5) },
+        SamplingParams { typical_p: Some(0.9), ..at(0.5) },
+        SamplingParams { typical_p: Some(0.2), ..at(1.0) },
+        SamplingParams { top_p: Some(0.95), typical_p: Some(0.5), min_p: Some(0.001), ..at(0.7) },
+    ] {
+        let dense = Sampler::new(params.clone(), &[]).distribution(&logits);
+        let sparse = Sampler::new(SamplingParams { top_k: Some(k), ..params.clone() }, &[]).distribution(&logits);
+        assert!(dense.len() > 1000, "{params:?}: {}", dense.len());
+        assert_eq!(dense.len(), sparse.len(), "{params:?}");
+        assert!(dense.iter().zip(&sparse).all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-9), "{params:?}");
+    }
 }
 
 #[test]
 fn degenerate_logits_do_not_panic() {
-    for params in [at(1.0), at(0.0), SamplingParams { top_k: Some(2), top_p: Some(0.5), ..at(1.0) }] {
+    for params in [
+        at(1.0),
+        at(0.0),
+        SamplingParams { top_k: Some(2), top_p: Some(0.5), ..at(1.0) },
+        SamplingParams { top_p: Some(0.5), ..at(1.0) },
+        SamplingParams { typical_p: Some(0.5), ..at(1.0) },
+        SamplingParams { min_p: Some(0.5), ..at(1.0) },
+    ] {
         let mut s = Sampler::new(params, &[]);
         assert_eq!(s.sample(&[f32::NEG_INFINITY; 4]).token, 0);
         assert_eq!(s.sample(&[f32::NAN; 4]).token, 0);
