@@ -1,5 +1,6 @@
-//! The tgi engine: model conversion plans today; models, KV cache, scheduler and sampling
-//! build on the same crate.
+//! The tgi engine: conversion plans, text handling (tokenizer, chat templates) and sampling;
+//! models, KV cache and scheduler build on the same crate.
 
 pub mod convert;
+pub mod sampling;
 pub mod text;
