@@ -7,15 +7,12 @@ use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 use tgi_formats::GgufFile;
 
 fn model(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../models/stories260k")
-        .join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/stories260k").join(path)
 }
 
 fn tokenizers() -> (Tokenizer, Tokenizer) {
     let hf = Tokenizer::from_tokenizer_json(&model("hf/tokenizer.json")).unwrap();
-    let gguf =
-        Tokenizer::from_gguf(&GgufFile::open(&model("stories260k-f32.gguf")).unwrap()).unwrap();
+    let gguf = Tokenizer::from_gguf(&GgufFile::open(&model("stories260k-f32.gguf")).unwrap()).unwrap();
     (hf, gguf)
 }
 
@@ -50,11 +47,7 @@ fn hf_and_gguf_agree_on_stories260k() {
             assert_eq!(a, b, "{text:?} add_special={add_special}");
         }
         let a = hf.encode(text, true, true).unwrap();
-        assert_eq!(
-            a,
-            gguf.encode(text, true, true).unwrap(),
-            "{text:?} parsing specials"
-        );
+        assert_eq!(a, gguf.encode(text, true, true).unwrap(), "{text:?} parsing specials");
     }
     assert_eq!(hf.encode("<s>x", false, true).unwrap()[0], 1);
     assert_ne!(hf.encode("<s>x", false, false).unwrap()[0], 1);
@@ -74,11 +67,7 @@ fn decode_round_trips() {
             let mut streamed: String = ids.iter().filter_map(|&id| decoder.push(id)).collect();
             streamed.push_str(&decoder.finish());
             // Pieces keep the space SentencePiece put before the text.
-            let expected = if text.is_empty() {
-                String::new()
-            } else {
-                format!(" {text}")
-            };
+            let expected = if text.is_empty() { String::new() } else { format!(" {text}") };
             assert_eq!(streamed, expected, "{name}: {text:?}");
         }
     }

@@ -76,10 +76,7 @@ impl<'a> Cursor<'a> {
                 let item_ty = self.u32()?;
                 let n = usize::try_from(self.u64()?)?;
                 ensure!(n <= self.buf.len(), "GGUF array length {n} is implausible");
-                (0..n)
-                    .map(|_| self.value(item_ty))
-                    .collect::<Result<_>>()
-                    .map(Value::Array)?
+                (0..n).map(|_| self.value(item_ty)).collect::<Result<_>>().map(Value::Array)?
             }
             10 => Value::Uint(u64::from_le_bytes(b8(self, 8)?)),
             11 => Value::Int(i64::from_le_bytes(b8(self, 8)?)),
@@ -94,10 +91,7 @@ pub fn read_spm_vocab(bytes: &[u8]) -> Result<SpmVocab> {
     let mut c = Cursor { buf: bytes, pos: 0 };
     ensure!(c.take(4)? == b"GGUF", "not a GGUF file");
     let version = c.u32()?;
-    ensure!(
-        version == 2 || version == 3,
-        "unsupported GGUF version {version}"
-    );
+    ensure!(version == 2 || version == 3, "unsupported GGUF version {version}");
     let _n_tensors = c.u64()?;
     let n_kv = c.u64()?;
     let mut kv = std::collections::HashMap::new();
@@ -110,10 +104,7 @@ pub fn read_spm_vocab(bytes: &[u8]) -> Result<SpmVocab> {
         Some(Value::Str(s)) => s.clone(),
         _ => bail!("no tokenizer.ggml.model"),
     };
-    ensure!(
-        model == "llama",
-        "tokenizer.ggml.model is {model:?}, need a SentencePiece (\"llama\") vocabulary"
-    );
+    ensure!(model == "llama", "tokenizer.ggml.model is {model:?}, need a SentencePiece (\"llama\") vocabulary");
     let array = |key: &str| match kv.get(key) {
         Some(Value::Array(items)) => Ok(items.as_slice()),
         _ => bail!("no array {key}"),
@@ -158,19 +149,9 @@ pub fn read_spm_vocab(bytes: &[u8]) -> Result<SpmVocab> {
         id("tokenizer.ggml.unknown_token_id", 0)?,
     );
     for (name, x) in [("bos", bos), ("eos", eos), ("unk", unk)] {
-        ensure!(
-            (x as usize) < tokens.len(),
-            "{name} id {x} is outside the vocabulary"
-        );
+        ensure!((x as usize) < tokens.len(), "{name} id {x} is outside the vocabulary");
     }
-    Ok(SpmVocab {
-        tokens,
-        scores,
-        types,
-        bos,
-        eos,
-        unk,
-    })
+    Ok(SpmVocab { tokens, scores, types, bos, eos, unk })
 }
 
 #[cfg(test)]
@@ -184,10 +165,7 @@ mod tests {
         assert_eq!((v.unk, v.bos, v.eos), (0, 1, 2));
         assert_eq!(&v.tokens[..3], ["<unk>", "<s>", "</s>"]);
         assert_eq!(v.tokens[3], "<0x00>");
-        assert_eq!(
-            (v.tokens[260].as_str(), v.scores[260], v.types[260]),
-            ("▁t", -1.0, 1)
-        );
+        assert_eq!((v.tokens[260].as_str(), v.scores[260], v.types[260]), ("▁t", -1.0, 1));
         assert_eq!(&v.types[..4], [2, 3, 3, 6]);
     }
 

@@ -125,9 +125,6 @@ mod tests {
     #[test]
     fn keeps_key_order() {
         let v = obj([("b", J::from(1i64)), ("a", arr([J::Null, J::from("x")]))]);
-        assert_eq!(
-            serde_json::to_string(&v).unwrap(),
-            r#"{"b":1,"a":[null,"x"]}"#
-        );
+        assert_eq!(serde_json::to_string(&v).unwrap(), r#"{"b":1,"a":[null,"x"]}"#);
     }
 }

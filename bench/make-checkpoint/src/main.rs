@@ -47,14 +47,7 @@ struct Shape {
 
 impl ShapeName {
     fn shape(self) -> Shape {
-        let s = |hidden, layers, heads, kv_heads, ffn, ctx| Shape {
-            hidden,
-            layers,
-            heads,
-            kv_heads,
-            ffn,
-            ctx,
-        };
+        let s = |hidden, layers, heads, kv_heads, ffn, ctx| Shape { hidden, layers, heads, kv_heads, ffn, ctx };
         match self {
             ShapeName::Tinyllama1_1b => s(2048, 22, 32, 4, 5632, 2048),
             ShapeName::Llama150m => s(768, 12, 12, 12, 2048, 2048),
@@ -110,11 +103,7 @@ struct Args {
 fn tensor_specs(s: &Shape, vocab: usize) -> Vec<TensorSpec> {
     let head_dim = s.hidden / s.heads;
     let (q, kv) = (s.heads * head_dim, s.kv_heads * head_dim);
-    let t = |name: String, shape: &[usize], init| TensorSpec {
-        name,
-        shape: shape.to_vec(),
-        init,
-    };
+    let t = |name: String, shape: &[usize], init| TensorSpec { name, shape: shape.to_vec(), init };
     let w = Init::Normal(INIT_STD);
     let norm = Init::AroundOne(INIT_STD);
     let mut specs = vec![t("model.embed_tokens.weight".into(), &[vocab, s.hidden], w)];
@@ -129,11 +118,7 @@ fn tensor_specs(s: &Shape, vocab: usize) -> Vec<TensorSpec> {
             t(format!("{p}.mlp.up_proj.weight"), &[s.ffn, s.hidden], w),
             t(format!("{p}.mlp.down_proj.weight"), &[s.hidden, s.ffn], w),
             t(format!("{p}.input_layernorm.weight"), &[s.hidden], norm),
-            t(
-                format!("{p}.post_attention_layernorm.weight"),
-                &[s.hidden],
-                norm,
-            ),
+            t(format!("{p}.post_attention_layernorm.weight"), &[s.hidden], norm),
         ]);
     }
     specs.push(t("model.norm.weight".into(), &[s.hidden], norm));
@@ -166,13 +151,7 @@ fn config_json(s: &Shape, vocab: &gguf_vocab::SpmVocab, dtype: Dtype) -> J {
         ("pad_token_id", J::Null),
         ("pretraining_tp", J::Int(1)),
         ("rms_norm_eps", J::Float(1e-5)),
-        (
-            "rope_parameters",
-            obj([
-                ("rope_theta", J::Float(rope_theta)),
-                ("rope_type", J::from("default")),
-            ]),
-        ),
+        ("rope_parameters", obj([("rope_theta", J::Float(rope_theta)), ("rope_type", J::from("default"))])),
         ("tie_word_embeddings", J::Bool(false)),
         ("transformers_version", J::from("5.24.0")),
         ("use_cache", J::Bool(true)),
@@ -211,31 +190,15 @@ fn resolve_shape(args: &Args) -> Result<Shape> {
         s.hidden > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.ffn > 0 && s.ctx > 0,
         "sizes must be > 0"
     );
-    ensure!(
-        divides(s.heads, s.hidden),
-        "hidden {} is not a multiple of heads {}",
-        s.hidden,
-        s.heads
-    );
-    ensure!(
-        divides(2, s.hidden / s.heads),
-        "head dim {} must be even (RoPE)",
-        s.hidden / s.heads
-    );
-    ensure!(
-        divides(s.kv_heads, s.heads),
-        "heads {} is not a multiple of kv-heads {}",
-        s.heads,
-        s.kv_heads
-    );
+    ensure!(divides(s.heads, s.hidden), "hidden {} is not a multiple of heads {}", s.hidden, s.heads);
+    ensure!(divides(2, s.hidden / s.heads), "head dim {} must be even (RoPE)", s.hidden / s.heads);
+    ensure!(divides(s.kv_heads, s.heads), "heads {} is not a multiple of kv-heads {}", s.heads, s.kv_heads);
     Ok(s)
 }
 
 /// The command-line spelling of a value.
 fn value_name<V: clap::ValueEnum>(v: &V) -> String {
-    v.to_possible_value()
-        .map(|p| p.get_name().to_string())
-        .unwrap_or_default()
+    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
 }
 
 /// Human-readable byte size.
@@ -252,10 +215,8 @@ fn run(args: &Args) -> Result<()> {
     let shape = resolve_shape(args)?;
     let vocab = match &args.vocab {
         Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            gguf_vocab::read_spm_vocab(&bytes)
-                .with_context(|| format!("vocabulary of {}", path.display()))?
+            let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            gguf_vocab::read_spm_vocab(&bytes).with_context(|| format!("vocabulary of {}", path.display()))?
         }
         None => gguf_vocab::read_spm_vocab(LLAMA_SPM_VOCAB).context("embedded vocabulary")?,
     };
@@ -264,45 +225,20 @@ fn run(args: &Args) -> Result<()> {
     let start = std::time::Instant::now();
     let specs = tensor_specs(&shape, vocab.tokens.len());
     let params: usize = specs.iter().map(TensorSpec::numel).sum();
-    let mut written =
-        safetensors_out::write_weights(dir, &specs, args.dtype, args.seed, args.max_shard_size)?;
+    let mut written = safetensors_out::write_weights(dir, &specs, args.dtype, args.seed, args.max_shard_size)?;
     let mut json_file = |name: &str, value: J, newline: bool| -> Result<()> {
         let path = dir.join(name);
-        let bytes = json::write_pretty(&path, &value, newline)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let bytes =
+            json::write_pretty(&path, &value, newline).with_context(|| format!("writing {}", path.display()))?;
         written.push(Written { path, bytes });
         Ok(())
     };
-    json_file(
-        "config.json",
-        config_json(&shape, &vocab, args.dtype),
-        false,
-    )?;
-    json_file(
-        "generation_config.json",
-        generation_config_json(&shape, &vocab),
-        true,
-    )?;
+    json_file("config.json", config_json(&shape, &vocab, args.dtype), false)?;
+    json_file("generation_config.json", generation_config_json(&shape, &vocab), true)?;
     json_file("tokenizer.json", tokenizer::tokenizer_json(&vocab), false)?;
-    json_file(
-        "tokenizer_config.json",
-        tokenizer::tokenizer_config_json(&vocab, shape.ctx),
-        false,
-    )?;
-    json_file(
-        "special_tokens_map.json",
-        tokenizer::special_tokens_map_json(&vocab),
-        false,
-    )?;
-    print_summary(
-        dir,
-        args,
-        &shape,
-        vocab.tokens.len(),
-        params,
-        &written,
-        start.elapsed(),
-    );
+    json_file("tokenizer_config.json", tokenizer::tokenizer_config_json(&vocab, shape.ctx), false)?;
+    json_file("special_tokens_map.json", tokenizer::special_tokens_map_json(&vocab), false)?;
+    print_summary(dir, args, &shape, vocab.tokens.len(), params, &written, start.elapsed());
     Ok(())
 }
 
@@ -331,19 +267,11 @@ fn print_summary(
         args.seed
     );
     for w in written {
-        let name = w
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
+        let name = w.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
         println!("  {name:<40} {:>12} bytes  {}", w.bytes, human(w.bytes));
     }
     let total: u64 = written.iter().map(|w| w.bytes).sum();
-    println!(
-        "  total {total} bytes ({}) in {:.1} s",
-        human(total),
-        elapsed.as_secs_f64()
-    );
+    println!("  total {total} bytes ({}) in {:.1} s", human(total), elapsed.as_secs_f64());
 }
 
 fn main() -> Result<()> {

@@ -59,25 +59,12 @@ mod tests {
 
     #[test]
     fn deterministic_per_seed_and_name() {
-        let a: Vec<u64> = (0..5)
-            .scan(SplitMix64::new(42), |r, _| Some(r.next_u64()))
-            .collect();
-        let b: Vec<u64> = (0..5)
-            .scan(SplitMix64::new(42), |r, _| Some(r.next_u64()))
-            .collect();
+        let a: Vec<u64> = (0..5).scan(SplitMix64::new(42), |r, _| Some(r.next_u64())).collect();
+        let b: Vec<u64> = (0..5).scan(SplitMix64::new(42), |r, _| Some(r.next_u64())).collect();
         assert_eq!(a, b);
-        assert_eq!(
-            tensor_seed(7, "model.norm.weight"),
-            tensor_seed(7, "model.norm.weight")
-        );
-        assert_ne!(
-            tensor_seed(7, "model.norm.weight"),
-            tensor_seed(8, "model.norm.weight")
-        );
-        assert_ne!(
-            tensor_seed(7, "lm_head.weight"),
-            tensor_seed(7, "model.norm.weight")
-        );
+        assert_eq!(tensor_seed(7, "model.norm.weight"), tensor_seed(7, "model.norm.weight"));
+        assert_ne!(tensor_seed(7, "model.norm.weight"), tensor_seed(8, "model.norm.weight"));
+        assert_ne!(tensor_seed(7, "lm_head.weight"), tensor_seed(7, "model.norm.weight"));
     }
 
     #[test]

@@ -84,11 +84,7 @@ pub struct Written {
 
 /// Splits `specs` into consecutive shards of at most `max_bytes` of tensor data each, as transformers'
 /// `split_torch_state_dict_into_shards` does (a tensor larger than the limit gets a shard of its own).
-pub fn plan_shards(
-    specs: &[TensorSpec],
-    dtype: Dtype,
-    max_bytes: u64,
-) -> Vec<std::ops::Range<usize>> {
+pub fn plan_shards(specs: &[TensorSpec], dtype: Dtype, max_bytes: u64) -> Vec<std::ops::Range<usize>> {
     let mut shards = Vec::new();
     let (mut start, mut size) = (0usize, 0u64);
     for (i, spec) in specs.iter().enumerate() {
@@ -125,11 +121,7 @@ pub fn write_weights(
         };
         let path = dir.join(&file);
         let bytes = write_file(&path, &specs[range.clone()], dtype, seed)?;
-        weight_map.extend(
-            specs[range.clone()]
-                .iter()
-                .map(|s| (s.name.clone(), file.clone())),
-        );
+        weight_map.extend(specs[range.clone()].iter().map(|s| (s.name.clone(), file.clone())));
         written.push(Written { path, bytes });
     }
     if shards.len() > 1 {
@@ -137,10 +129,7 @@ pub fn write_weights(
         weight_map.sort();
         let index = obj([
             ("metadata", obj([("total_size", J::from(total))])),
-            (
-                "weight_map",
-                obj(weight_map.into_iter().map(|(n, f)| (n, J::Str(f)))),
-            ),
+            ("weight_map", obj(weight_map.into_iter().map(|(n, f)| (n, J::Str(f))))),
         ]);
         let path = dir.join("model.safetensors.index.json");
         let bytes = crate::json::write_pretty(&path, &index, true)?;
@@ -157,10 +146,7 @@ pub fn header(specs: &[TensorSpec], dtype: Dtype) -> Vec<u8> {
         let end = offset + spec.numel() * dtype.size();
         let info = obj([
             ("dtype", J::from(dtype.safetensors_name())),
-            (
-                "shape",
-                J::Arr(spec.shape.iter().map(|&d| J::from(d)).collect()),
-            ),
+            ("shape", J::Arr(spec.shape.iter().map(|&d| J::from(d)).collect())),
             ("data_offsets", J::Arr(vec![J::from(offset), J::from(end)])),
         ]);
         entries.push((spec.name.clone(), info));
@@ -195,20 +181,15 @@ fn write_file(path: &Path, specs: &[TensorSpec], dtype: Dtype, seed: u64) -> Res
             }
             bytes.clear();
             match dtype {
-                Dtype::F32 => values[..n]
-                    .iter()
-                    .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
+                Dtype::F32 => values[..n].iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
                 Dtype::F16 | Dtype::Bf16 => {
                     let h = &mut halves[..n];
                     if dtype == Dtype::F16 {
-                        h.reinterpret_cast_mut::<f16>()
-                            .convert_from_f32_slice(&values[..n]);
+                        h.reinterpret_cast_mut::<f16>().convert_from_f32_slice(&values[..n]);
                     } else {
-                        h.reinterpret_cast_mut::<bf16>()
-                            .convert_from_f32_slice(&values[..n]);
+                        h.reinterpret_cast_mut::<bf16>().convert_from_f32_slice(&values[..n]);
                     }
-                    h.iter()
-                        .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+                    h.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
                 }
             }
             out.write_all(&bytes)?;
@@ -224,21 +205,12 @@ mod tests {
     use super::*;
 
     fn spec(name: &str, shape: &[usize]) -> TensorSpec {
-        TensorSpec {
-            name: name.into(),
-            shape: shape.to_vec(),
-            init: Init::Normal(0.02),
-        }
+        TensorSpec { name: name.into(), shape: shape.to_vec(), init: Init::Normal(0.02) }
     }
 
     #[test]
     fn shards_split_before_the_limit() {
-        let specs = [
-            spec("a", &[10]),
-            spec("b", &[10]),
-            spec("c", &[30]),
-            spec("d", &[5]),
-        ];
+        let specs = [spec("a", &[10]), spec("b", &[10]), spec("c", &[30]), spec("d", &[5])];
         // F32: 40, 40, 120, 20 bytes.
         assert_eq!(plan_shards(&specs, Dtype::F32, 100), vec![0..2, 2..3, 3..4]);
         assert_eq!(plan_shards(&specs, Dtype::F16, 100), vec![0..3, 3..4]);
@@ -260,21 +232,12 @@ mod tests {
     fn files_are_deterministic() {
         let dir = std::env::temp_dir().join(format!("make-checkpoint-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let specs = [
-            spec("w", &[300, 7]),
-            TensorSpec {
-                init: Init::AroundOne(0.02),
-                ..spec("n", &[7])
-            },
-        ];
+        let specs = [spec("w", &[300, 7]), TensorSpec { init: Init::AroundOne(0.02), ..spec("n", &[7]) }];
         let a = write_weights(&dir, &specs, Dtype::F16, 3, u64::MAX).unwrap();
         let first = std::fs::read(&a[0].path).unwrap();
         write_weights(&dir, &specs, Dtype::F16, 3, u64::MAX).unwrap();
         assert_eq!(first, std::fs::read(&a[0].path).unwrap());
-        assert_eq!(
-            a[0].bytes as usize,
-            8 + header(&specs, Dtype::F16).len() + (2100 + 7) * 2
-        );
+        assert_eq!(a[0].bytes as usize, 8 + header(&specs, Dtype::F16).len() + (2100 + 7) * 2);
         write_weights(&dir, &specs, Dtype::F16, 4, u64::MAX).unwrap();
         assert_ne!(first, std::fs::read(&a[0].path).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();

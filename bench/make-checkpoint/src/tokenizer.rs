@@ -16,12 +16,7 @@ pub const CHAT_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}\
 /// that are both in the vocabulary is a merge; per piece ordered by (left id, right id), then all merges stably
 /// sorted by the merged piece's score, highest first.
 pub fn derive_merges(vocab: &SpmVocab) -> Vec<(u32, u32)> {
-    let ids: HashMap<&str, u32> = vocab
-        .tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.as_str(), i as u32))
-        .collect();
+    let ids: HashMap<&str, u32> = vocab.tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i as u32)).collect();
     let mut merges: Vec<(u32, u32, f32)> = Vec::new();
     let mut local = Vec::new();
     for (piece, &score) in vocab.tokens.iter().zip(&vocab.scores) {
@@ -77,34 +72,18 @@ pub fn tokenizer_json(vocab: &SpmVocab) -> J {
             ]),
         ),
     ]);
-    let special = |type_id: i64| {
-        obj([(
-            "SpecialToken",
-            obj([("id", tok(vocab.bos)), ("type_id", J::Int(type_id))]),
-        )])
-    };
-    let sequence = |id: &str, type_id: i64| {
-        obj([(
-            "Sequence",
-            obj([("id", J::from(id)), ("type_id", J::Int(type_id))]),
-        )])
-    };
+    let special = |type_id: i64| obj([("SpecialToken", obj([("id", tok(vocab.bos)), ("type_id", J::Int(type_id))]))]);
+    let sequence =
+        |id: &str, type_id: i64| obj([("Sequence", obj([("id", J::from(id)), ("type_id", J::Int(type_id))]))]);
     let post_processor = obj([
         ("type", J::from("TemplateProcessing")),
         ("single", arr([special(0), sequence("A", 0)])),
-        (
-            "pair",
-            arr([special(0), sequence("A", 0), special(1), sequence("B", 1)]),
-        ),
+        ("pair", arr([special(0), sequence("A", 0), special(1), sequence("B", 1)])),
         (
             "special_tokens",
             obj([(
                 vocab.tokens[vocab.bos as usize].clone(),
-                obj([
-                    ("id", tok(vocab.bos)),
-                    ("ids", arr([J::from(vocab.bos)])),
-                    ("tokens", arr([tok(vocab.bos)])),
-                ]),
+                obj([("id", tok(vocab.bos)), ("ids", arr([J::from(vocab.bos)])), ("tokens", arr([tok(vocab.bos)]))]),
             )]),
         ),
     ]);
@@ -120,12 +99,7 @@ pub fn tokenizer_json(vocab: &SpmVocab) -> J {
                 ]),
                 obj([("type", J::from("ByteFallback"))]),
                 obj([("type", J::from("Fuse"))]),
-                obj([
-                    ("type", J::from("Strip")),
-                    ("content", J::from(" ")),
-                    ("start", J::Int(1)),
-                    ("stop", J::Int(0)),
-                ]),
+                obj([("type", J::from("Strip")), ("content", J::from(" ")), ("start", J::Int(1)), ("stop", J::Int(0))]),
             ]),
         ),
     ]);
@@ -138,20 +112,8 @@ pub fn tokenizer_json(vocab: &SpmVocab) -> J {
         ("fuse_unk", J::Bool(true)),
         ("byte_fallback", J::Bool(true)),
         ("ignore_merges", J::Bool(false)),
-        (
-            "vocab",
-            obj(vocab
-                .tokens
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t.clone(), J::from(i)))),
-        ),
-        (
-            "merges",
-            arr(derive_merges(vocab)
-                .into_iter()
-                .map(|(l, r)| arr([tok(l), tok(r)]))),
-        ),
+        ("vocab", obj(vocab.tokens.iter().enumerate().map(|(i, t)| (t.clone(), J::from(i))))),
+        ("merges", arr(derive_merges(vocab).into_iter().map(|(l, r)| arr([tok(l), tok(r)])))),
     ]);
     obj([
         ("version", J::from("1.0")),
@@ -201,11 +163,7 @@ pub fn tokenizer_config_json(vocab: &SpmVocab, model_max_length: usize) -> J {
 /// The `special_tokens_map.json`.
 pub fn special_tokens_map_json(vocab: &SpmVocab) -> J {
     let tok = |id: u32| J::from(vocab.tokens[id as usize].as_str());
-    obj([
-        ("bos_token", tok(vocab.bos)),
-        ("eos_token", tok(vocab.eos)),
-        ("unk_token", tok(vocab.unk)),
-    ])
+    obj([("bos_token", tok(vocab.bos)), ("eos_token", tok(vocab.eos)), ("unk_token", tok(vocab.unk))])
 }
 
 #[cfg(test)]
@@ -213,9 +171,7 @@ mod tests {
     use super::*;
 
     fn toy() -> SpmVocab {
-        let pieces = [
-            "<unk>", "<s>", "</s>", "▁", "a", "b", "ab", "▁a", "▁ab", "ba",
-        ];
+        let pieces = ["<unk>", "<s>", "</s>", "▁", "a", "b", "ab", "▁a", "▁ab", "ba"];
         let scores = [0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -4.0];
         SpmVocab {
             tokens: pieces.iter().map(|s| s.to_string()).collect(),
@@ -236,16 +192,7 @@ mod tests {
             .collect();
         let s = |a: &str, b: &str| (a.to_string(), b.to_string());
         // "ab" and "ba" tie at -4 and keep vocabulary order; "▁ab" has two splits, ordered by left id.
-        assert_eq!(
-            names,
-            [
-                s("a", "b"),
-                s("b", "a"),
-                s("▁", "a"),
-                s("▁", "ab"),
-                s("▁a", "b")
-            ]
-        );
+        assert_eq!(names, [s("a", "b"), s("b", "a"), s("▁", "a"), s("▁", "ab"), s("▁a", "b")]);
     }
 
     #[test]
@@ -264,8 +211,7 @@ mod tests {
         assert_eq!(v["model"]["vocab"]["▁ab"], 8);
         assert_eq!(v["model"]["merges"][0], serde_json::json!(["a", "b"]));
         // Key order as tokenizers writes it.
-        assert!(text
-            .starts_with(r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":"#));
+        assert!(text.starts_with(r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":"#));
         assert!(text.contains(r#""vocab":{"<unk>":0,"<s>":1,"</s>":2,"▁":3,"#));
     }
 

@@ -160,11 +160,13 @@ impl Input {
                         DType::F32 => GgmlType::F32,
                         DType::F16 => GgmlType::F16,
                         DType::BF16 => GgmlType::BF16,
-                        other => return Err(InputError(format!(
+                        other => {
+                            return Err(InputError(format!(
                             "tensor '{}' is stored as {other:?}; only F32, F16 and BF16 checkpoints can be quantized",
                             meta.name
                         ))
-                        .into()),
+                            .into())
+                        }
                     };
                     tensors.push((meta.name, meta.shape, ty));
                 }

@@ -70,11 +70,8 @@ impl StopMatcher {
             return StopResult::default();
         }
         self.pending.push_str(text);
-        let earliest = self
-            .stops
-            .iter()
-            .filter_map(|s| self.pending.find(s.as_str()).map(|at| (at, s)))
-            .min_by_key(|&(at, _)| at);
+        let earliest =
+            self.stops.iter().filter_map(|s| self.pending.find(s.as_str()).map(|at| (at, s))).min_by_key(|&(at, _)| at);
         if let Some((at, stop)) = earliest {
             let stop = stop.clone();
             let mut text = std::mem::take(&mut self.pending);

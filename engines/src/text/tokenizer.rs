@@ -87,26 +87,17 @@ impl Tokenizer {
     /// Loads a Hugging Face `tokenizer.json`; BOS and EOS come from the `tokenizer_config.json`
     /// and `generation_config.json` beside it when present.
     pub fn from_tokenizer_json(path: &Path) -> Result<Self, TokenizerError> {
-        Ok(Tokenizer {
-            backend: Backend::Hf(Box::new(hf::HfTokenizer::load(path)?)),
-        })
+        Ok(Tokenizer { backend: Backend::Hf(Box::new(hf::HfTokenizer::load(path)?)) })
     }
 
     /// Builds the tokenizer from a GGUF file's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(file: &GgufFile) -> Result<Self, TokenizerError> {
-        Ok(Tokenizer {
-            backend: Backend::Gguf(Box::new(vocab::Vocab::from_gguf(file)?)),
-        })
+        Ok(Tokenizer { backend: Backend::Gguf(Box::new(vocab::Vocab::from_gguf(file)?)) })
     }
 
     /// Token ids of `text`. `add_special` adds BOS (and EOS) as the model asks; `parse_special`
     /// turns control tokens written in the text (`<|im_start|>`) into their ids.
-    pub fn encode(
-        &self,
-        text: &str,
-        add_special: bool,
-        parse_special: bool,
-    ) -> Result<Vec<u32>, TokenizerError> {
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>, TokenizerError> {
         match &self.backend {
             Backend::Gguf(v) => v.encode(text, add_special, parse_special),
             Backend::Hf(h) => h.encode(text, add_special, parse_special),
@@ -204,8 +195,7 @@ mod tests {
         );
         assert!(with("tokenizer.ggml.pre", Value::String("nope".into())).contains("'nope'"));
         assert!(with("tokenizer.ggml.merges", Value::U32(1)).contains("tokenizer.ggml.merges"));
-        assert!(with("tokenizer.ggml.tokens", Value::strings(["a", "a"]))
-            .starts_with("duplicate token 'a'"));
+        assert!(with("tokenizer.ggml.tokens", Value::strings(["a", "a"])).starts_with("duplicate token 'a'"));
         assert!(with("tokenizer.ggml.scores", Value::f32s([0.0])).contains("tokenizer.ggml.scores"));
     }
 }

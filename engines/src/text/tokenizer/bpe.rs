@@ -17,21 +17,16 @@ pub(super) fn tokenize(vocab: &Vocab, pre: PreTokenizer, text: &str, out: &mut V
                 continue;
             }
         }
-        let pieces = merge(&word, |left, right, _| {
-            vocab.merge_rank(left, right, &mut key).map(Reverse)
-        });
+        let pieces = merge(&word, |left, right, _| vocab.merge_rank(left, right, &mut key).map(Reverse));
         for range in pieces {
             let piece = &word[range];
             match vocab.id(piece) {
                 Some(id) => out.push(id),
                 // llama.cpp looks each byte of an unknown piece up as a one-byte token and drops
                 // the bytes that are none.
-                None => out.extend(
-                    piece
-                        .bytes()
-                        .filter(u8::is_ascii)
-                        .filter_map(|b| vocab.id(&char::from(b).to_string())),
-                ),
+                None => {
+                    out.extend(piece.bytes().filter(u8::is_ascii).filter_map(|b| vocab.id(&char::from(b).to_string())))
+                }
             }
         }
     }
@@ -46,9 +41,7 @@ mod tests {
         let vocab = bpe_vocab();
         let mut out = Vec::new();
         tokenize(&vocab, PreTokenizer::Gpt2, text, &mut out);
-        out.iter()
-            .map(|&id| vocab.tokens[id as usize].text.clone())
-            .collect()
+        out.iter().map(|&id| vocab.tokens[id as usize].text.clone()).collect()
     }
 
     #[test]

@@ -31,11 +31,7 @@ impl Vocab {
                     let text = &text[range];
                     match self.model {
                         Model::Spm => {
-                            let prefix = if self.add_space_prefix && after_special {
-                                " "
-                            } else {
-                                ""
-                            };
+                            let prefix = if self.add_space_prefix && after_special { " " } else { "" };
                             let escaped = format!("{prefix}{text}").replace(' ', "▁");
                             spm::tokenize(self, &escaped, &mut out)?;
                         }
@@ -54,43 +50,31 @@ impl Vocab {
     /// The bytes token `id` stands for; control and unknown tokens give their text only when
     /// `special`, unused and undefined tokens nothing.
     pub(super) fn piece(&self, id: u32, special: bool) -> Result<Vec<u8>, TokenizerError> {
-        let token = self
-            .tokens
-            .get(id as usize)
-            .ok_or(TokenizerError::InvalidId {
-                id,
-                size: self.tokens.len(),
-            })?;
+        let token = self.tokens.get(id as usize).ok_or(TokenizerError::InvalidId { id, size: self.tokens.len() })?;
         let a = token.attr;
         if a & (attr::UNKNOWN | attr::CONTROL) != 0 && !special {
             return Ok(Vec::new());
         }
         let text = &token.text;
-        Ok(
-            if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
-                text.as_bytes().to_vec()
-            } else if a & attr::NORMAL != 0 {
-                match self.model {
-                    Model::Spm => text.replace('▁', " ").into_bytes(),
-                    Model::Bpe(_) => byte_decode(text),
-                }
-            } else if a & attr::BYTE != 0 {
-                // `<0xNN>`; like C's strtol, anything unparsable reads as 0.
-                let hex = text.get(3..5).unwrap_or("");
-                vec![u8::from_str_radix(hex, 16).unwrap_or(0)]
-            } else {
-                Vec::new()
-            },
-        )
+        Ok(if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
+            text.as_bytes().to_vec()
+        } else if a & attr::NORMAL != 0 {
+            match self.model {
+                Model::Spm => text.replace('▁', " ").into_bytes(),
+                Model::Bpe(_) => byte_decode(text),
+            }
+        } else if a & attr::BYTE != 0 {
+            // `<0xNN>`; like C's strtol, anything unparsable reads as 0.
+            let hex = text.get(3..5).unwrap_or("");
+            vec![u8::from_str_radix(hex, 16).unwrap_or(0)]
+        } else {
+            Vec::new()
+        })
     }
 
     /// The text of `ids`. With `skip_special`, control tokens are left out and a leading BOS and
     /// trailing EOS dropped when the vocabulary adds them; otherwise control tokens are written out.
-    pub(super) fn decode(
-        &self,
-        mut ids: &[u32],
-        skip_special: bool,
-    ) -> Result<String, TokenizerError> {
+    pub(super) fn decode(&self, mut ids: &[u32], skip_special: bool) -> Result<String, TokenizerError> {
         // The space SPM prefixed to the text is dropped again, unless a BOS was removed first.
         let mut strip_space = self.add_space_prefix;
         if skip_special && self.add_bos && ids.first().is_some_and(|&id| Some(id) == self.bos) {
@@ -123,11 +107,7 @@ fn byte_decode(text: &str) -> Vec<u8> {
             Some(b) => out.push(b),
             None => {
                 let mut utf8 = [0u8; 4];
-                let hex: String = c
-                    .encode_utf8(&mut utf8)
-                    .bytes()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
+                let hex: String = c.encode_utf8(&mut utf8).bytes().map(|b| format!("{b:02x}")).collect();
                 out.extend(format!("[UNK_BYTE_0x{hex}{text}]").into_bytes());
             }
         }
@@ -200,14 +180,8 @@ mod tests {
         assert_eq!(vocab.encode("", true, false).unwrap(), [1]);
         assert!(vocab.encode("", false, false).unwrap().is_empty());
         // After a special token the text gets its own prefix space.
-        assert_eq!(
-            vocab.encode("<s>the", false, true).unwrap(),
-            [1, id("▁the")]
-        );
-        assert_eq!(
-            vocab.encode("<|user|>the", false, false).unwrap(),
-            [id("<|user|>"), id("▁the")]
-        );
+        assert_eq!(vocab.encode("<s>the", false, true).unwrap(), [1, id("▁the")]);
+        assert_eq!(vocab.encode("<|user|>the", false, false).unwrap(), [id("<|user|>"), id("▁the")]);
     }
 
     #[test]
@@ -218,38 +192,22 @@ mod tests {
             assert_eq!(vocab.decode(&ids, true).unwrap(), text, "{ids:?}");
             // llama.cpp keeps the prefix space when it removes a leading BOS.
             let with_bos = vocab.encode(text, true, false).unwrap();
-            let expected = if text.is_empty() {
-                String::new()
-            } else {
-                format!(" {text}")
-            };
+            let expected = if text.is_empty() { String::new() } else { format!(" {text}") };
             assert_eq!(vocab.decode(&with_bos, true).unwrap(), expected);
         }
         let ids = vocab.encode("<s>the", false, true).unwrap();
         assert_eq!(vocab.decode(&ids, false).unwrap(), "<s> the");
-        assert!(matches!(
-            vocab.decode(&[9999], false),
-            Err(TokenizerError::InvalidId { id: 9999, .. })
-        ));
+        assert!(matches!(vocab.decode(&[9999], false), Err(TokenizerError::InvalidId { id: 9999, .. })));
     }
 
     #[test]
     fn pieces_by_attribute() {
         let vocab = spm_vocab();
-        assert_eq!(
-            vocab.piece(vocab.id("▁the").unwrap(), false).unwrap(),
-            b" the"
-        );
-        assert_eq!(
-            vocab.piece(vocab.id("<0xE2>").unwrap(), false).unwrap(),
-            [0xE2]
-        );
+        assert_eq!(vocab.piece(vocab.id("▁the").unwrap(), false).unwrap(), b" the");
+        assert_eq!(vocab.piece(vocab.id("<0xE2>").unwrap(), false).unwrap(), [0xE2]);
         assert_eq!(vocab.piece(1, false).unwrap(), b"");
         assert_eq!(vocab.piece(1, true).unwrap(), b"<s>");
-        assert_eq!(
-            vocab.piece(vocab.id("<|user|>").unwrap(), false).unwrap(),
-            b"<|user|>"
-        );
+        assert_eq!(vocab.piece(vocab.id("<|user|>").unwrap(), false).unwrap(), b"<|user|>");
         let bpe = bpe_vocab();
         assert_eq!(bpe.piece(bpe.id("Ġthe").unwrap(), false).unwrap(), b" the");
     }
@@ -271,10 +229,7 @@ mod tests {
         };
         assert_eq!(clean("a , b . c ! d ?"), "a, b. c! d?");
         assert_eq!(clean("rock ' n"), "rock'n");
-        assert_eq!(
-            clean("it 's I 'm we 're you 've I 'll I 'd"),
-            "it's I'm we're you've I 'll I 'd"
-        );
+        assert_eq!(clean("it 's I 'm we 're you 've I 'll I 'd"), "it's I'm we're you've I 'll I 'd");
         assert_eq!(clean(""), "");
         assert_eq!(clean(" "), " ");
     }

@@ -28,18 +28,14 @@ pub(super) struct HfTokenizer {
 
 /// A `tokenizers` error for `path`.
 fn hf_error(path: &Path, e: impl std::fmt::Display) -> TokenizerError {
-    TokenizerError::Hf {
-        path: path.to_path_buf(),
-        message: e.to_string().replace('\n', " "),
-    }
+    TokenizerError::Hf { path: path.to_path_buf(), message: e.to_string().replace('\n', " ") }
 }
 
 /// Whether a decoder (or one in a `Sequence`) has type `name`.
 fn has_type(v: &Value, name: &str) -> bool {
     match v {
         Value::Object(map) => {
-            map.get("type").and_then(Value::as_str) == Some(name)
-                || map.values().any(|v| has_type(v, name))
+            map.get("type").and_then(Value::as_str) == Some(name) || map.values().any(|v| has_type(v, name))
         }
         Value::Array(items) => items.iter().any(|v| has_type(v, name)),
         _ => false,
@@ -56,11 +52,7 @@ impl HfTokenizer {
         let added = tok.get_added_tokens_decoder().into_keys().collect();
 
         // What the post-processor puts before (BOS) and after the text.
-        let ids = |add_special| {
-            tok.encode_fast("a", add_special)
-                .map(|e| e.get_ids().to_vec())
-                .map_err(|e| err(&e))
-        };
+        let ids = |add_special| tok.encode_fast("a", add_special).map(|e| e.get_ids().to_vec()).map_err(|e| err(&e));
         let (plain, special) = (ids(false)?, ids(true)?);
         let prefix = (0..=special.len().saturating_sub(plain.len()))
             .find(|&at| special[at..].starts_with(&plain))
@@ -76,8 +68,7 @@ impl HfTokenizer {
         let mut eos: Vec<u32> = token_id("eos_token").into_iter().collect();
         let generation = dir.join("generation_config.json");
         if generation.is_file() {
-            let config =
-                GenerationConfig::from_file(&generation).map_err(|e| hf_error(&generation, e))?;
+            let config = GenerationConfig::from_file(&generation).map_err(|e| hf_error(&generation, e))?;
             eos.extend(config.eos_token_ids);
         }
         eos.sort_unstable();
@@ -121,9 +112,7 @@ impl HfTokenizer {
         if let Some(&id) = ids.iter().find(|&&id| id as usize >= size) {
             return Err(TokenizerError::InvalidId { id, size });
         }
-        self.tok
-            .decode(ids, skip_special)
-            .map_err(|e| TokenizerError::Encode(e.to_string()))
+        self.tok.decode(ids, skip_special).map_err(|e| TokenizerError::Encode(e.to_string()))
     }
 
     /// The bytes token `id` stands for: an added token's text, a byte-level token's bytes, or a
@@ -166,9 +155,7 @@ fn read_json(path: &Path) -> Result<Option<Value>, TokenizerError> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(path).map_err(|e| hf_error(path, e))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| hf_error(path, e))
+    serde_json::from_str(&text).map(Some).map_err(|e| hf_error(path, e))
 }
 
 #[cfg(test)]
@@ -181,9 +168,8 @@ mod tests {
     /// `<|bos|>` 259 and `<|eot|>` 260) with a post-processor adding `<|bos|>`, and the config
     /// files beside it.
     fn byte_level_dir() -> tempfile::TempDir {
-        let mut vocab: serde_json::Map<String, Value> = (0..=255u8)
-            .map(|b| (byte_char(b).to_string(), json!(b)))
-            .collect();
+        let mut vocab: serde_json::Map<String, Value> =
+            (0..=255u8).map(|b| (byte_char(b).to_string(), json!(b))).collect();
         for (i, t) in ["Ġt", "he", "Ġthe"].into_iter().enumerate() {
             vocab.insert(t.into(), json!(256 + i));
         }
@@ -213,13 +199,9 @@ mod tests {
                       "vocab": vocab, "merges": ["Ġ t", "h e", "Ġt he"]}
         });
         let dir = tempfile::tempdir().unwrap();
-        let write =
-            |name: &str, v: Value| std::fs::write(dir.path().join(name), v.to_string()).unwrap();
+        let write = |name: &str, v: Value| std::fs::write(dir.path().join(name), v.to_string()).unwrap();
         write("tokenizer.json", tokenizer);
-        write(
-            "tokenizer_config.json",
-            json!({"bos_token": "<|bos|>", "eos_token": {"content": "<|eot|>"}}),
-        );
+        write("tokenizer_config.json", json!({"bos_token": "<|bos|>", "eos_token": {"content": "<|eot|>"}}));
         write("generation_config.json", json!({"eos_token_id": [260, 0]}));
         dir
     }
@@ -230,27 +212,18 @@ mod tests {
         let tok = HfTokenizer::load(&dir.path().join("tokenizer.json")).unwrap();
         assert!(tok.byte_level);
         assert_eq!(tok.vocab_size(), 261);
-        assert_eq!(
-            (tok.bos, tok.add_bos, tok.eos.as_slice()),
-            (Some(259), true, &[0, 260][..])
-        );
+        assert_eq!((tok.bos, tok.add_bos, tok.eos.as_slice()), (Some(259), true, &[0, 260][..]));
         assert_eq!(tok.encode(" the", false, false).unwrap(), [258]);
         assert_eq!(tok.encode(" the", true, false).unwrap(), [259, 258]);
         assert_eq!(tok.encode("<|eot|> the", false, true).unwrap(), [260, 258]);
-        assert!(!tok
-            .encode("<|eot|> the", false, false)
-            .unwrap()
-            .contains(&260));
+        assert!(!tok.encode("<|eot|> the", false, false).unwrap().contains(&260));
         assert_eq!(tok.piece(258), b" the");
         assert_eq!(tok.piece(260), b"<|eot|>");
         assert_eq!(tok.piece(0), [0]);
         assert_eq!(tok.piece(0xE2), [0xE2]);
         assert_eq!(tok.decode(&[259, 258], true).unwrap(), " the");
         assert_eq!(tok.decode(&[259, 258], false).unwrap(), "<|bos|> the");
-        assert!(matches!(
-            tok.decode(&[261], false),
-            Err(TokenizerError::InvalidId { id: 261, size: 261 })
-        ));
+        assert!(matches!(tok.decode(&[261], false), Err(TokenizerError::InvalidId { id: 261, size: 261 })));
     }
 
     #[test]

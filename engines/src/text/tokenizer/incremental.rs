@@ -13,10 +13,7 @@ pub struct IncrementalDecoder<'a> {
 impl<'a> IncrementalDecoder<'a> {
     /// A decoder for tokens of `tokenizer` (pieces as [`Tokenizer::token_to_piece`] gives them).
     pub fn new(tokenizer: &'a Tokenizer) -> Self {
-        IncrementalDecoder {
-            tokenizer,
-            pending: Vec::new(),
-        }
+        IncrementalDecoder { tokenizer, pending: Vec::new() }
     }
 
     /// Adds token `id`; returns the text that became complete, if any. Bytes that can never

@@ -41,10 +41,7 @@ impl<P: PartialOrd> PartialOrd for Pair<P> {
 impl<P: PartialOrd> Ord for Pair<P> {
     /// Higher priority first; among equals the leftmost pair.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.priority
-            .partial_cmp(&other.priority)
-            .unwrap_or(Ordering::Equal)
-            .then(other.left.cmp(&self.left))
+        self.priority.partial_cmp(&other.priority).unwrap_or(Ordering::Equal).then(other.left.cmp(&self.left))
     }
 }
 
@@ -66,10 +63,7 @@ pub(super) fn merge<P: PartialOrd>(
         })
         .collect();
     let mut queue = BinaryHeap::new();
-    let mut offer = |symbols: &[Symbol],
-                     queue: &mut BinaryHeap<Pair<P>>,
-                     left: Option<usize>,
-                     right: Option<usize>| {
+    let mut offer = |symbols: &[Symbol], queue: &mut BinaryHeap<Pair<P>>, left: Option<usize>, right: Option<usize>| {
         let (Some(left), Some(right)) = (left, right) else {
             return;
         };
@@ -78,12 +72,7 @@ pub(super) fn merge<P: PartialOrd>(
         let right_text = &text[r.start..r.start + r.len];
         let joined = &text[l.start..r.start + r.len];
         if let Some(priority) = priority(left_text, right_text, joined) {
-            queue.push(Pair {
-                priority,
-                left,
-                right,
-                len: l.len + r.len,
-            });
+            queue.push(Pair { priority, left, right, len: l.len + r.len });
         }
     };
     for i in 1..symbols.len() {
@@ -103,11 +92,7 @@ pub(super) fn merge<P: PartialOrd>(
         offer(&symbols, &mut queue, l.prev, Some(pair.left));
         offer(&symbols, &mut queue, Some(pair.left), r.next);
     }
-    symbols
-        .iter()
-        .filter(|s| s.len > 0)
-        .map(|s| s.start..s.start + s.len)
-        .collect()
+    symbols.iter().filter(|s| s.len > 0).map(|s| s.start..s.start + s.len).collect()
 }
 
 #[cfg(test)]
@@ -118,10 +103,7 @@ mod tests {
         let ranges = merge(text, |l, r, joined| {
             assert_eq!(format!("{l}{r}"), joined);
             // Lower rank merges first.
-            ranks
-                .iter()
-                .position(|&(a, b)| a == l && b == r)
-                .map(std::cmp::Reverse)
+            ranks.iter().position(|&(a, b)| a == l && b == r).map(std::cmp::Reverse)
         });
         ranges.into_iter().map(|r| text[r].to_owned()).collect()
     }
@@ -130,10 +112,7 @@ mod tests {
     fn merges_by_priority_then_leftmost() {
         assert_eq!(pieces("aaa", &[("a", "a")]), ["aa", "a"]);
         assert_eq!(pieces("abc", &[("b", "c"), ("a", "b")]), ["a", "bc"]);
-        assert_eq!(
-            pieces("abc", &[("a", "b"), ("b", "c"), ("ab", "c")]),
-            ["abc"]
-        );
+        assert_eq!(pieces("abc", &[("a", "b"), ("b", "c"), ("ab", "c")]), ["abc"]);
         assert_eq!(pieces("hello", &[]), ["h", "e", "l", "l", "o"]);
         assert!(pieces("", &[("a", "a")]).is_empty());
     }

@@ -64,10 +64,7 @@ struct Words {
 impl Words {
     /// No words yet.
     fn new() -> Self {
-        Words {
-            lens: Vec::new(),
-            prev: 0,
-        }
+        Words { lens: Vec::new(), prev: 0 }
     }
 
     /// Ends the current word at `end` (nothing if it would be empty).
@@ -99,10 +96,7 @@ fn run_end(s: &[char], mut start: usize, pred: fn(CharClass) -> bool) -> usize {
 
 /// The length of an English contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`) at `pos`.
 fn contraction(s: &[char], pos: usize, fold_case: bool) -> Option<usize> {
-    let at = |i: usize| {
-        s.get(i)
-            .map(|&c| if fold_case { c.to_ascii_lowercase() } else { c })
-    };
+    let at = |i: usize| s.get(i).map(|&c| if fold_case { c.to_ascii_lowercase() } else { c });
     if at(pos) != Some('\'') {
         return None;
     }
@@ -173,9 +167,7 @@ fn llama3_family(s: &[char], digits: usize) -> Vec<usize> {
             continue;
         }
         // [^\r\n\p{L}\p{N}]?\p{L}+
-        if !(c == '\r' || c == '\n' || cls.is_number())
-            && (cls.is_letter() || is(s, pos + 1, CharClass::is_letter))
-        {
+        if !(c == '\r' || c == '\n' || cls.is_number()) && (cls.is_letter() || is(s, pos + 1, CharClass::is_letter)) {
             pos = run_end(s, pos + 1, CharClass::is_letter);
             words.emit(pos);
             continue;
@@ -240,11 +232,7 @@ fn run(s: &[char], pos: usize, pred: impl Fn(char) -> bool) -> usize {
 
 /// `[\p{P}\$\+<=>\^~\|]+`.
 fn punctuation_runs(s: &[char]) -> Vec<usize> {
-    split_matches(s, |s, pos| {
-        run(s, pos, |c| {
-            class(c).is_punctuation() || "$+<=>^~|".contains(c)
-        })
-    })
+    split_matches(s, |s, pos| run(s, pos, |c| class(c).is_punctuation() || "$+<=>^~|".contains(c)))
 }
 
 /// `\p{N}+`.
@@ -254,13 +242,7 @@ fn number_runs(s: &[char]) -> Vec<usize> {
 
 /// `[0-9][0-9][0-9]`.
 fn digit_triples(s: &[char]) -> Vec<usize> {
-    split_matches(s, |s, pos| {
-        if run(s, pos, |c| c.is_ascii_digit()) >= 3 {
-            3
-        } else {
-            0
-        }
-    })
+    split_matches(s, |s, pos| if run(s, pos, |c| c.is_ascii_digit()) >= 3 { 3 } else { 0 })
 }
 
 #[cfg(test)]
@@ -272,10 +254,7 @@ mod tests {
         pre.split(text)
             .iter()
             .map(|w| {
-                let bytes: Vec<u8> = w
-                    .chars()
-                    .map(|c| super::super::unicode::char_byte(c).unwrap())
-                    .collect();
+                let bytes: Vec<u8> = w.chars().map(|c| super::super::unicode::char_byte(c).unwrap()).collect();
                 String::from_utf8(bytes).unwrap()
             })
             .collect()
@@ -283,14 +262,9 @@ mod tests {
 
     #[test]
     fn gpt2_split() {
-        let got = words(
-            PreTokenizer::Gpt2,
-            "Hello, y'all!  It's 2024\t\n  ok   x 🦙 ",
-        );
-        let want = [
-            "Hello", ",", " y", "'", "all", "!", " ", " It", "'s", " 2024", "\t\n ", " ok", "  ",
-            " x", " 🦙", " ",
-        ];
+        let got = words(PreTokenizer::Gpt2, "Hello, y'all!  It's 2024\t\n  ok   x 🦙 ");
+        let want =
+            ["Hello", ",", " y", "'", "all", "!", " ", " It", "'s", " 2024", "\t\n ", " ok", "  ", " x", " 🦙", " "];
         assert_eq!(got, want);
         // Contractions are case-sensitive in GPT-2's regex.
         assert_eq!(words(PreTokenizer::Gpt2, "I'M"), ["I", "'", "M"]);
@@ -298,23 +272,15 @@ mod tests {
 
     #[test]
     fn llama3_split() {
-        let got = words(
-            PreTokenizer::Llama3,
-            "Hello, Y'ALL!\n\n (test) 1234567 \t\n  x  ",
-        );
-        let want = [
-            "Hello", ",", " Y", "'ALL", "!\n\n", " (", "test", ")", " ", "123", "456", "7",
-            " \t\n", " ", " x", "  ",
-        ];
+        let got = words(PreTokenizer::Llama3, "Hello, Y'ALL!\n\n (test) 1234567 \t\n  x  ");
+        let want =
+            ["Hello", ",", " Y", "'ALL", "!\n\n", " (", "test", ")", " ", "123", "456", "7", " \t\n", " ", " x", "  "];
         assert_eq!(got, want);
     }
 
     #[test]
     fn qwen2_splits_single_digits() {
-        assert_eq!(
-            words(PreTokenizer::Qwen2, "a 123"),
-            ["a", " ", "1", "2", "3"]
-        );
+        assert_eq!(words(PreTokenizer::Qwen2, "a 123"), ["a", " ", "1", "2", "3"]);
     }
 
     #[test]
@@ -327,11 +293,7 @@ mod tests {
 
     #[test]
     fn empty_text_has_no_words() {
-        for pre in [
-            PreTokenizer::Gpt2,
-            PreTokenizer::Llama3,
-            PreTokenizer::Default,
-        ] {
+        for pre in [PreTokenizer::Gpt2, PreTokenizer::Llama3, PreTokenizer::Default] {
             assert!(pre.split("").is_empty());
         }
     }

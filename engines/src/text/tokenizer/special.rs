@@ -29,9 +29,7 @@ pub(super) fn partition(vocab: &Vocab, text: &str, parse_special: bool) -> Vec<F
         let mut split = Vec::with_capacity(fragments.len());
         for fragment in fragments {
             match fragment {
-                Fragment::Text(range) => {
-                    split_text(text, range, id, token.text.as_str(), token.attr, &mut split)
-                }
+                Fragment::Text(range) => split_text(text, range, id, token.text.as_str(), token.attr, &mut split),
                 token @ Fragment::Token(_) => split.push(token),
             }
         }
@@ -41,14 +39,7 @@ pub(super) fn partition(vocab: &Vocab, text: &str, parse_special: bool) -> Vec<F
 }
 
 /// Splits one text fragment at every occurrence of the special token `id` (whose text is `pat`).
-fn split_text(
-    text: &str,
-    mut range: Range<usize>,
-    id: u32,
-    pat: &str,
-    attr: u8,
-    out: &mut Vec<Fragment>,
-) {
+fn split_text(text: &str, mut range: Range<usize>, id: u32, pat: &str, attr: u8, out: &mut Vec<Fragment>) {
     while let Some(at) = text[range.clone()].find(pat) {
         let start = range.start + at;
         if start > range.start {
@@ -82,14 +73,8 @@ mod tests {
         let s = vocab.id("<s>").unwrap();
         let user = vocab.id("<|user|>").unwrap();
         let text = "a<s>b<|user|><|user|>";
-        assert_eq!(
-            partition(&vocab, text, true),
-            [Text(0..1), Token(s), Text(4..5), Token(user), Token(user)]
-        );
-        assert_eq!(
-            partition(&vocab, text, false),
-            [Text(0..5), Token(user), Token(user)]
-        );
+        assert_eq!(partition(&vocab, text, true), [Text(0..1), Token(s), Text(4..5), Token(user), Token(user)]);
+        assert_eq!(partition(&vocab, text, false), [Text(0..5), Token(user), Token(user)]);
         assert!(partition(&vocab, "", true).is_empty());
         assert_eq!(partition(&vocab, "plain", true), [Text(0..5)]);
     }
@@ -101,10 +86,7 @@ mod tests {
         let vocab = Vocab::from_gguf(&gguf(meta)).unwrap();
         let user = vocab.id("<|user|>").unwrap();
         let s = vocab.id("<s>").unwrap();
-        assert_eq!(
-            partition(&vocab, "<|user|> \n x", false),
-            [Token(user), Text(11..12)]
-        );
+        assert_eq!(partition(&vocab, "<|user|> \n x", false), [Token(user), Text(11..12)]);
         assert_eq!(partition(&vocab, "<s> x", true), [Token(s), Text(3..5)]);
     }
 }

@@ -7,14 +7,8 @@ use super::vocab::Vocab;
 use super::TokenizerError;
 
 /// Appends the tokens of `text` (spaces already escaped as `▁`) to `out`.
-pub(super) fn tokenize(
-    vocab: &Vocab,
-    text: &str,
-    out: &mut Vec<u32>,
-) -> Result<(), TokenizerError> {
-    let pieces = merge(text, |_, _, joined| {
-        vocab.id(joined).map(|id| vocab.tokens[id as usize].score)
-    });
+pub(super) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<u32>) -> Result<(), TokenizerError> {
+    let pieces = merge(text, |_, _, joined| vocab.id(joined).map(|id| vocab.tokens[id as usize].score));
     for range in pieces {
         let piece = &text[range];
         // Merged pieces are tokens by construction; a single character that is not one is spelt

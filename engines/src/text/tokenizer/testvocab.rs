@@ -9,16 +9,8 @@ use super::vocab::Vocab;
 /// Writes `metadata` as a GGUF file without tensors and opens it.
 pub(super) fn gguf(metadata: Vec<(&str, Value)>) -> GgufFile {
     let file = tempfile::NamedTempFile::new().unwrap();
-    let metadata = metadata
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-    let writer = GgufWriter::new(
-        std::io::BufWriter::new(file.reopen().unwrap()),
-        metadata,
-        vec![],
-    )
-    .unwrap();
+    let metadata = metadata.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    let writer = GgufWriter::new(std::io::BufWriter::new(file.reopen().unwrap()), metadata, vec![]).unwrap();
     writer.finish().unwrap();
     GgufFile::open(file.path()).unwrap()
 }
@@ -91,10 +83,7 @@ pub(super) fn bpe_metadata() -> Vec<(&'static str, Value)> {
         ("tokenizer.ggml.pre", Value::String("gpt-2".into())),
         ("tokenizer.ggml.tokens", Value::strings(tokens)),
         ("tokenizer.ggml.token_type", Value::i32s(types)),
-        (
-            "tokenizer.ggml.merges",
-            Value::strings(["Ġ t", "h e", "Ġt he", "l l"]),
-        ),
+        ("tokenizer.ggml.merges", Value::strings(["Ġ t", "h e", "Ġt he", "l l"])),
         ("tokenizer.ggml.bos_token_id", Value::U32(eot)),
         ("tokenizer.ggml.eos_token_id", Value::U32(eot)),
     ]

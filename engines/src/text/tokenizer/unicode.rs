@@ -52,12 +52,7 @@ fn table() -> &'static [u8] {
     static TABLE: OnceLock<Box<[u8]>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = vec![0u8; 0x11_0000].into_boxed_slice();
-        for (pattern, flag) in [
-            (r"\p{L}", LETTER),
-            (r"\p{N}", NUMBER),
-            (r"\p{P}", PUNCTUATION),
-            (r"\s", WHITESPACE),
-        ] {
+        for (pattern, flag) in [(r"\p{L}", LETTER), (r"\p{N}", NUMBER), (r"\p{P}", PUNCTUATION), (r"\s", WHITESPACE)] {
             let hir = regex_syntax::parse(pattern).expect("built-in Unicode class parses");
             let HirKind::Class(Class::Unicode(set)) = hir.kind() else {
                 unreachable!("{pattern} is a Unicode class");
@@ -104,10 +99,7 @@ pub(super) fn byte_char(b: u8) -> char {
 pub(super) fn char_byte(c: char) -> Option<u8> {
     match c as u32 {
         cp @ (0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF) => Some(cp as u8),
-        cp @ 0x100..=0x143 => BYTE_CHARS
-            .iter()
-            .position(|&s| s as u32 == cp)
-            .map(|b| b as u8),
+        cp @ 0x100..=0x143 => BYTE_CHARS.iter().position(|&s| s as u32 == cp).map(|b| b as u8),
         _ => None,
     }
 }
@@ -123,9 +115,7 @@ mod tests {
         assert!(class('!').is_punctuation() && class('、').is_punctuation());
         assert!(!class('$').is_punctuation() && class('$').is_other());
         assert!(class('🦙').is_other() && class('\u{0378}').is_other());
-        for ws in [
-            ' ', '\t', '\n', '\u{0B}', '\u{0C}', '\r', '\u{85}', '\u{A0}', '\u{3000}',
-        ] {
+        for ws in [' ', '\t', '\n', '\u{0B}', '\u{0C}', '\r', '\u{85}', '\u{A0}', '\u{3000}'] {
             assert!(class(ws).is_whitespace(), "{ws:?}");
         }
         for not_ws in ['\u{1C}', '\u{200B}', 'x'] {

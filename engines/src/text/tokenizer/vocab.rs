@@ -163,10 +163,7 @@ struct Meta<'a>(&'a GgufFile);
 impl Meta<'_> {
     /// An error about key `name`.
     fn bad(name: &str, problem: &str) -> TokenizerError {
-        TokenizerError::Metadata {
-            key: key(name),
-            problem: problem.to_owned(),
-        }
+        TokenizerError::Metadata { key: key(name), problem: problem.to_owned() }
     }
 
     /// The value of key `name`.
@@ -176,16 +173,12 @@ impl Meta<'_> {
 
     /// A string value, if present.
     fn string(&self, name: &str) -> Result<Option<&str>, TokenizerError> {
-        self.get(name)
-            .map(|v| v.as_str().ok_or_else(|| Self::bad(name, "is not a string")))
-            .transpose()
+        self.get(name).map(|v| v.as_str().ok_or_else(|| Self::bad(name, "is not a string"))).transpose()
     }
 
     /// A bool value, if present.
     fn boolean(&self, name: &str) -> Result<Option<bool>, TokenizerError> {
-        self.get(name)
-            .map(|v| v.as_bool().ok_or_else(|| Self::bad(name, "is not a bool")))
-            .transpose()
+        self.get(name).map(|v| v.as_bool().ok_or_else(|| Self::bad(name, "is not a bool"))).transpose()
     }
 
     /// An array value, if present.
@@ -195,9 +188,7 @@ impl Meta<'_> {
 
     /// A token id if present and inside the vocabulary (llama.cpp ignores others).
     fn id(&self, name: &str, n_tokens: usize) -> Option<u32> {
-        self.get(name)
-            .and_then(Value::as_u32)
-            .filter(|&id| (id as usize) < n_tokens)
+        self.get(name).and_then(Value::as_u32).filter(|&id| (id as usize) < n_tokens)
     }
 }
 
@@ -205,9 +196,7 @@ impl Vocab {
     /// Loads the vocabulary from `tokenizer.ggml.*` metadata.
     pub(super) fn from_gguf(file: &GgufFile) -> Result<Vocab, TokenizerError> {
         let meta = Meta(file);
-        let model_name = meta
-            .string("model")?
-            .ok_or_else(|| Meta::bad("model", "is missing"))?;
+        let model_name = meta.string("model")?.ok_or_else(|| Meta::bad("model", "is missing"))?;
         let pre_name = meta.string("pre")?;
         let (model, ignore_merges, mut add_bos, clean_spaces) = match model_name {
             "llama" => (Model::Spm, false, true, false),
@@ -217,18 +206,11 @@ impl Vocab {
                     .iter()
                     .find(|pre| pre.names.contains(&name))
                     .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
-                (
-                    Model::Bpe(pre.split),
-                    pre.ignore_merges,
-                    pre.add_bos,
-                    pre.clean_spaces,
-                )
+                (Model::Bpe(pre.split), pre.ignore_merges, pre.add_bos, pre.clean_spaces)
             }
             other => return Err(TokenizerError::UnsupportedModel(other.to_owned())),
         };
-        let add_space_prefix = meta
-            .boolean("add_space_prefix")?
-            .unwrap_or(model == Model::Spm);
+        let add_space_prefix = meta.boolean("add_space_prefix")?.unwrap_or(model == Model::Spm);
 
         let (tokens, ids) = read_tokens(&meta)?;
         let n = tokens.len();
@@ -238,27 +220,17 @@ impl Vocab {
         };
 
         // Special ids: model defaults (dropped when outside the vocabulary), then metadata.
-        let (default_bos, default_eos) = if model == Model::Spm {
-            (1, 2)
-        } else {
-            (11, 11)
-        };
+        let (default_bos, default_eos) = if model == Model::Spm { (1, 2) } else { (11, 11) };
         let in_vocab = |id: u32| Some(id).filter(|&id| (id as usize) < n);
         let bos = meta.id("bos_token_id", n).or(in_vocab(default_bos));
         let eos = meta.id("eos_token_id", n).or(in_vocab(default_eos));
         add_bos = meta.boolean("add_bos_token")?.unwrap_or(add_bos);
         let add_eos = meta.boolean("add_eos_token")?.unwrap_or(false);
         if add_bos && bos.is_none() {
-            return Err(Meta::bad(
-                "add_bos_token",
-                "is true, but there is no BOS token",
-            ));
+            return Err(Meta::bad("add_bos_token", "is true, but there is no BOS token"));
         }
         if add_eos && eos.is_none() {
-            return Err(Meta::bad(
-                "add_eos_token",
-                "is true, but there is no EOS token",
-            ));
+            return Err(Meta::bad("add_eos_token", "is true, but there is no EOS token"));
         }
 
         let mut vocab = Vocab {
@@ -278,19 +250,10 @@ impl Vocab {
         };
         vocab.find_end_of_generation(&meta, n);
         vocab.specials = (0..n as u32)
-            .filter(|&id| {
-                vocab.tokens[id as usize].attr
-                    & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN)
-                    != 0
-            })
+            .filter(|&id| vocab.tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
             .collect();
-        vocab
-            .specials
-            .sort_by_key(|&id| std::cmp::Reverse(vocab.tokens[id as usize].text.len()));
-        let name = file
-            .get("general.name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        vocab.specials.sort_by_key(|&id| std::cmp::Reverse(vocab.tokens[id as usize].text.len()));
+        let name = file.get("general.name").and_then(Value::as_str).unwrap_or("");
         vocab.apply_phi3_rstrip(&name.to_lowercase());
         Ok(vocab)
     }
@@ -309,10 +272,7 @@ impl Vocab {
             eog.extend(id);
         }
         for &(keys, texts, ends) in FIM_ROLES {
-            let id = keys
-                .iter()
-                .find_map(|k| meta.id(k, n))
-                .or_else(|| by_text(self, texts));
+            let id = keys.iter().find_map(|k| meta.id(k, n)).or_else(|| by_text(self, texts));
             if ends {
                 eog.extend(id);
             }
@@ -349,19 +309,10 @@ impl Vocab {
         for &id in &self.specials {
             self.tokens[id as usize].attr |= attr::RSTRIP;
         }
-        for (text, rstrip) in [
-            ("</s>", true),
-            ("<unk>", false),
-            ("<s>", false),
-            ("<|endoftext|>", false),
-        ] {
+        for (text, rstrip) in [("</s>", true), ("<unk>", false), ("<s>", false), ("<|endoftext|>", false)] {
             if let Some(&id) = self.ids.get(text) {
                 let a = &mut self.tokens[id as usize].attr;
-                *a = if rstrip {
-                    *a | attr::RSTRIP
-                } else {
-                    *a & !attr::RSTRIP
-                };
+                *a = if rstrip { *a | attr::RSTRIP } else { *a & !attr::RSTRIP };
             }
         }
     }
@@ -382,8 +333,7 @@ impl Vocab {
 
     /// The token for one byte: `<0xNN>`, else the byte as a one-character token (ASCII only).
     pub(super) fn byte_token(&self, b: u8) -> Option<u32> {
-        self.id(&format!("<0x{b:02X}>"))
-            .or_else(|| b.is_ascii().then(|| self.id(&char::from(b).to_string()))?)
+        self.id(&format!("<0x{b:02X}>")).or_else(|| b.is_ascii().then(|| self.id(&char::from(b).to_string()))?)
     }
 }
 
@@ -397,38 +347,20 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), Tokeni
         None => vec![0.0; n],
         Some(Array::F32(s)) if s.len() >= n => s[..n].to_vec(),
         Some(Array::I32(s)) if s.len() >= n => s[..n].iter().map(|&s| s as f32).collect(),
-        Some(_) => {
-            return Err(Meta::bad(
-                "scores",
-                "is not an f32 or i32 array of one score a token",
-            ))
-        }
+        Some(_) => return Err(Meta::bad("scores", "is not an f32 or i32 array of one score a token")),
     };
     let types: Vec<i32> = match meta.array("token_type") {
         None => vec![1; n],
         Some(Array::I32(t)) if t.len() >= n => t[..n].to_vec(),
-        Some(_) => {
-            return Err(Meta::bad(
-                "token_type",
-                "is not an i32 array of one type a token",
-            ))
-        }
+        Some(_) => return Err(Meta::bad("token_type", "is not an i32 array of one type a token")),
     };
 
     let mut tokens = Vec::with_capacity(n);
     let mut ids = HashMap::with_capacity(n);
     for (i, ((text, score), ty)) in texts.iter().zip(scores).zip(types).enumerate() {
-        let text = if text.is_empty() {
-            format!("[EMPTY_{i}]")
-        } else {
-            text.clone()
-        };
+        let text = if text.is_empty() { format!("[EMPTY_{i}]") } else { text.clone() };
         if let Some(first) = ids.insert(text.clone(), i as u32) {
-            return Err(TokenizerError::DuplicateToken {
-                text,
-                first,
-                second: i as u32,
-            });
+            return Err(TokenizerError::DuplicateToken { text, first, second: i as u32 });
         }
         let attr = match ty {
             1 => attr::NORMAL,
@@ -472,9 +404,7 @@ mod tests {
                 ("tokenizer.ggml.tokens", Value::Array(Array::String(t))) => {
                     t.extend(extra.iter().map(|(text, _)| text.to_string()))
                 }
-                ("tokenizer.ggml.token_type", Value::Array(Array::I32(t))) => {
-                    t.extend(extra.iter().map(|&(_, ty)| ty))
-                }
+                ("tokenizer.ggml.token_type", Value::Array(Array::I32(t))) => t.extend(extra.iter().map(|&(_, ty)| ty)),
                 _ => {}
             }
         }
@@ -483,32 +413,17 @@ mod tests {
 
     #[test]
     fn end_of_generation_tokens_found_by_text() {
-        let vocab = with_tokens(&[
-            ("<|im_end|>", 1),
-            ("<|fim_pad|>", 1),
-            ("<|fim_prefix|>", 1),
-            ("<|channel|>", 3),
-        ])
-        .unwrap();
+        let vocab =
+            with_tokens(&[("<|im_end|>", 1), ("<|fim_pad|>", 1), ("<|fim_prefix|>", 1), ("<|channel|>", 3)]).unwrap();
         let id = |t: &str| vocab.id(t).unwrap();
         let eos = vocab.eos.unwrap();
         assert_eq!(vocab.eog, [eos, id("<|im_end|>"), id("<|fim_pad|>")]);
         for t in ["<|im_end|>", "<|fim_pad|>", "<|fim_prefix|>"] {
-            assert_eq!(
-                vocab.tokens[id(t) as usize].attr,
-                attr::NORMAL | attr::CONTROL,
-                "{t}"
-            );
+            assert_eq!(vocab.tokens[id(t) as usize].attr, attr::NORMAL | attr::CONTROL, "{t}");
         }
-        assert_eq!(
-            vocab.tokens[id("<|channel|>") as usize].attr,
-            attr::USER_DEFINED
-        );
+        assert_eq!(vocab.tokens[id("<|channel|>") as usize].attr, attr::USER_DEFINED);
         // Longest first.
-        assert_eq!(
-            vocab.tokens[vocab.specials[0] as usize].text,
-            "<|fim_prefix|>"
-        );
+        assert_eq!(vocab.tokens[vocab.specials[0] as usize].text, "<|fim_prefix|>");
     }
 
     #[test]
@@ -533,11 +448,7 @@ mod tests {
         let vocab = Vocab::from_gguf(&gguf(meta)).unwrap();
         assert_eq!((vocab.bos, vocab.eos), (Some(11), Some(11)));
         // add_bos needs a BOS.
-        let mut meta = strip(&[
-            "tokenizer.ggml.bos_token_id",
-            "tokenizer.ggml.tokens",
-            "tokenizer.ggml.merges",
-        ]);
+        let mut meta = strip(&["tokenizer.ggml.bos_token_id", "tokenizer.ggml.tokens", "tokenizer.ggml.merges"]);
         meta.push(("tokenizer.ggml.tokens", Value::strings(["a", "b"])));
         meta.push(("tokenizer.ggml.merges", Value::strings(["a b"])));
         meta.push(("tokenizer.ggml.add_bos_token", Value::Bool(true)));
