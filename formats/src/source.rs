@@ -121,8 +121,14 @@ pub enum SourceError {
 pub trait TensorSource: Send + Sync {
     /// All tensors, in storage order.
     fn tensors(&self) -> Vec<TensorMeta>;
+    /// A tensor's elements as f32 (row-major) into `out`, reusing its allocation; F32, F16 and BF16 only.
+    fn read_f32_into(&self, name: &str, out: &mut Vec<f32>) -> Result<(), SourceError>;
     /// A tensor's elements as f32 (row-major); F32, F16 and BF16 only.
-    fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError>;
+    fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError> {
+        let mut out = Vec::new();
+        self.read_f32_into(name, &mut out)?;
+        Ok(out)
+    }
     /// A tensor's stored bytes, borrowed from the mmap.
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError>;
     /// Drops a tensor's pages from this process's resident memory once it has been consumed,
@@ -155,13 +161,32 @@ pub fn open(path: &Path) -> Result<Box<dyn TensorSource>, SourceError> {
 }
 
 /// Converts stored bytes of `dtype` to f32, or reports that the dtype is not a float tgi reads.
-pub(crate) fn bytes_to_f32(bytes: &[u8], dtype: DType, file: &Path, name: &str) -> Result<Vec<f32>, SourceError> {
-    match dtype {
-        DType::F32 => Ok(f32_from_bytes(bytes)),
-        DType::F16 => Ok(f16_to_f32(bytes)),
-        DType::BF16 => Ok(bf16_to_f32(bytes)),
-        other => Err(SourceError::NotFloat { file: file.to_path_buf(), name: name.to_owned(), dtype: other }),
+/// Source bytes converted between two releases of their pages, so a tensor's mapped pages
+/// never all sit in memory at once.
+const SLAB: usize = 16 << 20;
+
+/// Converts a tensor's stored bytes (a slice of `mmap`) to f32 into `out`, releasing the mapped
+/// pages slab by slab as they are consumed.
+pub(crate) fn bytes_to_f32(
+    mmap: &memmap2::Mmap,
+    bytes: &[u8],
+    dtype: DType,
+    file: &Path,
+    name: &str,
+    out: &mut Vec<f32>,
+) -> Result<(), SourceError> {
+    let (width, convert): (usize, fn(&[u8], &mut [f32])) = match dtype {
+        DType::F32 => (4, f32_from_bytes),
+        DType::F16 => (2, f16_to_f32),
+        DType::BF16 => (2, bf16_to_f32),
+        other => return Err(SourceError::NotFloat { file: file.to_path_buf(), name: name.to_owned(), dtype: other }),
+    };
+    out.resize(bytes.len() / width, 0.0); // every element is overwritten below
+    for (src, dst) in bytes.chunks(SLAB).zip(out.chunks_mut(SLAB / width)) {
+        convert(src, dst);
+        release_pages(mmap, src);
     }
+    Ok(())
 }
 
 impl TensorSource for GgufFile {
@@ -172,9 +197,9 @@ impl TensorSource for GgufFile {
             .collect()
     }
 
-    fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError> {
+    fn read_f32_into(&self, name: &str, out: &mut Vec<f32>) -> Result<(), SourceError> {
         let t = self.tensor(name).ok_or_else(|| not_found(self.path(), name))?;
-        bytes_to_f32(self.tensor_data(t), DType::from_ggml(t.ty), self.path(), name)
+        bytes_to_f32(self.mmap(), self.tensor_data(t), DType::from_ggml(t.ty), self.path(), name, out)
     }
 
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError> {

@@ -2,14 +2,17 @@
 
 mod report;
 
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgi_engines::convert::preset::{Preset, TypeOverrides};
-use tgi_engines::convert::{run_job, ExportPlan};
+use tgi_engines::convert::{run_job, ExportPlan, Scratch};
 use tgi_formats::gguf::{GgufFile, GgufWriter};
 use tgi_formats::hf::{self, GgufVocab, ModelConfig};
 use tgi_formats::safetensors::SafetensorsSet;
@@ -205,23 +208,9 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-{}.gguf", input.name(), args.preset.name().to_uppercase())));
     let out = AtomicFile::create(&target, args.force, &input.paths())?;
-    let mut writer = GgufWriter::new(out.writer()?, plan.metadata.clone(), plan.tensor_specs())?;
-
+    let writer = GgufWriter::new(out.writer()?, plan.metadata.clone(), plan.tensor_specs())?;
     let progress = Progress::new(args.quiet || args.json, &plan);
-    let mut rows = Vec::with_capacity(plan.jobs.len());
-    for job in &plan.jobs {
-        progress.start(job);
-        let encoded =
-            run_job(job, input.source(), &|n| progress.advance(n)).with_context(|| format!("tensor '{}'", job.name))?;
-        writer.write_tensor(&job.name, &encoded.bytes)?;
-        let lossy = job.target != job.source_type;
-        rows.push((
-            TensorReport::new(&job.name, job.target, &job.dims, encoded.bytes.len() as u64, &encoded.stats),
-            lossy,
-        ));
-        progress.finish_tensor();
-    }
-    finish_writer(writer.finish()?)?;
+    let rows = encode_all(&plan, input.source(), writer, &progress)?;
     out.commit()?;
     progress.clear();
 
@@ -240,6 +229,54 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         println!("{}", summary.to_table());
     }
     Ok(())
+}
+
+/// Encodes every tensor of the plan while a writer thread writes the previous one, so the
+/// disk write of tensor i overlaps the encoding of tensor i+1. Two byte buffers take turns.
+fn encode_all(
+    plan: &ExportPlan,
+    source: &dyn TensorSource,
+    mut writer: GgufWriter<BufWriter<File>>,
+    progress: &Progress,
+) -> Result<Vec<(TensorReport, bool)>> {
+    let (to_writer, written) = mpsc::sync_channel::<(usize, Vec<u8>)>(0);
+    let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        let names: Vec<&str> = plan.jobs.iter().map(|j| j.name.as_str()).collect();
+        let write_thread = scope.spawn(move || -> Result<()> {
+            for (i, bytes) in written {
+                writer.write_tensor(names[i], &bytes)?;
+                let _ = recycle.send(bytes);
+            }
+            finish_writer(writer.finish()?)
+        });
+        let mut rows = Vec::with_capacity(plan.jobs.len());
+        let mut scratch = Scratch::default();
+        let mut encode = || -> Result<()> {
+            for (i, job) in plan.jobs.iter().enumerate() {
+                progress.start(job);
+                if let Ok(buffer) = recycled.try_recv() {
+                    scratch.bytes = buffer;
+                }
+                let stats = run_job(job, source, &mut scratch, &|n| progress.advance(n))
+                    .with_context(|| format!("tensor '{}'", job.name))?;
+                let bytes = std::mem::take(&mut scratch.bytes);
+                let report = TensorReport::new(&job.name, job.target, &job.dims, bytes.len() as u64, &stats);
+                rows.push((report, job.target != job.source_type));
+                if to_writer.send((i, bytes)).is_err() {
+                    break; // the writer failed; its error is reported below
+                }
+                progress.finish_tensor();
+            }
+            Ok(())
+        };
+        let encoded = encode();
+        drop(to_writer);
+        let write_result = write_thread.join().map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
+        encoded?;
+        write_result?;
+        Ok(rows)
+    })
 }
 
 /// The overall bar (all values) and the current tensor's bar.

@@ -102,11 +102,6 @@ impl TensorJob {
     pub fn elements(&self) -> u64 {
         self.dims.iter().product()
     }
-
-    /// Bytes written for this tensor.
-    pub fn output_bytes(&self) -> u64 {
-        self.target.bytes_for(self.elements()).unwrap_or(0)
-    }
 }
 
 /// Everything needed to write one GGUF file.
@@ -118,12 +113,14 @@ pub struct ExportPlan {
     pub jobs: Vec<TensorJob>,
 }
 
-/// The tensor encoded, with its error.
-pub struct Encoded {
-    /// Bytes in the target type.
+/// Buffers reused from tensor to tensor, so that streaming over a model does not fault in
+/// fresh memory for every tensor.
+#[derive(Default)]
+pub struct Scratch {
+    values: Vec<f32>,
+    spare: Vec<f32>,
+    /// The last tensor's encoded bytes.
     pub bytes: Vec<u8>,
-    /// Error of the decoded values against the source values.
-    pub stats: ErrorStats,
 }
 
 impl ExportPlan {
@@ -267,30 +264,34 @@ fn set_kv(kv: &mut Vec<(String, Value)>, key: &str, value: Value) {
     kv.push((key.to_string(), value));
 }
 
-/// Reads, transforms and encodes one tensor. A tensor whose type does not change is copied as stored.
-/// `progress` receives the number of values done as work advances.
+/// Reads, transforms and encodes one tensor into `scratch.bytes`, returning its error.
+/// A tensor whose type does not change is copied as stored. `progress` receives the number of
+/// values done as work advances.
 pub fn run_job(
     job: &TensorJob,
     source: &dyn TensorSource,
+    scratch: &mut Scratch,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Encoded, ConvertError> {
+) -> Result<ErrorStats, ConvertError> {
     let n_per_row = job.dims.first().copied().unwrap_or(1) as usize;
     let rows = (job.elements() as usize) / n_per_row.max(1);
-    let data = match &job.input {
-        JobInput::Generated(v) => v.clone(),
+    match &job.input {
+        JobInput::Generated(v) => {
+            scratch.values.clear();
+            scratch.values.extend_from_slice(v);
+        }
         JobInput::Tensor(name) => {
             if job.target == job.source_type && job.transform == Transform::None {
-                let bytes = source.raw_bytes(name)?.to_vec();
+                scratch.bytes.clear();
+                scratch.bytes.extend_from_slice(source.raw_bytes(name)?);
                 source.release(name);
                 progress(job.elements());
-                return Ok(Encoded { bytes, stats: ErrorStats { count: job.elements(), ..Default::default() } });
+                return Ok(ErrorStats { count: job.elements(), ..Default::default() });
             }
-            let values = source.read_f32(name)?;
+            source.read_f32_into(name, &mut scratch.values)?;
             source.release(name);
-            values
         }
-    };
-    let data = names::apply(job.transform, data, rows)?;
-    let (bytes, stats) = encode::encode(job.target, &data, n_per_row, progress)?;
-    Ok(Encoded { bytes, stats })
+    }
+    names::apply(job.transform, &mut scratch.values, &mut scratch.spare, rows)?;
+    encode::encode(job.target, &scratch.values, n_per_row, &mut scratch.bytes, progress)
 }

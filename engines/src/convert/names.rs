@@ -64,10 +64,16 @@ pub fn map_name(
     Ok(Some((format!("blk.{layer}.{gguf}.{suffix}"), transform)))
 }
 
-/// Applies a transform to a row-major `[rows, cols]` tensor (a bias is `[rows, 1]`).
-pub fn apply(transform: Transform, data: Vec<f32>, rows: usize) -> Result<Vec<f32>, ConvertError> {
+/// Applies a transform to a row-major `[rows, cols]` tensor (a bias is `[rows, 1]`) in `data`,
+/// using `scratch` as the working copy.
+pub fn apply(
+    transform: Transform,
+    data: &mut Vec<f32>,
+    scratch: &mut Vec<f32>,
+    rows: usize,
+) -> Result<(), ConvertError> {
     let Transform::PermuteHeads(heads) = transform else {
-        return Ok(data);
+        return Ok(());
     };
     if heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0 || data.len() % rows.max(1) != 0 {
         return Err(ConvertError::BadPermutation { rows, heads });
@@ -75,7 +81,9 @@ pub fn apply(transform: Transform, data: Vec<f32>, rows: usize) -> Result<Vec<f3
     let cols = data.len() / rows;
     let hd = rows / heads;
     let half = hd / 2;
-    let mut out = vec![0f32; data.len()];
+    let out = scratch;
+    out.clear();
+    out.extend_from_slice(data);
     for h in 0..heads {
         for i in 0..half {
             for j in 0..2 {
@@ -85,7 +93,8 @@ pub fn apply(transform: Transform, data: Vec<f32>, rows: usize) -> Result<Vec<f3
             }
         }
     }
-    Ok(out)
+    data.copy_from_slice(out);
+    Ok(())
 }
 
 /// llama.cpp's tensor order: tensors outside `blk.N` first, then by layer, then by name.
@@ -117,14 +126,16 @@ mod tests {
     #[test]
     fn permutation_interleaves_halves() {
         // 1 head, head dim 4, 1 column: rows [0,1,2,3] -> [0,2,1,3].
-        let out = apply(Transform::PermuteHeads(1), vec![0., 1., 2., 3.], 4).unwrap();
+        let mut scratch = Vec::new();
+        let mut out = vec![0., 1., 2., 3.];
+        apply(Transform::PermuteHeads(1), &mut out, &mut scratch, 4).unwrap();
         assert_eq!(out, vec![0., 2., 1., 3.]);
         // 2 heads of dim 4, 2 columns.
-        let data: Vec<f32> = (0..16).map(|x| x as f32).collect();
-        let out = apply(Transform::PermuteHeads(2), data, 8).unwrap();
+        let mut out: Vec<f32> = (0..16).map(|x| x as f32).collect();
+        apply(Transform::PermuteHeads(2), &mut out, &mut scratch, 8).unwrap();
         let rows: Vec<f32> = out.chunks(2).map(|r| r[0] / 2.0).collect();
         assert_eq!(rows, vec![0., 2., 1., 3., 4., 6., 5., 7.]);
-        assert!(apply(Transform::PermuteHeads(3), vec![0.; 8], 8).is_err());
+        assert!(apply(Transform::PermuteHeads(3), &mut vec![0.; 8], &mut scratch, 8).is_err());
     }
 
     #[test]

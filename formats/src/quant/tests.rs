@@ -216,3 +216,17 @@ fn decoding_is_deterministic_on_arbitrary_bytes() {
         assert!(out.iter().all(|v| v.is_finite()), "{ty}");
     }
 }
+
+#[test]
+fn encoders_overwrite_every_byte() {
+    // Callers reuse output buffers: the bytes must not depend on what the buffer held before.
+    let x: Vec<f32> = (0..512).map(|i| ((i * 7919 % 257) as f32 - 128.0) / 37.0).collect();
+    for ty in GgmlType::ALL {
+        let n = ty.bytes_for(512).unwrap() as usize;
+        let mut zeros = vec![0u8; n];
+        let mut ones = vec![0xFFu8; n];
+        quantize_row(ty, &x, &mut zeros).unwrap();
+        quantize_row(ty, &x, &mut ones).unwrap();
+        assert_eq!(zeros, ones, "{ty}");
+    }
+}

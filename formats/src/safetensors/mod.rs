@@ -312,9 +312,9 @@ impl TensorSource for SafetensorsSet {
         self.entries.iter().map(|e| e.meta.clone()).collect()
     }
 
-    fn read_f32(&self, name: &str) -> Result<Vec<f32>, SourceError> {
+    fn read_f32_into(&self, name: &str, out: &mut Vec<f32>) -> Result<(), SourceError> {
         let e = self.entry(name)?;
-        bytes_to_f32(self.bytes(e), e.meta.dtype, &self.shards[e.shard].path, name)
+        bytes_to_f32(&self.shards[e.shard].mmap, self.bytes(e), e.meta.dtype, &self.shards[e.shard].path, name, out)
     }
 
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError> {
