@@ -154,3 +154,21 @@ fn hub_id_resolves_from_the_local_cache_offline() {
         .unwrap();
     assert_fails(&out, 2, "tgi-test/missing");
 }
+
+#[test]
+fn a_safetensors_file_path_uses_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("o.gguf");
+    let st = model("stories260k/hf/model.safetensors");
+    let out = tgi([
+        "quantize".as_ref(),
+        st.as_os_str(),
+        "--type".as_ref(),
+        "q8_0".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        target.as_os_str(),
+    ]);
+    assert_ok(&out);
+    assert!(target.exists());
+}

@@ -37,8 +37,9 @@ pub enum Format {
 tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m -o tinyllama-q4_k_m.gguf\n  \
 tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf")]
 pub struct QuantizeArgs {
-    /// The model: a Hugging Face directory, a hub id (org/name, from the local cache or
-    /// downloaded), or a GGUF file with F32/F16/BF16 tensors.
+    /// The model: a Hugging Face directory (or its model.safetensors, with config.json beside
+    /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file with
+    /// F32/F16/BF16 tensors.
     pub model: String,
 
     /// Output format.
@@ -112,7 +113,7 @@ enum Input {
 impl Input {
     fn open(model: &str) -> Result<Input> {
         let path = Path::new(model);
-        if path.is_file() {
+        if path.is_file() && path.extension().is_none_or(|e| e != "safetensors") {
             let file = GgufFile::open(path)?;
             let name =
                 file.get("general.name").and_then(|v| v.as_str()).map(str::to_string).unwrap_or_else(|| stem(path));
