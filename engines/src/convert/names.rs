@@ -82,8 +82,7 @@ pub fn apply(
     let hd = rows / heads;
     let half = hd / 2;
     let out = scratch;
-    out.clear();
-    out.extend_from_slice(data);
+    out.resize(data.len(), 0.0); // every row is overwritten below
     for h in 0..heads {
         for i in 0..half {
             for j in 0..2 {
