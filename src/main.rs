@@ -9,6 +9,8 @@ fn main() {
     tgi_commands::output::install_interrupt_cleanup();
     let result = match cli.command {
         Command::Quantize(args) => tgi_commands::quantize::run(args),
+        Command::Generate(args) => tgi_commands::generate::run(args),
+        Command::Perplexity(args) => tgi_commands::perplexity::run(args),
         Command::Completions(args) => {
             cli::completions(args.shell, &mut std::io::stdout());
             Ok(())

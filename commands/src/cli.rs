@@ -17,6 +17,10 @@ pub struct Cli {
 pub enum Command {
     /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file.
     Quantize(crate::quantize::QuantizeArgs),
+    /// Generate text from a prompt, streaming it as it is produced.
+    Generate(crate::generate::GenerateArgs),
+    /// Measure a model's perplexity on a text file, as llama-perplexity does.
+    Perplexity(crate::perplexity::PerplexityArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
 }

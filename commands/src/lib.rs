@@ -3,7 +3,10 @@
 
 pub mod cli;
 pub mod error;
+pub mod generate;
+pub mod model_args;
 pub mod output;
+pub mod perplexity;
 pub mod quantize;
 
 pub use cli::{Cli, Command};

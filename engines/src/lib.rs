@@ -2,5 +2,11 @@
 //! models, KV cache and scheduler build on the same crate.
 
 pub mod convert;
+pub mod device;
+pub mod generate;
+pub mod kernels;
+pub mod kv;
+pub mod model;
+pub mod perplexity;
 pub mod sampling;
 pub mod text;

@@ -1,0 +1,212 @@
+//! `tgi generate`: one prompt in, text streamed out, then a one-line summary (or one JSON object).
+
+use std::io::{Read, Write};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use tgi_engines::generate::{generate, GenerateRequest, Generated};
+use tgi_engines::sampling::SamplingParams;
+use tgi_engines::text::chat::Message;
+
+use crate::error::InputError;
+use crate::model_args::ModelArgs;
+
+/// Arguments of `tgi generate`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  tgi generate \"Once upon a time\"\n  \
+tgi generate -m model-q4_k_m.gguf --temperature 0 --max-new-tokens 64 \"The capital of France is\"\n  \
+tgi generate -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --chat --system \"Be brief.\" \"Why is the sky blue?\"\n  \
+echo \"Once upon a time\" | tgi generate --json -")]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// The prompt; `-` reads it from standard input.
+    pub prompt: String,
+
+    /// Most tokens to generate.
+    #[arg(short = 'n', long, default_value_t = 128, value_name = "N")]
+    pub max_new_tokens: usize,
+
+    /// Sampling temperature; 0 picks the most likely token every time (greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+
+    /// Sample from the K most likely tokens only.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+
+    /// Sample from the smallest set of tokens whose probability reaches P.
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f32>,
+
+    /// Drop tokens less than P times as likely as the most likely one.
+    #[arg(long, value_name = "P")]
+    pub min_p: Option<f32>,
+
+    /// Locally typical sampling mass.
+    #[arg(long, value_name = "P")]
+    pub typical_p: Option<f32>,
+
+    /// Penalize tokens already in the prompt or output (1 = off; TGI/transformers semantics).
+    #[arg(long, value_name = "R")]
+    pub repetition_penalty: Option<f32>,
+
+    /// Subtract this per earlier occurrence of a token in the output (OpenAI semantics).
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub frequency_penalty: f32,
+
+    /// Subtract this from every token already in the output (OpenAI semantics).
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub presence_penalty: f32,
+
+    /// Random seed: the same seed gives the same output [default: random].
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Stop when the output contains this text (repeatable); the stop text is not printed.
+    #[arg(long, value_name = "TEXT")]
+    pub stop: Vec<String>,
+
+    /// Keep generating after end-of-sequence tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+
+    /// Wrap the prompt in the model's chat template as a user message.
+    #[arg(long)]
+    pub chat: bool,
+
+    /// System message for --chat.
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    pub system: Option<String>,
+
+    /// With --json, report each token's log-probability and its N most likely alternatives.
+    #[arg(long, value_name = "N")]
+    pub logprobs: Option<usize>,
+
+    /// Most prompt tokens per prefill step.
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    pub prefill_chunk: usize,
+
+    /// Print one JSON object (ids, text, finish reason, timings) instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print only the generated text, no summary line.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Runs `tgi generate`.
+pub fn run(args: GenerateArgs) -> Result<()> {
+    let params = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        typical_p: args.typical_p,
+        repetition_penalty: args.repetition_penalty,
+        frequency_penalty: args.frequency_penalty,
+        presence_penalty: args.presence_penalty,
+        seed: args.seed,
+        logprobs: args.logprobs.is_some(),
+        top_logprobs: args.logprobs.unwrap_or(0),
+    };
+    params.validate().map_err(|e| InputError(e.to_string()))?;
+    if args.max_new_tokens == 0 {
+        return Err(InputError("--max-new-tokens must be at least 1".into()).into());
+    }
+    let prompt = if args.prompt == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from standard input")?;
+        s
+    } else {
+        args.prompt.clone()
+    };
+    let m = args.model.load()?;
+    let prompt_ids = if args.chat {
+        let template =
+            m.chat_template.as_ref().ok_or_else(|| InputError("--chat: the model has no chat template".into()))?;
+        let mut messages = Vec::new();
+        if let Some(system) = &args.system {
+            messages.push(Message::new("system", system));
+        }
+        messages.push(Message::new("user", &prompt));
+        let text = template.render(&messages, true, &serde_json::Value::Null).map_err(|e| InputError(e.to_string()))?;
+        m.tokenizer.encode(&text, false, true)
+    } else {
+        m.tokenizer.encode(&prompt, true, true)
+    }
+    .map_err(|e| InputError(format!("cannot tokenize the prompt: {e}")))?;
+    let req = GenerateRequest {
+        prompt_ids,
+        params,
+        max_new_tokens: args.max_new_tokens,
+        stop: args.stop.clone(),
+        ignore_eos: args.ignore_eos,
+        prefill_chunk: args.prefill_chunk,
+    };
+    let stream = !args.json;
+    let mut out = std::io::stdout().lock();
+    let g = generate(&m, &req, |piece| {
+        if stream && !piece.is_empty() {
+            let _ = out.write_all(piece.as_bytes());
+            let _ = out.flush();
+        }
+    })
+    .map_err(|e| match e {
+        tgi_engines::model::ModelError::ContextOverflow { .. } => InputError(e.to_string()).into(),
+        e => anyhow::Error::new(e),
+    })?;
+    if args.json {
+        let v = report(&req, &g, args.logprobs.is_some());
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(out)?;
+        if !args.quiet {
+            eprintln!("{}", summary(&req, &g));
+        }
+    }
+    Ok(())
+}
+
+/// The one-line summary printed after the text.
+fn summary(req: &GenerateRequest, g: &Generated) -> String {
+    let t = &g.timings;
+    format!(
+        "prompt {} tokens | generated {} ({}) | TTFT {:.1} ms | prefill {:.1} tok/s | decode {:.1} tok/s",
+        req.prompt_ids.len(),
+        g.tokens.len(),
+        g.finish.as_tgi(),
+        t.ttft.as_secs_f64() * 1e3,
+        t.prefill_rate(req.prompt_ids.len()),
+        t.decode_rate(),
+    )
+}
+
+/// The `--json` object.
+fn report(req: &GenerateRequest, g: &Generated, logprobs: bool) -> serde_json::Value {
+    let t = &g.timings;
+    let mut v = json!({
+        "prompt_token_ids": req.prompt_ids,
+        "generated_token_ids": g.tokens,
+        "text": g.text,
+        "finish_reason": g.finish.as_tgi(),
+        "seed": g.seed,
+        "timings": {
+            "ttft_ms": t.ttft.as_secs_f64() * 1e3,
+            "prefill_ms": t.prefill.as_secs_f64() * 1e3,
+            "prefill_tokens_per_second": t.prefill_rate(req.prompt_ids.len()),
+            "decode_ms": t.decode.as_secs_f64() * 1e3,
+            "decode_tokens_per_second": t.decode_rate(),
+        },
+    });
+    if logprobs {
+        v["logprobs"] = g
+            .sampled
+            .iter()
+            .map(|s| json!({"id": s.token, "logprob": s.logprob, "top": s.top.iter().map(|(id, lp)| json!({"id": id, "logprob": lp})).collect::<Vec<_>>()}))
+            .collect();
+    }
+    v
+}

@@ -1,0 +1,90 @@
+//! The flags every command that runs a model shares: which model, on which device, how.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use tgi_engines::device::{ComputeDType, DeviceSpec};
+use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError};
+
+use crate::error::InputError;
+
+/// The bundled demo model (stories260k, MIT, from llama2.c), used when no `--model` is given.
+const BUNDLED_GGUF: &[u8] = include_bytes!("../../models/stories260k/stories260k-f32.gguf");
+
+/// Which model to run and where.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// The model: a GGUF file, a Hugging Face directory, or a hub id (org/name) [default: the bundled
+    /// stories260k demo model].
+    #[arg(short, long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
+    #[arg(long, default_value = "cpu", value_parser = |s: &str| s.parse::<DeviceSpec>().map_err(|e| e.to_string()))]
+    pub device: DeviceSpec,
+
+    /// Float type of dense (unquantized) weights: f32, f16 or bf16 [default: as stored].
+    #[arg(long, value_parser = |s: &str| s.parse::<ComputeDType>())]
+    pub dtype: Option<ComputeDType>,
+
+    /// CPU threads [default: all cores].
+    #[arg(short, long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Lock the weights in RAM (mlock) so the OS never swaps them out.
+    #[arg(long)]
+    pub mlock: bool,
+}
+
+impl ModelArgs {
+    /// The model path or id, writing out the bundled model when none was given.
+    pub fn model_name(&self) -> Result<String> {
+        match &self.model {
+            Some(m) => Ok(m.clone()),
+            None => Ok(bundled_path()?.display().to_string()),
+        }
+    }
+
+    /// Sizes the thread pool and loads the model.
+    pub fn load(&self) -> Result<LoadedModel> {
+        if let Some(n) = self.threads {
+            if n == 0 {
+                return Err(InputError("--threads must be at least 1".into()).into());
+            }
+            // The pool may already be sized by an earlier call in the same process; that one stands.
+            let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+        }
+        let name = self.model_name()?;
+        let opts = LoadOptions { device: self.device, dtype: self.dtype, mlock: self.mlock };
+        model::load(&name, &opts).map_err(|e| classify(e, &name))
+    }
+}
+
+/// Input errors (bad files, unsupported models, missing devices) exit with 2; the rest with 1.
+fn classify(e: ModelError, name: &str) -> anyhow::Error {
+    let input = !matches!(e, ModelError::Candle(_) | ModelError::Mlock(_) | ModelError::Kv(_));
+    let msg = format!("cannot load {name}: {e}");
+    if input {
+        InputError(msg).into()
+    } else {
+        anyhow::Error::new(e).context(format!("cannot load {name}"))
+    }
+}
+
+/// The bundled model as a file in the temp directory, written once (atomically) per content.
+fn bundled_path() -> Result<PathBuf> {
+    let path = std::env::temp_dir().join(format!("tgi-stories260k-{:08x}.gguf", checksum(BUNDLED_GGUF)));
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == BUNDLED_GGUF.len() as u64) {
+        return Ok(path);
+    }
+    let dir = path.parent().expect("temp dir");
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).context("cannot write the bundled model")?;
+    std::io::Write::write_all(&mut tmp, BUNDLED_GGUF).context("cannot write the bundled model")?;
+    tmp.persist(&path).context("cannot write the bundled model")?;
+    Ok(path)
+}
+
+/// FNV-1a, to name the bundled file after its content.
+fn checksum(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c9dc5u32, |h, &b| (h ^ b as u32).wrapping_mul(0x01000193))
+}

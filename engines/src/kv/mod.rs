@@ -1,0 +1,119 @@
+//! The paged KV cache: fixed-size blocks from one pool, a block table per sequence, and the attention
+//! that reads each sequence's own blocks. Sequences join and leave at any step without copying.
+
+mod attention;
+mod blocks;
+
+pub use attention::{AttentionPlan, SeqSpan};
+pub use blocks::{BlockAllocator, BlockTable};
+
+use candle_core::{DType, Device, Tensor};
+
+/// Errors from the KV cache.
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    /// Not enough free blocks for a sequence's next tokens.
+    #[error("KV cache full: {needed} more blocks needed, {free} free (of {total}); raise --kv-cache-tokens")]
+    OutOfBlocks {
+        /// Blocks the request needed.
+        needed: usize,
+        /// Blocks free.
+        free: usize,
+        /// Blocks in the pool.
+        total: usize,
+    },
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+/// The cache's shape: how many blocks of how many tokens, for which model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvShape {
+    /// Decoder layers.
+    pub layers: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// Width of each head.
+    pub head_dim: usize,
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Blocks in the pool.
+    pub num_blocks: usize,
+}
+
+impl KvShape {
+    /// Bytes one token takes across all layers (keys and values, f32 on the host).
+    pub fn bytes_per_token(&self) -> usize {
+        self.layers * 2 * self.kv_heads * self.head_dim * 4
+    }
+}
+
+/// One layer's keys and values: plain host memory on the CPU, tensors on a GPU.
+enum LayerKv {
+    /// `[slots, kv_heads * head_dim]` row-major f32.
+    Host { k: Vec<f32>, v: Vec<f32> },
+    /// `[slots, kv_heads * head_dim]` tensors in the compute dtype.
+    Device { k: Tensor, v: Tensor },
+}
+
+/// The KV cache of every layer, with its block pool.
+pub struct KvCache {
+    shape: KvShape,
+    allocator: BlockAllocator,
+    layers: Vec<LayerKv>,
+}
+
+impl KvCache {
+    /// A cache of `shape` on `device`; host memory is committed by the OS only as blocks are written.
+    pub fn new(shape: KvShape, device: &Device, dtype: DType) -> Result<Self, KvError> {
+        let slots = shape.num_blocks * shape.block_size;
+        let width = shape.kv_heads * shape.head_dim;
+        let layers = (0..shape.layers)
+            .map(|_| match device {
+                Device::Cpu => Ok(LayerKv::Host { k: vec![0.0; slots * width], v: vec![0.0; slots * width] }),
+                dev => Ok(LayerKv::Device {
+                    k: Tensor::zeros((slots, width), dtype, dev)?,
+                    v: Tensor::zeros((slots, width), dtype, dev)?,
+                }),
+            })
+            .collect::<Result<_, KvError>>()?;
+        Ok(KvCache { shape, allocator: BlockAllocator::new(shape.num_blocks, shape.block_size), layers })
+    }
+
+    /// The cache's shape.
+    pub fn shape(&self) -> KvShape {
+        self.shape
+    }
+
+    /// The block pool.
+    pub fn allocator(&self) -> &BlockAllocator {
+        &self.allocator
+    }
+
+    /// Grows `table` so it holds `tokens` tokens.
+    pub fn reserve(&mut self, table: &mut BlockTable, tokens: usize) -> Result<(), KvError> {
+        self.allocator.grow(table, tokens)
+    }
+
+    /// Returns `table`'s blocks to the pool.
+    pub fn release(&mut self, table: &mut BlockTable) {
+        self.allocator.release(table);
+    }
+
+    /// Writes the step's new keys and values (`[tokens, kv_heads * head_dim]`) of `layer` into their slots and
+    /// returns attention over each sequence's cached tokens: `[tokens, heads * head_dim]`.
+    pub fn attend(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        plan: &AttentionPlan,
+    ) -> Result<Tensor, KvError> {
+        match &mut self.layers[layer] {
+            LayerKv::Host { k: kc, v: vc } => attention::host(kc, vc, q, k, v, plan),
+            LayerKv::Device { k: kc, v: vc } => attention::device(kc, vc, q, k, v, plan),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Weight bytes that live as long as the model: a slice of a memory-mapped file, or an owned buffer.
+
+use std::sync::Arc;
+
+use tgi_formats::TensorSource;
+
+/// Bytes of one stored tensor, kept valid for as long as this value lives.
+pub enum WeightBytes {
+    /// Borrowed from the source's memory map, which `owner` keeps alive.
+    Mapped {
+        /// The tensor source holding the map.
+        owner: Arc<dyn TensorSource>,
+        /// Start of the bytes inside the map.
+        ptr: *const u8,
+        /// Length in bytes.
+        len: usize,
+    },
+    /// Converted at load time (e.g. to another `--dtype`).
+    Owned(Vec<u8>),
+}
+
+// SAFETY: the pointer is into a read-only memory map owned (through `owner`) by this value; maps do not move
+// and are never written, so sharing and sending the bytes across threads is as safe as sharing `&[u8]`.
+unsafe impl Send for WeightBytes {}
+// SAFETY: see `Send`.
+unsafe impl Sync for WeightBytes {}
+
+impl WeightBytes {
+    /// Borrows tensor `name` from `owner`'s map.
+    pub fn mapped(owner: &Arc<dyn TensorSource>, name: &str) -> Result<Self, tgi_formats::SourceError> {
+        let bytes = owner.raw_bytes(name)?;
+        Ok(WeightBytes::Mapped { owner: Arc::clone(owner), ptr: bytes.as_ptr(), len: bytes.len() })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            // SAFETY: `ptr..ptr+len` was a live slice of the map that `owner` keeps mapped (see the Send impl).
+            WeightBytes::Mapped { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+            WeightBytes::Owned(v) => v,
+        }
+    }
+
+    /// Pins the bytes in RAM (`mlock`) so the OS never pages them out.
+    pub fn lock(&self) -> std::io::Result<()> {
+        let s = self.as_slice();
+        if s.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: locking a valid, mapped range has no effect on memory safety.
+        let rc = unsafe { libc::mlock(s.as_ptr().cast(), s.len()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}

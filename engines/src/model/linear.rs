@@ -1,0 +1,149 @@
+//! The one linear layer every model uses, whatever the weights' format: y = x · Wᵀ (+ b).
+//! On the CPU the stored bytes (F32/F16/BF16 or any GGML block type) feed tgi's own kernels
+//! straight from the memory map; on a GPU dense weights are tensors and quantized ones candle's QMatMul.
+
+use candle_core::quantized::{GgmlDType, QMatMul};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
+use tgi_formats::GgmlType;
+
+use super::bytes::WeightBytes;
+use crate::kernels::{self, WeightView};
+
+/// A weight matrix in the form its device computes with.
+enum Weight {
+    /// Stored bytes multiplied by the host kernels.
+    Host { ty: GgmlType, bytes: WeightBytes },
+    /// A dense device tensor `[rows, cols]`.
+    Dense(Tensor),
+    /// A quantized device tensor.
+    Quant(QMatMul),
+}
+
+/// A linear layer: `rows` outputs from `cols` inputs, with an optional bias.
+pub struct Linear {
+    weight: Weight,
+    bias: Option<Tensor>,
+    rows: usize,
+    cols: usize,
+}
+
+impl Linear {
+    /// A layer over stored bytes of type `ty` (`[rows, cols]` row-major), placed on `device`.
+    pub fn new(
+        ty: GgmlType,
+        bytes: WeightBytes,
+        rows: usize,
+        cols: usize,
+        bias: Option<Tensor>,
+        device: &Device,
+        dense_dtype: candle_core::DType,
+    ) -> candle_core::Result<Self> {
+        let weight = match device {
+            Device::Cpu => Weight::Host { ty, bytes },
+            dev if ty.is_quantized() => {
+                let q = candle_core::quantized::ggml_file::qtensor_from_ggml(
+                    candle_ggml(ty),
+                    bytes.as_slice(),
+                    vec![rows, cols],
+                    dev,
+                )?;
+                Weight::Quant(QMatMul::from_qtensor(q)?)
+            }
+            dev => {
+                let mut f = vec![0f32; rows * cols];
+                tgi_formats::quant::dequantize_row(ty, bytes.as_slice(), &mut f).map_err(candle_core::Error::wrap)?;
+                Weight::Dense(Tensor::from_vec(f, (rows, cols), dev)?.to_dtype(dense_dtype)?)
+            }
+        };
+        Ok(Linear { weight, bias, rows, cols })
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input features.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The stored encoding on the host, `None` on a GPU.
+    pub fn host_type(&self) -> Option<GgmlType> {
+        match &self.weight {
+            Weight::Host { ty, .. } => Some(*ty),
+            _ => None,
+        }
+    }
+
+    /// Pins host weight bytes in RAM.
+    pub fn lock(&self) -> std::io::Result<()> {
+        match &self.weight {
+            Weight::Host { bytes, .. } => bytes.lock(),
+            _ => Ok(()),
+        }
+    }
+
+    /// `x · Wᵀ + b` for `x` of shape `[.., cols]`.
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let y = match &self.weight {
+            Weight::Host { ty, bytes } => {
+                let view = WeightView { ty: *ty, rows: self.rows, cols: self.cols, data: bytes.as_slice() };
+                x.contiguous()?.apply_op1_no_bwd(&HostMatmul(view))?
+            }
+            Weight::Dense(w) => x.broadcast_matmul(&w.t()?)?,
+            Weight::Quant(q) => x.apply(q)?,
+        };
+        match &self.bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+/// The candle name of a GGML block type.
+fn candle_ggml(ty: GgmlType) -> GgmlDType {
+    match ty {
+        GgmlType::F32 => GgmlDType::F32,
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::BF16 => GgmlDType::BF16,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q2_K => GgmlDType::Q2K,
+        GgmlType::Q3_K => GgmlDType::Q3K,
+        GgmlType::Q4_K => GgmlDType::Q4K,
+        GgmlType::Q5_K => GgmlDType::Q5K,
+        GgmlType::Q6_K => GgmlDType::Q6K,
+    }
+}
+
+/// The host kernels as a candle op over an f32 activation tensor.
+struct HostMatmul<'a>(WeightView<'a>);
+
+impl CustomOp1 for HostMatmul<'_> {
+    fn name(&self) -> &'static str {
+        "tgi-host-matmul"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(x) = storage else {
+            candle_core::bail!("host matmul expects f32 activations, got {:?}", storage.dtype())
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else { candle_core::bail!("host matmul: input not contiguous") };
+        let x = &x[start..end];
+        let w = self.0;
+        let mut dims = layout.dims().to_vec();
+        if dims.last() != Some(&w.cols) {
+            candle_core::bail!("host matmul: input {:?} does not end in {} features", dims, w.cols)
+        }
+        let n = x.len() / w.cols;
+        let mut y = vec![0f32; n * w.rows];
+        kernels::matmul(w, x, n, &mut y);
+        *dims.last_mut().expect("checked above") = w.rows;
+        Ok((CpuStorage::F32(y), Shape::from(dims)))
+    }
+}

@@ -1,0 +1,120 @@
+//! Loading a model by name: a Hugging Face directory or hub id (config.json + safetensors + tokenizer.json),
+//! or a GGUF file (tokenizer.json beside it, else the vocabulary in its metadata).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::{DType, Device};
+use tgi_formats::hf::{resolve, GgufVocab, ModelConfig};
+use tgi_formats::{GgufFile, SafetensorsSet, TensorSource};
+
+use super::config::LlamaConfig;
+use super::llama::Llama;
+use super::weights::{Naming, Weights};
+use super::ModelError;
+use crate::convert::metadata::llama3_rope_factors;
+use crate::device::{ComputeDType, DeviceSpec};
+use crate::text::chat::ChatTemplate;
+use crate::text::tokenizer::Tokenizer;
+
+/// How to load a model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadOptions {
+    /// The device to run on.
+    pub device: DeviceSpec,
+    /// Float type for dense weights (default: as stored).
+    pub dtype: Option<ComputeDType>,
+    /// Pin the weights in RAM.
+    pub mlock: bool,
+}
+
+/// The file format the weights came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// A Hugging Face safetensors checkpoint.
+    Safetensors,
+    /// A GGUF file.
+    Gguf,
+}
+
+/// A model with everything needed to turn text into tokens and back.
+pub struct LoadedModel {
+    /// The network.
+    pub model: Llama,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Its chat template, if it ships one.
+    pub chat_template: Option<ChatTemplate>,
+    /// Tokens that end generation.
+    pub eos: Vec<u32>,
+    /// Where the weights came from.
+    pub format: WeightFormat,
+}
+
+/// Loads `model`: a `.gguf` file, a checkpoint directory, or a hub id (see [`resolve`]).
+pub fn load(model: &str, opts: &LoadOptions) -> Result<LoadedModel, ModelError> {
+    let device = opts.device.open()?;
+    let act = match device {
+        Device::Cpu => DType::F32,
+        _ => opts.dtype.map_or(DType::F32, ComputeDType::candle),
+    };
+    let dense = opts.dtype.map(ComputeDType::ggml);
+    let path = Path::new(model);
+    let loaded = if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
+        load_gguf(path, device, dense, act)?
+    } else {
+        load_hf(model, device, dense, act)?
+    };
+    if opts.mlock {
+        loaded.model.lock().map_err(ModelError::Mlock)?;
+    }
+    Ok(loaded)
+}
+
+fn load_hf(model: &str, device: Device, dense: Option<tgi_formats::GgmlType>, act: DType) -> Result<LoadedModel, ModelError> {
+    let files = resolve(model)?;
+    let hf = ModelConfig::from_file(&files.config)?;
+    let cfg = LlamaConfig::from_hf(&hf)?;
+    let source: Arc<dyn TensorSource> =
+        Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
+    let weights = Weights::new(source, Naming::Hf, device, dense, act);
+    let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf))?;
+    let tj = files.tokenizer_json.as_deref().ok_or_else(|| {
+        ModelError::Config(format!("{}: no tokenizer.json beside the weights", files.root.display()))
+    })?;
+    let tokenizer = Tokenizer::from_tokenizer_json(tj)?;
+    let chat_template = match GgufVocab::from_hf_files(tj, files.tokenizer_config.as_deref(), hf.vocab_size) {
+        Ok(vocab) => ChatTemplate::from_vocab(&vocab)?,
+        Err(_) => None, // a tokenizer GGUF cannot describe may still tokenize through tokenizers; no template then
+    };
+    let mut eos = tokenizer.eos_ids().to_vec();
+    eos.extend(&hf.eos_token_ids);
+    eos.sort_unstable();
+    eos.dedup();
+    Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Safetensors })
+}
+
+fn load_gguf(path: &Path, device: Device, dense: Option<tgi_formats::GgmlType>, act: DType) -> Result<LoadedModel, ModelError> {
+    let file = Arc::new(GgufFile::open(path)?);
+    let vocab = file
+        .tensor("token_embd.weight")
+        .map(|t| t.torch_shape()[0])
+        .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+    let cfg = LlamaConfig::from_gguf(&file, vocab)?;
+    let beside = path.with_file_name("tokenizer.json");
+    let tokenizer = if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
+    let chat_template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
+        Some(source) => {
+            let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
+            Some(ChatTemplate::new(source, text(tokenizer.bos_id()), text(tokenizer.eos_ids().first().copied()))?)
+        }
+        None => None,
+    };
+    let eos = tokenizer.eos_ids().to_vec();
+    let naming = Naming::Gguf { arch: cfg.architecture, heads: cfg.heads, kv_heads: cfg.kv_heads };
+    let source: Arc<dyn TensorSource> = file;
+    let weights = Weights::new(source, naming, device, dense, act);
+    let factors = weights.host_vector("rope_freqs.weight")?;
+    let model = Llama::load(&weights, cfg, factors)?;
+    Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Gguf })
+}

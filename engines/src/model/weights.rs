@@ -1,0 +1,158 @@
+//! Named weights from a tensor source, placed for the model's device: the seam between checkpoint formats
+//! and the model code, which asks for tensors by their Hugging Face names.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use candle_core::{DType as CDType, Device, Tensor};
+use tgi_formats::hf::Architecture;
+use tgi_formats::{DType, GgmlType, TensorMeta, TensorSource};
+
+use super::bytes::WeightBytes;
+use super::embedding::Embedding;
+use super::linear::Linear;
+use super::ModelError;
+use crate::convert::names::map_name;
+
+/// How stored tensor names relate to Hugging Face names.
+#[derive(Clone, Copy, Debug)]
+pub enum Naming {
+    /// Stored under their Hugging Face names.
+    Hf,
+    /// Stored under llama.cpp's names (`blk.N.attn_q.weight`).
+    Gguf {
+        /// The architecture, which decides the mapping.
+        arch: Architecture,
+        /// Query heads.
+        heads: usize,
+        /// Key/value heads.
+        kv_heads: usize,
+    },
+}
+
+/// A model's tensors, ready to become layers on one device.
+pub struct Weights {
+    source: Arc<dyn TensorSource>,
+    metas: HashMap<String, TensorMeta>,
+    naming: Naming,
+    device: Device,
+    dense: Option<GgmlType>,
+    act: CDType,
+}
+
+impl Weights {
+    /// Wraps `source`; dense weights are converted to `dense` when given (else kept as stored);
+    /// vectors (norms, biases) become `act` tensors on `device`.
+    pub fn new(
+        source: Arc<dyn TensorSource>,
+        naming: Naming,
+        device: Device,
+        dense: Option<GgmlType>,
+        act: CDType,
+    ) -> Self {
+        let metas = source.tensors().into_iter().map(|m| (m.name.clone(), m)).collect();
+        Weights { source, metas, naming, device, dense, act }
+    }
+
+    /// The device layers are placed on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The stored name of a Hugging Face tensor name.
+    fn stored(&self, hf: &str) -> String {
+        match self.naming {
+            Naming::Hf => hf.to_string(),
+            Naming::Gguf { arch, heads, kv_heads } => match map_name(arch, heads, kv_heads, hf) {
+                Ok(Some((name, _))) => name,
+                _ => hf.to_string(),
+            },
+        }
+    }
+
+    /// Whether the tensor exists.
+    pub fn has(&self, hf: &str) -> bool {
+        self.metas.contains_key(&self.stored(hf))
+    }
+
+    /// The stored tensor's metadata.
+    fn meta(&self, hf: &str) -> Result<&TensorMeta, ModelError> {
+        let name = self.stored(hf);
+        self.metas.get(&name).ok_or(ModelError::MissingTensor(name))
+    }
+
+    /// The GGML encoding of a stored matrix, checking its shape is `[rows, cols]`.
+    fn matrix(&self, hf: &str, rows: usize, cols: usize) -> Result<(GgmlType, String), ModelError> {
+        let m = self.meta(hf)?;
+        let ty = match m.dtype {
+            DType::F32 => GgmlType::F32,
+            DType::F16 => GgmlType::F16,
+            DType::BF16 => GgmlType::BF16,
+            DType::Ggml(q) => q,
+            other => return Err(ModelError::Unsupported(format!("tensor '{}' has dtype {other}", m.name))),
+        };
+        if m.shape != [rows, cols] {
+            return Err(ModelError::Shape { name: m.name.clone(), expected: vec![rows, cols], found: m.shape.clone() });
+        }
+        Ok((ty, m.name.clone()))
+    }
+
+    /// The stored bytes of a matrix, converted to the dense dtype when one was asked for.
+    fn bytes(&self, ty: GgmlType, name: &str) -> Result<(GgmlType, WeightBytes), ModelError> {
+        match self.dense {
+            Some(want) if !ty.is_quantized() && want != ty => {
+                let f = self.source.read_f32(name)?;
+                let mut out = vec![0u8; want.bytes_for(f.len() as u64).expect("float types") as usize];
+                tgi_formats::quant::quantize_row(want, &f, &mut out).map_err(|e| ModelError::Config(e.to_string()))?;
+                Ok((want, WeightBytes::Owned(out)))
+            }
+            _ => Ok((ty, WeightBytes::mapped(&self.source, name)?)),
+        }
+    }
+
+    /// The linear layer `{prefix}.weight` (`[rows, cols]`), with `{prefix}.bias` when `bias`.
+    pub fn linear(&self, prefix: &str, rows: usize, cols: usize, bias: bool) -> Result<Linear, ModelError> {
+        let (ty, name) = self.matrix(&format!("{prefix}.weight"), rows, cols)?;
+        if cols % ty.block_size() != 0 {
+            return Err(ModelError::Unsupported(format!(
+                "tensor '{name}': rows of {cols} are not whole {ty} blocks of {}",
+                ty.block_size()
+            )));
+        }
+        let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
+        let (ty, bytes) = self.bytes(ty, &name)?;
+        Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act)?)
+    }
+
+    /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.
+    pub fn vector(&self, hf: &str, len: usize) -> Result<Tensor, ModelError> {
+        let m = self.meta(hf)?;
+        if m.shape.iter().product::<usize>() != len || m.shape.len() != 1 {
+            return Err(ModelError::Shape { name: m.name.clone(), expected: vec![len], found: m.shape.clone() });
+        }
+        let v = self.source.read_f32(&m.name)?;
+        Ok(Tensor::from_vec(v, len, &self.device)?.to_dtype(self.act)?)
+    }
+
+    /// A vector of f32 values kept on the host (e.g. RoPE factors).
+    pub fn host_vector(&self, name: &str) -> Result<Option<Vec<f32>>, ModelError> {
+        if !self.metas.contains_key(name) {
+            return Ok(None);
+        }
+        Ok(Some(self.source.read_f32(name)?))
+    }
+
+    /// The `[vocab, hidden]` embedding matrix.
+    pub fn embedding(&self, hf: &str, vocab: usize, hidden: usize) -> Result<Embedding, ModelError> {
+        let (ty, name) = self.matrix(hf, vocab, hidden)?;
+        if hidden % ty.block_size() != 0 {
+            return Err(ModelError::Unsupported(format!("tensor '{name}': {hidden} is not whole {ty} blocks")));
+        }
+        Ok(Embedding::new(ty, WeightBytes::mapped(&self.source, &name)?, vocab, hidden))
+    }
+
+    /// The stored shape of a tensor.
+    pub fn shape(&self, hf: &str) -> Result<Vec<usize>, ModelError> {
+        Ok(self.meta(hf)?.shape.clone())
+    }
+}

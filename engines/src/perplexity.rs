@@ -1,0 +1,132 @@
+//! Perplexity as llama.cpp's `llama-perplexity` computes it: the text is cut into consecutive chunks of
+//! `ctx` tokens, each starting with BOS, and only the second half of each chunk is scored, so that every
+//! scored token has at least `ctx / 2` tokens of context. Several chunks share each batched step.
+
+use crate::kv::BlockTable;
+use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
+
+/// How to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct PerplexityOptions {
+    /// Tokens per chunk.
+    pub ctx: usize,
+    /// Score at most this many chunks.
+    pub max_chunks: Option<usize>,
+    /// Chunks evaluated together in one step.
+    pub parallel: usize,
+}
+
+/// The result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Perplexity {
+    /// exp(mean negative log-likelihood).
+    pub perplexity: f64,
+    /// Standard error of the perplexity (from the NLL's standard error, as llama-perplexity reports it).
+    pub stderr: f64,
+    /// Mean negative log-likelihood per scored token.
+    pub mean_nll: f64,
+    /// Chunks scored.
+    pub chunks: usize,
+    /// Tokens scored.
+    pub scored_tokens: usize,
+    /// Tokens in the text.
+    pub text_tokens: usize,
+}
+
+/// `log softmax(logits)[target]` with the max subtracted, the sum in f64 (as llama.cpp).
+fn log_prob(logits: &[f32], target: u32) -> f64 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
+    (logits[target as usize] - max) as f64 - sum.ln()
+}
+
+/// Perplexity of `tokens` (the whole text, tokenized with BOS as the model asks), calling `progress` after
+/// each batch with (chunks done, chunks total).
+pub fn perplexity(
+    m: &LoadedModel,
+    tokens: &[u32],
+    opts: PerplexityOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Perplexity, ModelError> {
+    let cfg = m.model.config();
+    let ctx = opts.ctx;
+    if ctx < 2 || ctx > cfg.context {
+        return Err(ModelError::Config(format!("--ctx {ctx} must be between 2 and the model's context {}", cfg.context)));
+    }
+    let available = tokens.len() / ctx;
+    let chunks = opts.max_chunks.map_or(available, |c| c.min(available));
+    if chunks == 0 {
+        return Err(ModelError::Config(format!(
+            "the text has {} tokens; at least {} (one chunk of --ctx {ctx}) are needed",
+            tokens.len(),
+            ctx
+        )));
+    }
+    let parallel = opts.parallel.clamp(1, chunks);
+    let block = crate::generate::BLOCK_SIZE;
+    let mut kv = m.model.new_cache(block, parallel * ctx.div_ceil(block))?;
+    let bos = m.tokenizer.bos_id().filter(|_| m.tokenizer.add_bos());
+    let first = ctx / 2;
+    let (mut nll, mut nll2, mut count) = (0f64, 0f64, 0usize);
+    for group in (0..chunks).collect::<Vec<_>>().chunks(parallel) {
+        let inputs: Vec<Vec<u32>> = group
+            .iter()
+            .map(|&c| {
+                let mut t = tokens[c * ctx..(c + 1) * ctx].to_vec();
+                if let Some(b) = bos {
+                    t[0] = b;
+                }
+                t
+            })
+            .collect();
+        let mut tables = vec![BlockTable::new(); group.len()];
+        for t in &mut tables {
+            kv.reserve(t, ctx)?;
+        }
+        let batch: Vec<SeqInput<'_>> = inputs
+            .iter()
+            .zip(&tables)
+            .map(|(t, table)| SeqInput { tokens: t, start: 0, table, logits: Logits::All })
+            .collect();
+        let logits = m.model.forward(&mut kv, &batch)?;
+        for ((&c, rows), _) in group.iter().zip(&logits).zip(&inputs) {
+            let vocab = rows.len() / ctx;
+            for j in first..ctx - 1 {
+                let target = tokens[c * ctx + j + 1];
+                let lp = log_prob(&rows[j * vocab..(j + 1) * vocab], target);
+                nll -= lp;
+                nll2 += lp * lp;
+                count += 1;
+            }
+        }
+        for t in &mut tables {
+            kv.release(t);
+        }
+        progress(group.last().map_or(0, |c| c + 1), chunks);
+    }
+    let mean = nll / count as f64;
+    let var = (nll2 / count as f64 - mean * mean).max(0.0);
+    let stderr_nll = if count > 1 { (var / (count - 1) as f64).sqrt() } else { 0.0 };
+    let perplexity = mean.exp();
+    Ok(Perplexity {
+        perplexity,
+        stderr: stderr_nll * perplexity,
+        mean_nll: mean,
+        chunks,
+        scored_tokens: count,
+        text_tokens: tokens.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_prob_is_a_normalized_log_softmax() {
+        let l = [1.0f32, 2.0, 3.0];
+        let total: f64 = (0..3).map(|t| log_prob(&l, t).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        assert!((log_prob(&l, 2) - (3.0 - (1f64.exp() + 2f64.exp() + 3f64.exp()).ln())).abs() < 1e-9);
+    }
+}

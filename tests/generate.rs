@@ -1,0 +1,151 @@
+//! `tgi generate` and `tgi perplexity` against llama.cpp: greedy text identical to `llama-simple`'s and
+//! perplexity within 0.5% of `llama-perplexity`'s, on the fixture models in F32 (HF and GGUF) and quantized by
+//! `tgi quantize` (whose files are byte-identical to llama-quantize's, see quantize_exact.rs).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{assert_fails, assert_ok, model, root, tgi};
+use serde_json::Value;
+
+fn reference(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(root().join("tests/reference").join(name)).unwrap()).unwrap()
+}
+
+/// `tgi quantize` of a model into `dir`.
+fn quantize(input: &Path, preset: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{preset}.gguf"));
+    assert_ok(&tgi([
+        "quantize".as_ref(),
+        input.as_os_str(),
+        "--type".as_ref(),
+        preset.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "-q".as_ref(),
+    ]));
+    out
+}
+
+/// `tgi generate --json` greedy for `n` tokens.
+fn greedy(model: &Path, prompt: &str, n: usize) -> Value {
+    let out = assert_ok(&tgi([
+        "generate".as_ref(),
+        "-m".as_ref(),
+        model.as_os_str(),
+        "--temperature".as_ref(),
+        "0".as_ref(),
+        "-n".as_ref(),
+        n.to_string().as_ref(),
+        "--json".as_ref(),
+        "--ignore-eos".as_ref(),
+        prompt.as_ref(),
+    ]));
+    serde_json::from_str(&out).unwrap()
+}
+
+/// llama-simple prints the prompt's pieces (BOS as `<s>`) then the generated text.
+fn assert_matches_llama_simple(file: &Path, model: &str, kind: &str) {
+    let r = reference("llamacpp_greedy.json");
+    let prompt = r["prompt"].as_str().unwrap();
+    let n = r["n_predict"].as_u64().unwrap() as usize;
+    let expected = r["models"][model][kind]["stdout"].as_str().unwrap();
+    let g = greedy(file, prompt, n);
+    assert_eq!(g["generated_token_ids"].as_array().unwrap().len(), n);
+    let got = format!("<s> {prompt}{}\n", g["text"].as_str().unwrap());
+    assert_eq!(got, expected, "{model} {kind} from {}", file.display());
+}
+
+#[test]
+fn greedy_text_matches_llama_cpp() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["stories260k", "stories-distill-4l"] {
+        let hf = model(name).join("hf");
+        assert_matches_llama_simple(&hf, name, "f32");
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        for kind in ["f32", "q8_0", "q4_k_m"] {
+            assert_matches_llama_simple(&quantize(&hf, kind, &sub), name, kind);
+        }
+    }
+    assert_matches_llama_simple(&model("stories260k/stories260k-f32.gguf"), "stories260k", "f32");
+}
+
+#[test]
+fn perplexity_matches_llama_cpp_for_every_preset() {
+    let r = reference("llamacpp_perplexity.json");
+    let text = root().join(r["text"].as_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    for (name, presets) in r["models"].as_object().unwrap() {
+        let hf = model(name).join("hf");
+        for (preset, want) in presets.as_object().unwrap() {
+            let file = quantize(&hf, preset, dir.path());
+            let out = assert_ok(&tgi([
+                "perplexity".as_ref(),
+                "-m".as_ref(),
+                file.as_os_str(),
+                "--ctx".as_ref(),
+                "128".as_ref(),
+                "--chunks".as_ref(),
+                "32".as_ref(),
+                "--json".as_ref(),
+                text.as_os_str(),
+            ]));
+            let got: Value = serde_json::from_str(&out).unwrap();
+            let (ppl, want) = (got["perplexity"].as_f64().unwrap(), want["ppl"].as_f64().unwrap());
+            rows.push(format!("{name} {preset}: tgi {ppl:.4} llama.cpp {want:.4}"));
+            assert!((ppl / want - 1.0).abs() < 0.005, "{}", rows.join("\n"));
+            std::fs::remove_file(file).unwrap();
+        }
+    }
+    eprintln!("{}", rows.join("\n"));
+}
+
+#[test]
+fn bundled_model_streams_text_and_a_summary() {
+    let out = tgi(["generate", "--temperature", "0", "-n", "8", "Once upon a time"]);
+    let text = assert_ok(&out);
+    assert!(text.starts_with(", there was a little"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("prompt 5 tokens") && err.contains("TTFT") && err.contains("decode"), "{err}");
+}
+
+#[test]
+fn seeded_sampling_repeats_and_stop_strings_cut() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", "-n", "24", "--json", "--seed", "7", "--temperature", "1.0"];
+        args.extend_from_slice(extra);
+        args.push("Once upon a time");
+        let v: Value = serde_json::from_str(&assert_ok(&tgi(&args))).unwrap();
+        v
+    };
+    let a = run(&[]);
+    assert_eq!(a, {
+        let mut b = run(&[]);
+        b["timings"] = a["timings"].clone();
+        b
+    });
+    let text = a["text"].as_str().unwrap();
+    let cut = &text[text.len() / 2..];
+    let stop: String = cut.chars().take(3).collect();
+    let s = run(&["--stop", &stop]);
+    assert_eq!(s["finish_reason"], "stop_sequence");
+    assert!(text.starts_with(s["text"].as_str().unwrap()) && !s["text"].as_str().unwrap().contains(&stop));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    assert_fails(&tgi(["generate", "-m", "/nonexistent/model.gguf", "hi"]), 2, "cannot load");
+    assert_fails(&tgi(["generate", "--top-p", "1.5", "hi"]), 2, "top_p");
+    assert_fails(&tgi(["generate", "--device", "cuda", "hi"]), 2, "without cuda support");
+    assert_fails(&tgi(["generate", "--chat", "hi"]), 2, "no chat template");
+    let long = "Once upon a time ".repeat(200);
+    assert_fails(&tgi(["generate", long.as_str()]), 2, "context length");
+    assert_fails(&tgi(["perplexity", "--ctx", "128", "Cargo.toml", "-m", "/nope"]), 2, "cannot load");
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.txt");
+    std::fs::write(&short, "Once upon a time").unwrap();
+    assert_fails(&tgi(["perplexity".as_ref(), short.as_os_str()]), 2, "tokens");
+}
