@@ -2,5 +2,6 @@
 //! models, KV cache and scheduler build on the same crate.
 
 pub mod convert;
+pub mod kernels;
 pub mod sampling;
 pub mod text;
