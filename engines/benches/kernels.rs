@@ -58,6 +58,22 @@ fn best_of(budget: Duration, mut f: impl FnMut()) -> Duration {
     best
 }
 
+/// Best-of read bandwidth of a 256 MiB buffer summed in parallel: the ceiling for n=1.
+fn read_bandwidth() -> f64 {
+    use rayon::prelude::*;
+    let buf: Vec<u64> = (0..32u64 << 20).collect();
+    let mut sink = 0u64;
+    let t = best_of(Duration::from_millis(500), || {
+        sink = sink.wrapping_add(
+            buf.par_chunks(1 << 16)
+                .map(|c| c.iter().fold(0u64, |a, &v| a.wrapping_add(v)))
+                .reduce(|| 0, u64::wrapping_add),
+        );
+    });
+    std::hint::black_box(sink);
+    (buf.len() * 8) as f64 / t.as_secs_f64() / 1e9
+}
+
 fn main() {
     let list = |var: &str, default: &str| -> Vec<String> {
         std::env::var(var).unwrap_or_else(|_| default.into()).split(',').map(|s| s.trim().to_string()).collect()
@@ -67,6 +83,7 @@ fn main() {
     let ns: Vec<usize> = list("KERNELS_N", "1,4,16,128").iter().map(|s| s.parse().expect("n")).collect();
     let shapes = [(2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048)];
     println!("backend {:?}, {} threads", backend(), rayon::current_num_threads());
+    println!("memory read bandwidth (256 MiB, u64 sum over the pool): {:.1} GB/s", read_bandwidth());
     println!("{:<6} {:>12} {:>5} {:>11} {:>8} {:>9}", "type", "rows×cols", "n", "µs/call", "GB/s", "vs n×n=1");
     for &ty in &types {
         for &(rows, cols) in &shapes {

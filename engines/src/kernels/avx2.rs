@@ -25,15 +25,6 @@ fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Horizontal sum of 4 f32 lanes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_ps128(s: __m128) -> f32 {
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
-}
-
 /// A little-endian f16 at `p` as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -119,8 +110,10 @@ unsafe fn legacy_n<const N: usize>(
     wbytes: usize,
     unpack: impl Fn(*const u8) -> __m256i,
 ) {
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..cols / 32 {
+    // Two accumulators per activation row (even and odd blocks) to hide the FMA latency.
+    let mut acc0 = [_mm256_setzero_ps(); N];
+    let mut acc1 = [_mm256_setzero_ps(); N];
+    let block = |b: usize, acc: &mut [__m256; N]| unsafe {
         let wb = w.add(wbytes * b);
         let wq = unpack(wb);
         let dw = f16_at(wb);
@@ -133,9 +126,19 @@ unsafe fn legacy_n<const N: usize>(
             let d = _mm256_set1_ps(dw * f16_at(xb));
             *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
         }
+    };
+    let nb = cols / 32;
+    let mut b = 0;
+    while b + 2 <= nb {
+        block(b, &mut acc0);
+        block(b + 1, &mut acc1);
+        b += 2;
+    }
+    if b < nb {
+        block(b, &mut acc0);
     }
     for j in 0..N {
-        out[j] = hsum_ps(acc[j]);
+        out[j] = hsum_ps(_mm256_add_ps(acc0[j], acc1[j]));
     }
 }
 
@@ -148,9 +151,7 @@ unsafe fn q8_0_n<const N: usize>(w: *const u8, x: *const u8, xs: usize, cols: us
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0_n<const N: usize>(w: *const u8, x: *const u8, xs: usize, cols: usize, out: &mut [f32]) {
-    legacy_n::<N>(w, x, xs, cols, out, 18, |p| unsafe {
-        _mm256_sub_epi8(nibbles32(p.add(2)), _mm256_set1_epi8(8))
-    })
+    legacy_n::<N>(w, x, xs, cols, out, 18, |p| unsafe { _mm256_sub_epi8(nibbles32(p.add(2)), _mm256_set1_epi8(8)) })
 }
 
 /// The 16 bytes `[scales 0..8, mins 0..8]` of a Q4_K/Q5_K 12-byte scale block.
@@ -162,12 +163,7 @@ unsafe fn k4_scales(p: *const u8) -> [u32; 4] {
     let u0 = (p as *const u32).read_unaligned();
     let u1 = (p.add(4) as *const u32).read_unaligned();
     let u2 = (p.add(8) as *const u32).read_unaligned();
-    [
-        u0 & M6,
-        (u2 & M4) | (((u0 >> 6) & M2) << 4),
-        u1 & M6,
-        ((u2 >> 4) & M4) | (((u1 >> 6) & M2) << 4),
-    ]
+    [u0 & M6, (u2 & M4) | (((u0 >> 6) & M2) << 4), u1 & M6, ((u2 >> 4) & M4) | (((u1 >> 6) & M2) << 4)]
 }
 
 /// A shuffle mask that broadcasts i16 word `k` of each 128-bit lane.
@@ -180,34 +176,26 @@ fn word_mask(k: i16) -> __m256i {
 /// Q4_K (and, with `HIGH`, Q5_K) super-blocks against Q8_K.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k4_n<const N: usize, const HIGH: bool>(
-    w: *const u8,
-    x: *const u8,
-    xs: usize,
-    cols: usize,
-    out: &mut [f32],
-) {
+unsafe fn k4_n<const N: usize, const HIGH: bool>(w: *const u8, x: *const u8, xs: usize, cols: usize, out: &mut [f32]) {
     let (bytes, qs_off) = if HIGH { (176, 48) } else { (144, 16) };
     let m4 = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
     let mut acc = [_mm256_setzero_ps(); N];
-    let mut accm = [_mm_setzero_ps(); N];
     for b in 0..cols / 256 {
         let y = w.add(bytes * b);
         let d = f16_at(y);
         let dmin = f16_at(y.add(2));
         let sm = k4_scales(y.add(4));
-        let sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(sm.as_ptr() as *const __m128i));
-        let mins = _mm256_extracti128_si256(sm, 1);
-        let scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+        let sm = _mm_loadu_si128(sm.as_ptr() as *const __m128i);
+        let scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        // [m0, m0, m1, m1, ..., m7, m7] as i16, one per bsum.
+        let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
         let mut sumi = [_mm256_setzero_si256(); N];
-        for j in 0..N {
+        for (j, acc) in acc.iter_mut().enumerate() {
             let xb = x.add(j * xs + Q8_K_BYTES * b);
             let xd = (xb as *const f32).read_unaligned();
-            let bs = load(xb.add(260));
-            let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            let prod = _mm_madd_epi16(pairs, mins);
-            accm[j] = _mm_fmadd_ps(_mm_set1_ps(xd * dmin), _mm_cvtepi32_ps(prod), accm[j]);
+            let prod = _mm256_madd_epi16(load(xb.add(260)), mins);
+            *acc = _mm256_fnmadd_ps(_mm256_set1_ps(xd * dmin), _mm256_cvtepi32_ps(prod), *acc);
         }
         let mut hb = if HIGH { load(y.add(16)) } else { _mm256_setzero_si256() };
         for c in 0..4 {
@@ -236,7 +224,7 @@ unsafe fn k4_n<const N: usize, const HIGH: bool>(
         }
     }
     for j in 0..N {
-        out[j] = hsum_ps(acc[j]) - hsum_ps128(accm[j]);
+        out[j] = hsum_ps(acc[j]);
     }
 }
 
@@ -312,8 +300,9 @@ unsafe fn q6_k_n<const N: usize>(w: *const u8, x: *const u8, xs: usize, cols: us
     }
 }
 
-/// Float weights (8 per step, widened by `load8`) against f32 activations.
+/// Float weights (8 per step, widened by `load8`; `scalar` for the tail) against f32 activations.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn float_n<const N: usize>(
     w: *const u8,
@@ -340,9 +329,9 @@ unsafe fn float_n<const N: usize>(
     }
     if c + 8 <= cols {
         let w0 = load8(w.add(wsize * c));
-        for j in 0..N {
+        for (j, acc) in acc0.iter_mut().enumerate() {
             let xp = x.add(j * xs + 4 * c) as *const f32;
-            acc0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xp), acc0[j]);
+            *acc = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xp), *acc);
         }
         c += 8;
     }

@@ -37,7 +37,7 @@ impl<'a> WeightView<'a> {
     /// exactly the bytes of `rows × cols` values.
     pub fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, String> {
         let bs = ty.block_size();
-        if cols % bs != 0 {
+        if !cols.is_multiple_of(bs) {
             return Err(format!("{ty:?} weight: {cols} columns are not a whole number of blocks of {bs}"));
         }
         let expected = rows

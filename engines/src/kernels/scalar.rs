@@ -151,10 +151,7 @@ pub fn dot_q2_k(w: &[u8], x: &[u8], cols: usize) -> f32 {
         let y = &w[84 * b..84 * b + 84];
         let (xd, qo, so) = q8k(x, b);
         let mut isum = 0i32;
-        let mut msum = 0i32;
-        for g in 0..16 {
-            msum += (y[g] >> 4) as i32 * i16_at(x, so + 2 * g);
-        }
+        let msum: i32 = y[..16].iter().enumerate().map(|(g, &s)| (s >> 4) as i32 * i16_at(x, so + 2 * g)).sum();
         for e in 0..256 {
             let (h, s, i) = (e / 128, (e / 32) % 4, e % 32);
             let q = ((y[16 + 32 * h + i] >> (2 * s)) & 3) as i32;
@@ -196,10 +193,8 @@ pub fn dot_q4_k(w: &[u8], x: &[u8], cols: usize) -> f32 {
         let (sc, m) = k4_scales_mins(&y[4..16]);
         let qs = &y[16..];
         let mut isum = 0i32;
-        let mut msum = 0i32;
-        for j in 0..8 {
-            msum += m[j] as i32 * (i16_at(x, so + 4 * j) + i16_at(x, so + 4 * j + 2));
-        }
+        let msum: i32 =
+            m.iter().enumerate().map(|(j, &m)| m as i32 * (i16_at(x, so + 4 * j) + i16_at(x, so + 4 * j + 2))).sum();
         for c in 0..4 {
             let (mut s1, mut s2) = (0i32, 0i32);
             for i in 0..32 {
@@ -223,10 +218,8 @@ pub fn dot_q5_k(w: &[u8], x: &[u8], cols: usize) -> f32 {
         let (sc, m) = k4_scales_mins(&y[4..16]);
         let (qh, qs) = (&y[16..48], &y[48..]);
         let mut isum = 0i32;
-        let mut msum = 0i32;
-        for j in 0..8 {
-            msum += m[j] as i32 * (i16_at(x, so + 4 * j) + i16_at(x, so + 4 * j + 2));
-        }
+        let msum: i32 =
+            m.iter().enumerate().map(|(j, &m)| m as i32 * (i16_at(x, so + 4 * j) + i16_at(x, so + 4 * j + 2))).sum();
         for c in 0..4 {
             let (mut s1, mut s2) = (0i32, 0i32);
             for i in 0..32 {
