@@ -166,13 +166,6 @@ unsafe fn k4_scales(p: *const u8) -> [u32; 4] {
     [u0 & M6, (u2 & M4) | (((u0 >> 6) & M2) << 4), u1 & M6, ((u2 >> 4) & M4) | (((u1 >> 6) & M2) << 4)]
 }
 
-/// A shuffle mask that broadcasts i16 word `k` of each 128-bit lane.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn word_mask(k: i16) -> __m256i {
-    _mm256_set1_epi16((2 * k) | ((2 * k + 1) << 8))
-}
-
 /// Q4_K (and, with `HIGH`, Q5_K) super-blocks against Q8_K.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -187,7 +180,11 @@ unsafe fn k4_n<const N: usize, const HIGH: bool>(w: *const u8, x: *const u8, xs:
         let dmin = f16_at(y.add(2));
         let sm = k4_scales(y.add(4));
         let sm = _mm_loadu_si128(sm.as_ptr() as *const __m128i);
-        let scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        // Each sub-block scale s as the i32 s·0x10001 (two i16 lanes of s), spilled so that the
+        // chunk loop broadcasts them with plain loads instead of shuffles.
+        let s32 = _mm256_cvtepu8_epi32(sm);
+        let mut sc = [0u32; 8];
+        _mm256_storeu_si256(sc.as_mut_ptr() as *mut __m256i, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
         // [m0, m0, m1, m1, ..., m7, m7] as i16, one per bsum.
         let mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
         let mut sumi = [_mm256_setzero_si256(); N];
@@ -209,8 +206,8 @@ unsafe fn k4_n<const N: usize, const HIGH: bool>(w: *const u8, x: *const u8, xs:
                 hi = _mm256_or_si256(hi, hh);
                 hb = _mm256_srli_epi16(hb, 2);
             }
-            let s_lo = _mm256_shuffle_epi8(scales, word_mask(2 * c as i16));
-            let s_hi = _mm256_shuffle_epi8(scales, word_mask(2 * c as i16 + 1));
+            let s_lo = _mm256_set1_epi32(sc[2 * c] as i32);
+            let s_hi = _mm256_set1_epi32(sc[2 * c + 1] as i32);
             for (j, sumi) in sumi.iter_mut().enumerate() {
                 let xq = x.add(j * xs + Q8_K_BYTES * b + 4 + 64 * c);
                 let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(xq)), s_lo);
