@@ -1,0 +1,116 @@
+//! `cargo bench -p tgi-engines --bench kernels`: µs per `matmul` call, GB/s of weight bytes
+//! and batching speed-up for TinyLlama-1.1B shapes. Set RAYON_NUM_THREADS to size the pool;
+//! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table.
+
+use std::time::{Duration, Instant};
+
+use tgi_engines::kernels::{backend, matmul, WeightView};
+use tgi_formats::quant::quantize_row;
+use tgi_formats::GgmlType;
+
+/// Deterministic pseudo-random, roughly normal values.
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            let mut v = 0.0;
+            for _ in 0..4 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                v += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            }
+            v
+        })
+        .collect()
+}
+
+/// A rows×cols weight matrix: 64 distinct quantized rows repeated (encoding the whole matrix
+/// with the reference quantizers would take minutes; the bytes streamed are the same).
+fn weights(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
+    let distinct = 64.min(rows);
+    let src = values(distinct * cols, 42);
+    let rb = ty.bytes_for(cols as u64).unwrap() as usize;
+    let mut enc = vec![0u8; distinct * rb];
+    for (s, d) in src.chunks(cols).zip(enc.chunks_mut(rb)) {
+        quantize_row(ty, s, d).unwrap();
+    }
+    let mut data = Vec::with_capacity(rows * rb);
+    while data.len() < rows * rb {
+        let take = (rows * rb - data.len()).min(enc.len());
+        data.extend_from_slice(&enc[..take]);
+    }
+    data
+}
+
+/// Best time of repeated calls, running for about `budget`.
+fn best_of(budget: Duration, mut f: impl FnMut()) -> Duration {
+    f();
+    let start = Instant::now();
+    let mut best = Duration::MAX;
+    let mut runs = 0;
+    while runs < 3 || (start.elapsed() < budget && runs < 1000) {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed());
+        runs += 1;
+    }
+    best
+}
+
+/// Best-of read bandwidth of a 256 MiB buffer summed in parallel: the ceiling for n=1.
+fn read_bandwidth() -> f64 {
+    use rayon::prelude::*;
+    let buf: Vec<u64> = (0..32u64 << 20).collect();
+    let mut sink = 0u64;
+    let t = best_of(Duration::from_millis(500), || {
+        sink = sink.wrapping_add(
+            buf.par_chunks(1 << 16)
+                .map(|c| c.iter().fold(0u64, |a, &v| a.wrapping_add(v)))
+                .reduce(|| 0, u64::wrapping_add),
+        );
+    });
+    std::hint::black_box(sink);
+    (buf.len() * 8) as f64 / t.as_secs_f64() / 1e9
+}
+
+fn main() {
+    let list = |var: &str, default: &str| -> Vec<String> {
+        std::env::var(var).unwrap_or_else(|_| default.into()).split(',').map(|s| s.trim().to_string()).collect()
+    };
+    let types: Vec<GgmlType> =
+        list("KERNELS_TYPES", "q4_k,q6_k,q8_0,f16,f32").iter().map(|s| GgmlType::parse(s).expect("type")).collect();
+    let ns: Vec<usize> = list("KERNELS_N", "1,4,16,128").iter().map(|s| s.parse().expect("n")).collect();
+    let shapes = [(2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048)];
+    println!("backend {:?}, {} threads", backend(), rayon::current_num_threads());
+    println!("memory read bandwidth (256 MiB, u64 sum over the pool): {:.1} GB/s", read_bandwidth());
+    println!("{:<6} {:>12} {:>5} {:>11} {:>8} {:>9}", "type", "rows×cols", "n", "µs/call", "GB/s", "vs n×n=1");
+    for &ty in &types {
+        for &(rows, cols) in &shapes {
+            let data = weights(ty, rows, cols);
+            let w = WeightView::new(ty, rows, cols, &data).unwrap();
+            let mut t1 = None;
+            for &n in &ns {
+                let x = values(n * cols, 7 + n as u64);
+                let mut y = vec![0f32; n * rows];
+                let t = best_of(Duration::from_millis(400), || matmul(w, &x, n, &mut y)).as_secs_f64();
+                if n == 1 {
+                    t1 = Some(t);
+                }
+                let speedup = match t1 {
+                    Some(t1) if n > 1 => format!("{:.2}×", n as f64 * t1 / t),
+                    _ => String::new(),
+                };
+                println!(
+                    "{:<6} {:>12} {:>5} {:>11.1} {:>8.1} {:>9}",
+                    ty.ggml_name(),
+                    format!("{rows}×{cols}"),
+                    n,
+                    t * 1e6,
+                    data.len() as f64 / t / 1e9,
+                    speedup
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! CPU matrix kernels: `y = x · Wᵀ` for every GGML weight type, with ggml's CPU semantics
+//! (activations quantized row by row to the weight type's "vec_dot_type", then integer dot
+//! products per block), an AVX2/FMA/F16C fast path chosen at run time and a portable scalar
+//! path for other CPUs (and as the test oracle).
+
+pub mod act;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod scalar;
+#[cfg(test)]
+mod tests;
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+use tgi_formats::GgmlType;
+
+use act::VecType;
+
+/// A weight matrix as stored: `rows` output features of `cols` inputs each, row-major, in `ty`'s encoding
+/// (GGML blocks along each row for quantized types; plain little-endian f32/f16/bf16 otherwise).
+#[derive(Clone, Copy, Debug)]
+pub struct WeightView<'a> {
+    /// Encoding of the values.
+    pub ty: GgmlType,
+    /// Output features (matrix rows).
+    pub rows: usize,
+    /// Inputs per row (matrix columns).
+    pub cols: usize,
+    /// The encoded rows, `ty.bytes_for(rows * cols)` bytes.
+    pub data: &'a [u8],
+}
+
+impl<'a> WeightView<'a> {
+    /// Checks the shape against the encoding: `cols` a whole number of `ty` blocks and `data`
+    /// exactly the bytes of `rows × cols` values.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, String> {
+        let bs = ty.block_size();
+        if !cols.is_multiple_of(bs) {
+            return Err(format!("{ty:?} weight: {cols} columns are not a whole number of blocks of {bs}"));
+        }
+        let expected = rows
+            .checked_mul(cols)
+            .and_then(|n| ty.bytes_for(n as u64))
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| format!("{ty:?} weight: {rows}×{cols} values overflow"))?;
+        if data.len() != expected {
+            return Err(format!(
+                "{ty:?} weight: {rows}×{cols} values take {expected} bytes, the buffer has {}",
+                data.len()
+            ));
+        }
+        Ok(WeightView { ty, rows, cols, data })
+    }
+
+    /// Bytes of one encoded row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
+    }
+}
+
+/// The implementation a matmul runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Portable Rust, any CPU.
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C intrinsics.
+    Avx2,
+}
+
+/// The fastest backend this CPU supports (detected once).
+pub fn backend() -> Backend {
+    static BACKEND: OnceLock<Backend> = OnceLock::new();
+    *BACKEND.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+            return Backend::Avx2;
+        }
+        Backend::Scalar
+    })
+}
+
+/// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n: `x` is n×cols row-major f32, `y` is n×rows (overwritten).
+/// Runs on the current rayon pool (callers size it with --threads).
+pub fn matmul(w: WeightView<'_>, x: &[f32], n: usize, y: &mut [f32]) {
+    matmul_with(backend(), w, x, n, y)
+}
+
+/// [`matmul`] on a chosen backend (panics if the CPU lacks it).
+pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: &mut [f32]) {
+    let (rows, cols) = (w.rows, w.cols);
+    assert_eq!(cols % w.ty.block_size(), 0, "{:?}: {cols} columns are not whole blocks", w.ty);
+    assert_eq!(w.data.len(), rows * w.row_bytes(), "{:?}: weight bytes do not match {rows}×{cols}", w.ty);
+    assert_eq!(x.len(), n * cols, "x must be n×cols");
+    assert_eq!(y.len(), n * rows, "y must be n×rows");
+    if n == 0 || rows == 0 {
+        return;
+    }
+    if cols == 0 {
+        y.fill(0.0);
+        return;
+    }
+    let kernel = Kernel::select(backend, w.ty);
+    let vt = VecType::for_weight(w.ty);
+    let xs = vt.row_bytes(cols);
+
+    thread_local! {
+        static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    }
+    // Taken out (not borrowed) so that a nested matmul on this thread finds an empty buffer.
+    let mut xq = SCRATCH.with(Cell::take);
+    xq.resize(n * xs, 0);
+    if n >= 8 {
+        xq.par_chunks_mut(xs).zip(x.par_chunks(cols)).for_each(|(d, s)| vt.quantize_row(s, d));
+    } else {
+        xq.chunks_mut(xs).zip(x.chunks(cols)).for_each(|(d, s)| vt.quantize_row(s, d));
+    }
+
+    let threads = rayon::current_num_threads().max(1);
+    let tile_r = rows.div_ceil(threads * 8).clamp(4, 64);
+    // Activation rows per pass over a weight tile: keep them within ~256 KiB (L2).
+    let tile_x = ((256 << 10) / xs).clamp(4, 64) & !3;
+    let wb = w.row_bytes();
+    let yp = SyncPtr(y.as_mut_ptr());
+    let xq_ref = &xq[..];
+    (0..rows.div_ceil(tile_r)).into_par_iter().for_each(|t| {
+        let r0 = t * tile_r;
+        let r1 = (r0 + tile_r).min(rows);
+        let mut out = [0.0f32; 4];
+        for i0 in (0..n).step_by(tile_x) {
+            let i1 = (i0 + tile_x).min(n);
+            for r in r0..r1 {
+                let wrow = &w.data[r * wb..(r + 1) * wb];
+                let mut i = i0;
+                while i < i1 {
+                    let nx = (i1 - i).min(4);
+                    kernel.run(wrow, &xq_ref[i * xs..], xs, nx, cols, &mut out);
+                    for (j, &v) in out[..nx].iter().enumerate() {
+                        // SAFETY: (i + j) < n and r < rows, so the index is inside y; every
+                        // task owns the rows r0..r1 of its tile, so no two tasks write the same
+                        // element, and `y` is borrowed mutably for the whole parallel loop.
+                        unsafe { yp.write((i + j) * rows + r, v) };
+                    }
+                    i += nx;
+                }
+            }
+        }
+    });
+    SCRATCH.with(|s| s.set(xq));
+}
+
+/// `y`'s base pointer, shared by the row tiles that write disjoint elements.
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut f32);
+impl SyncPtr {
+    /// Writes `v` at element `k`.
+    ///
+    /// Safety: `k` is inside the buffer and no other thread accesses element `k` meanwhile.
+    #[inline]
+    unsafe fn write(self, k: usize, v: f32) {
+        self.0.add(k).write(v)
+    }
+}
+
+// SAFETY: only used for the disjoint writes described in `matmul_with`.
+unsafe impl Send for SyncPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SyncPtr {}
+
+/// A scalar single-row dot product: weight row, activation row, cols.
+type ScalarDot = fn(&[u8], &[u8], usize) -> f32;
+
+/// The dot-product routine for one weight type on one backend.
+#[derive(Clone, Copy)]
+enum Kernel {
+    Scalar(ScalarDot),
+    #[cfg(target_arch = "x86_64")]
+    Simd(avx2::RowDot),
+}
+
+impl Kernel {
+    /// The fastest routine for `ty` on `backend`.
+    fn select(backend: Backend, ty: GgmlType) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Avx2 {
+            assert!(
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c"),
+                "the AVX2 backend needs avx2, fma and f16c"
+            );
+            let simd: Option<avx2::RowDot> = match ty {
+                GgmlType::Q8_0 => Some(avx2::q8_0),
+                GgmlType::Q4_0 => Some(avx2::q4_0),
+                GgmlType::Q4_K => Some(avx2::q4_k),
+                GgmlType::Q5_K => Some(avx2::q5_k),
+                GgmlType::Q6_K => Some(avx2::q6_k),
+                GgmlType::F32 => Some(avx2::f32w),
+                GgmlType::F16 => Some(avx2::f16w),
+                GgmlType::BF16 => Some(avx2::bf16w),
+                _ => None,
+            };
+            if let Some(f) = simd {
+                return Kernel::Simd(f);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
+        Kernel::Scalar(scalar_dot(ty))
+    }
+
+    /// Dots `w` with `nx` (1..=4) activation rows of `xs` bytes at the start of `x`.
+    #[inline]
+    fn run(self, w: &[u8], x: &[u8], xs: usize, nx: usize, cols: usize, out: &mut [f32; 4]) {
+        match self {
+            Kernel::Scalar(f) => {
+                for (j, o) in out[..nx].iter_mut().enumerate() {
+                    *o = f(w, &x[j * xs..(j + 1) * xs], cols);
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Simd(f) => {
+                assert!(x.len() >= nx * xs && (1..=4).contains(&nx));
+                // SAFETY: `select` checked the CPU features; `w` is one row of `cols` values of
+                // the kernel's type and `x` holds `nx` encoded rows of `xs` bytes (checked above).
+                unsafe { f(w, x, xs, nx, cols, out) }
+            }
+        }
+    }
+}
+
+/// The portable dot product for weight type `ty`.
+fn scalar_dot(ty: GgmlType) -> ScalarDot {
+    match ty {
+        GgmlType::F32 => scalar::dot_f32,
+        GgmlType::F16 => scalar::dot_f16,
+        GgmlType::BF16 => scalar::dot_bf16,
+        GgmlType::Q4_0 => scalar::dot_q4_0,
+        GgmlType::Q4_1 => scalar::dot_q4_1,
+        GgmlType::Q5_0 => scalar::dot_q5_0,
+        GgmlType::Q5_1 => scalar::dot_q5_1,
+        GgmlType::Q8_0 => scalar::dot_q8_0,
+        GgmlType::Q2_K => scalar::dot_q2_k,
+        GgmlType::Q3_K => scalar::dot_q3_k,
+        GgmlType::Q4_K => scalar::dot_q4_k,
+        GgmlType::Q5_K => scalar::dot_q5_k,
+        GgmlType::Q6_K => scalar::dot_q6_k,
+    }
+}
