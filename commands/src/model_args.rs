@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use tgi_engines::device::{ComputeDType, DeviceSpec};
+use tgi_engines::kv::KvDType;
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError};
 
 use crate::error::InputError;
@@ -34,6 +35,10 @@ pub struct ModelArgs {
     /// Lock the weights in RAM (mlock) so the OS never swaps them out.
     #[arg(long)]
     pub mlock: bool,
+
+    /// KV cache element type: f32 or f16 [default: f32 for all-f32 weights, else f16, as llama.cpp].
+    #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<KvDType>())]
+    pub kv_cache_dtype: Option<KvDType>,
 }
 
 impl ModelArgs {
@@ -55,7 +60,7 @@ impl ModelArgs {
             let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
         }
         let name = self.model_name()?;
-        let opts = LoadOptions { device: self.device, dtype: self.dtype, mlock: self.mlock };
+        let opts = LoadOptions { device: self.device, dtype: self.dtype, mlock: self.mlock, kv_dtype: self.kv_cache_dtype };
         model::load(&name, &opts).map_err(|e| classify(e, &name))
     }
 }

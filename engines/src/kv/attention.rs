@@ -4,9 +4,11 @@
 use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor};
+use half::slice::HalfFloatSliceExt;
+use half::f16;
 use rayon::prelude::*;
 
-use super::{BlockTable, KvError};
+use super::{BlockTable, HostBuf, KvError};
 
 /// One sequence's part of a step: its rows in the packed batch and the position of the first.
 #[derive(Clone, Debug)]
@@ -78,54 +80,103 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Read access to cached rows as f32, whatever the storage type.
+trait Rows: Sync {
+    /// Element `at..at + out.len()` as f32 into `out`.
+    fn read(&self, at: usize, out: &mut [f32]);
+    /// Rounds a value the way products with this cache see it (f16 for an f16 cache, as ggml).
+    fn round(x: f32) -> f32;
+}
+
+impl Rows for Vec<f32> {
+    fn read(&self, at: usize, out: &mut [f32]) {
+        out.copy_from_slice(&self[at..at + out.len()]);
+    }
+    fn round(x: f32) -> f32 {
+        x
+    }
+}
+
+impl Rows for Vec<f16> {
+    fn read(&self, at: usize, out: &mut [f32]) {
+        self[at..at + out.len()].convert_to_f32_slice(out);
+    }
+    fn round(x: f32) -> f32 {
+        f16::from_f32(x).to_f32()
+    }
+}
+
+/// Writes rows into a host buffer at their slots.
+fn store(buf: &mut HostBuf, rows: &[f32], slots: &[usize], width: usize) {
+    for (row, &slot) in slots.iter().enumerate() {
+        let src = &rows[row * width..][..width];
+        match buf {
+            HostBuf::F32(b) => b[slot * width..][..width].copy_from_slice(src),
+            HostBuf::F16(b) => b[slot * width..][..width].convert_from_f32_slice(src),
+        }
+    }
+}
+
 /// The CPU path: writes the new rows into the host cache, then one task per (row, head).
 pub(super) fn host(
-    kc: &mut [f32],
-    vc: &mut [f32],
+    kc: &mut HostBuf,
+    vc: &mut HostBuf,
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     plan: &AttentionPlan,
 ) -> Result<Tensor, KvError> {
+    let width = plan.kv_heads * plan.head_dim;
+    store(kc, &host_f32(k)?, &plan.slots, width);
+    store(vc, &host_f32(v)?, &plan.slots, width);
+    let qd = host_f32(q)?;
+    let out = match (&*kc, &*vc) {
+        (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &qd, plan),
+        (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &qd, plan),
+        _ => unreachable!("keys and values share a dtype"),
+    };
+    Ok(Tensor::from_vec(out, (plan.rows(), plan.heads * plan.head_dim), &Device::Cpu)?)
+}
+
+/// Attention of every (row, head) over the cache, in parallel.
+fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan) -> Vec<f32> {
     let (hd, heads) = (plan.head_dim, plan.heads);
     let width = plan.kv_heads * hd;
-    let (kd, vd, qd) = (host_f32(k)?, host_f32(v)?, host_f32(q)?);
-    for (row, &slot) in plan.slots.iter().enumerate() {
-        kc[slot * width..][..width].copy_from_slice(&kd[row * width..][..width]);
-        vc[slot * width..][..width].copy_from_slice(&vd[row * width..][..width]);
-    }
-    let (kc, vc) = (&*kc, &*vc);
     let group = heads / plan.kv_heads;
     let mut out = vec![0f32; plan.rows() * heads * hd];
-    out.par_chunks_mut(hd).enumerate().for_each_init(Vec::new, |scores: &mut Vec<f32>, (idx, o)| {
+    let scratch = || (Vec::new(), vec![0f32; hd], vec![0f32; hd]);
+    out.par_chunks_mut(hd).enumerate().for_each_init(scratch, |(scores, qv, row_buf), (idx, o)| {
         let (row, h) = (idx / heads, idx % heads);
         let g = h / group;
         let seq = &plan.seqs[plan.row_seq[row]];
         let pos = seq.start + row - seq.rows.start;
         let lo = plan.first_visible(pos);
-        let qv = &qd[idx * hd..][..hd];
+        for (d, &x) in qv.iter_mut().zip(&qd[idx * hd..][..hd]) {
+            *d = R::round(x);
+        }
         scores.clear();
         let mut max = f32::NEG_INFINITY;
         for p in lo..=pos {
-            let s = dot(qv, &kc[seq.table.slot(p) * width + g * hd..][..hd]) * plan.scale;
+            kc.read(seq.table.slot(p) * width + g * hd, row_buf);
+            let s = dot(qv, row_buf) * plan.scale;
             max = max.max(s);
             scores.push(s);
         }
-        let mut sum = 0.0;
+        let mut sum = 0f64;
         for s in scores.iter_mut() {
             *s = (*s - max).exp();
-            sum += *s;
+            sum += *s as f64;
         }
-        let inv = 1.0 / sum;
+        let inv = (1.0 / sum) as f32;
         for (p, &s) in (lo..=pos).zip(scores.iter()) {
-            let w = s * inv;
-            let vv = &vc[seq.table.slot(p) * width + g * hd..][..hd];
-            for (o, &x) in o.iter_mut().zip(vv) {
+            let w = R::round(s * inv);
+            vc.read(seq.table.slot(p) * width + g * hd, row_buf);
+            for (o, &x) in o.iter_mut().zip(row_buf.iter()) {
                 *o += w * x;
             }
         }
     });
-    Ok(Tensor::from_vec(out, (plan.rows(), heads * hd), &Device::Cpu)?)
+    out
 }
 
 /// The tensor path (any device): scatter the new rows into the cache tensors, gather each sequence's
@@ -203,7 +254,7 @@ mod tests {
         for window in [None, Some(3)] {
             let width = kvh * hd;
             let slots = 16 * bs * width;
-            let (mut hk, mut hv) = (vec![0f32; slots], vec![0f32; slots]);
+            let (mut hk, mut hv) = (HostBuf::F32(vec![0f32; slots]), HostBuf::F32(vec![0f32; slots]));
             let dk = Tensor::zeros((16 * bs, width), DType::F32, &Device::Cpu).unwrap();
             let dv = dk.zeros_like().unwrap();
             // Step 1: a prefills 6 tokens, b prefills 6; step 2: b decodes one token.
@@ -233,7 +284,7 @@ mod tests {
         let mut t = BlockTable::new();
         pool.grow(&mut t, 1).unwrap();
         let plan = AttentionPlan::new(vec![SeqSpan { rows: 0..1, start: 0, table: t }], 2, 1, 4, None);
-        let (mut hk, mut hv) = (vec![0f32; 32], vec![0f32; 32]);
+        let (mut hk, mut hv) = (HostBuf::F32(vec![0f32; 32]), HostBuf::F32(vec![0f32; 32]));
         let q = Tensor::ones((1, 8), DType::F32, &Device::Cpu).unwrap();
         let k = Tensor::ones((1, 4), DType::F32, &Device::Cpu).unwrap();
         let v = Tensor::new(&[[1f32, 2., 3., 4.]], &Device::Cpu).unwrap();

@@ -43,16 +43,59 @@ pub struct KvShape {
 }
 
 impl KvShape {
-    /// Bytes one token takes across all layers (keys and values, f32 on the host).
-    pub fn bytes_per_token(&self) -> usize {
-        self.layers * 2 * self.kv_heads * self.head_dim * 4
+    /// Bytes one token takes across all layers (keys and values) in `dtype`.
+    pub fn bytes_per_token(&self, dtype: KvDType) -> usize {
+        let width = match dtype {
+            KvDType::F32 => 4,
+            KvDType::F16 => 2,
+        };
+        self.layers * 2 * self.kv_heads * self.head_dim * width
+    }
+}
+
+/// The element type keys and values are cached in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvDType {
+    /// 32-bit floats: exact against float32 references.
+    F32,
+    /// IEEE halves: half the memory; llama.cpp's default, and its numerics (queries and attention weights
+    /// are rounded to f16 for the products with the cache, as ggml does).
+    F16,
+}
+
+impl std::str::FromStr for KvDType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(KvDType::F32),
+            "f16" => Ok(KvDType::F16),
+            _ => Err(format!("unknown KV cache dtype '{s}': expected f32 or f16")),
+        }
+    }
+}
+
+/// Host storage of one layer's keys or values: `[slots, kv_heads * head_dim]` row-major.
+pub(crate) enum HostBuf {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// f16 elements.
+    F16(Vec<half::f16>),
+}
+
+impl HostBuf {
+    fn zeros(n: usize, dtype: KvDType) -> Self {
+        match dtype {
+            KvDType::F32 => HostBuf::F32(vec![0.0; n]),
+            KvDType::F16 => HostBuf::F16(vec![half::f16::ZERO; n]),
+        }
     }
 }
 
 /// One layer's keys and values: plain host memory on the CPU, tensors on a GPU.
 enum LayerKv {
-    /// `[slots, kv_heads * head_dim]` row-major f32.
-    Host { k: Vec<f32>, v: Vec<f32> },
+    /// Host buffers.
+    Host { k: HostBuf, v: HostBuf },
     /// `[slots, kv_heads * head_dim]` tensors in the compute dtype.
     Device { k: Tensor, v: Tensor },
 }
@@ -66,16 +109,24 @@ pub struct KvCache {
 
 impl KvCache {
     /// A cache of `shape` on `device`; host memory is committed by the OS only as blocks are written.
-    pub fn new(shape: KvShape, device: &Device, dtype: DType) -> Result<Self, KvError> {
+    pub fn new(shape: KvShape, device: &Device, dtype: KvDType) -> Result<Self, KvError> {
         let slots = shape.num_blocks * shape.block_size;
         let width = shape.kv_heads * shape.head_dim;
         let layers = (0..shape.layers)
             .map(|_| match device {
-                Device::Cpu => Ok(LayerKv::Host { k: vec![0.0; slots * width], v: vec![0.0; slots * width] }),
-                dev => Ok(LayerKv::Device {
-                    k: Tensor::zeros((slots, width), dtype, dev)?,
-                    v: Tensor::zeros((slots, width), dtype, dev)?,
-                }),
+                Device::Cpu => {
+                    Ok(LayerKv::Host { k: HostBuf::zeros(slots * width, dtype), v: HostBuf::zeros(slots * width, dtype) })
+                }
+                dev => {
+                    let dt = match dtype {
+                        KvDType::F32 => DType::F32,
+                        KvDType::F16 => DType::F16,
+                    };
+                    Ok(LayerKv::Device {
+                        k: Tensor::zeros((slots, width), dt, dev)?,
+                        v: Tensor::zeros((slots, width), dt, dev)?,
+                    })
+                }
             })
             .collect::<Result<_, KvError>>()?;
         Ok(KvCache { shape, allocator: BlockAllocator::new(shape.num_blocks, shape.block_size), layers })

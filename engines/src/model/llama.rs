@@ -10,7 +10,7 @@ use super::linear::Linear;
 use super::rope::Rope;
 use super::weights::Weights;
 use super::{Logits, ModelError, SeqInput};
-use crate::kv::{AttentionPlan, KvCache, KvError, KvShape, SeqSpan};
+use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
 
 /// Self-attention projections.
 struct Attention {
@@ -44,11 +44,19 @@ pub struct Llama {
     lm_head: Linear,
     rope: Rope,
     device: Device,
+    kv_dtype: KvDType,
 }
 
 impl Llama {
-    /// Builds the model from its weights (`rope_factors`: Llama 3 per-frequency divisors, if any).
-    pub fn load(w: &Weights, cfg: LlamaConfig, rope_factors: Option<Vec<f32>>) -> Result<Self, ModelError> {
+    /// Builds the model from its weights (`rope_factors`: Llama 3 per-frequency divisors, if any). The KV cache
+    /// is `kv_dtype`, or by default f32 when every weight is f32 (exact against float32 references) and f16
+    /// otherwise (half the memory, llama.cpp's numerics).
+    pub fn load(
+        w: &Weights,
+        cfg: LlamaConfig,
+        rope_factors: Option<Vec<f32>>,
+        kv_dtype: Option<KvDType>,
+    ) -> Result<Self, ModelError> {
         let (h, hd) = (cfg.hidden, cfg.head_dim);
         let (q_out, kv_out) = (cfg.heads * hd, cfg.kv_heads * hd);
         let bias = w.has("model.layers.0.self_attn.q_proj.bias");
@@ -73,7 +81,7 @@ impl Llama {
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         let head = if w.has("lm_head.weight") { "lm_head" } else { "model.embed_tokens" };
-        Ok(Llama {
+        let mut model = Llama {
             embed: w.embedding("model.embed_tokens.weight", cfg.vocab, h)?,
             blocks,
             norm: w.vector("model.norm.weight", h)?,
@@ -81,7 +89,12 @@ impl Llama {
             rope: Rope::new(&cfg, rope_factors.as_deref()),
             device: w.device().clone(),
             cfg,
-        })
+            kv_dtype: KvDType::F32,
+        };
+        let all_f32 = model.linears().all(|l| l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32))
+            && model.norm.dtype() == candle_core::DType::F32;
+        model.kv_dtype = kv_dtype.unwrap_or(if all_f32 { KvDType::F32 } else { KvDType::F16 });
+        Ok(model)
     }
 
     /// The hyperparameters.
@@ -98,7 +111,12 @@ impl Llama {
     pub fn new_cache(&self, block_size: usize, num_blocks: usize) -> Result<KvCache, KvError> {
         let c = &self.cfg;
         let shape = KvShape { layers: c.layers, kv_heads: c.kv_heads, head_dim: c.head_dim, block_size, num_blocks };
-        KvCache::new(shape, &self.device, self.norm.dtype())
+        KvCache::new(shape, &self.device, self.kv_dtype)
+    }
+
+    /// The element type of this model's KV caches.
+    pub fn kv_dtype(&self) -> KvDType {
+        self.kv_dtype
     }
 
     /// Every linear layer, for pinning and reporting.

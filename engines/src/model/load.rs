@@ -14,6 +14,7 @@ use super::weights::{Naming, Weights};
 use super::ModelError;
 use crate::convert::metadata::llama3_rope_factors;
 use crate::device::{ComputeDType, DeviceSpec};
+use crate::kv::KvDType;
 use crate::text::chat::ChatTemplate;
 use crate::text::tokenizer::Tokenizer;
 
@@ -26,6 +27,8 @@ pub struct LoadOptions {
     pub dtype: Option<ComputeDType>,
     /// Pin the weights in RAM.
     pub mlock: bool,
+    /// KV cache element type (default: f32 for all-f32 weights, else f16).
+    pub kv_dtype: Option<KvDType>,
 }
 
 /// The file format the weights came from.
@@ -61,9 +64,9 @@ pub fn load(model: &str, opts: &LoadOptions) -> Result<LoadedModel, ModelError> 
     let dense = opts.dtype.map(ComputeDType::ggml);
     let path = Path::new(model);
     let loaded = if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
-        load_gguf(path, device, dense, act)?
+        load_gguf(path, device, dense, act, opts.kv_dtype)?
     } else {
-        load_hf(model, device, dense, act)?
+        load_hf(model, device, dense, act, opts.kv_dtype)?
     };
     if opts.mlock {
         loaded.model.lock().map_err(ModelError::Mlock)?;
@@ -71,14 +74,20 @@ pub fn load(model: &str, opts: &LoadOptions) -> Result<LoadedModel, ModelError> 
     Ok(loaded)
 }
 
-fn load_hf(model: &str, device: Device, dense: Option<tgi_formats::GgmlType>, act: DType) -> Result<LoadedModel, ModelError> {
+fn load_hf(
+    model: &str,
+    device: Device,
+    dense: Option<tgi_formats::GgmlType>,
+    act: DType,
+    kv: Option<KvDType>,
+) -> Result<LoadedModel, ModelError> {
     let files = resolve(model)?;
     let hf = ModelConfig::from_file(&files.config)?;
     let cfg = LlamaConfig::from_hf(&hf)?;
     let source: Arc<dyn TensorSource> =
         Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
     let weights = Weights::new(source, Naming::Hf, device, dense, act);
-    let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf))?;
+    let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf), kv)?;
     let tj = files.tokenizer_json.as_deref().ok_or_else(|| {
         ModelError::Config(format!("{}: no tokenizer.json beside the weights", files.root.display()))
     })?;
@@ -94,7 +103,13 @@ fn load_hf(model: &str, device: Device, dense: Option<tgi_formats::GgmlType>, ac
     Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Safetensors })
 }
 
-fn load_gguf(path: &Path, device: Device, dense: Option<tgi_formats::GgmlType>, act: DType) -> Result<LoadedModel, ModelError> {
+fn load_gguf(
+    path: &Path,
+    device: Device,
+    dense: Option<tgi_formats::GgmlType>,
+    act: DType,
+    kv: Option<KvDType>,
+) -> Result<LoadedModel, ModelError> {
     let file = Arc::new(GgufFile::open(path)?);
     let vocab = file
         .tensor("token_embd.weight")
@@ -115,6 +130,6 @@ fn load_gguf(path: &Path, device: Device, dense: Option<tgi_formats::GgmlType>, 
     let source: Arc<dyn TensorSource> = file;
     let weights = Weights::new(source, naming, device, dense, act);
     let factors = weights.host_vector("rope_freqs.weight")?;
-    let model = Llama::load(&weights, cfg, factors)?;
+    let model = Llama::load(&weights, cfg, factors, kv)?;
     Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Gguf })
 }
