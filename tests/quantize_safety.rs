@@ -48,7 +48,7 @@ fn write_big_model(dir: &Path, hidden: usize, ffn: usize, layers: usize) {
         offset += n;
     }
     let mut h = serde_json::Value::Object(header).to_string().into_bytes();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut bytes = Vec::with_capacity(8 + h.len() + offset);

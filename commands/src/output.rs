@@ -148,10 +148,10 @@ mod tests {
         f.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"hello");
         assert!(AtomicFile::create(&target, false, &[]).is_err());
-        assert!(AtomicFile::create(&target, true, &[target.clone()]).is_err());
+        assert!(AtomicFile::create(&target, true, std::slice::from_ref(&target)).is_err());
         let link = dir.path().join("link.bin");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(AtomicFile::create(&link, true, &[target.clone()]).is_err());
+        assert!(AtomicFile::create(&link, true, std::slice::from_ref(&target)).is_err());
         // Dropped without commit: nothing left behind.
         let other = dir.path().join("other.bin");
         drop(AtomicFile::create(&other, false, &[]).unwrap());

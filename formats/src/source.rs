@@ -165,6 +165,9 @@ pub fn open(path: &Path) -> Result<Box<dyn TensorSource>, SourceError> {
 /// never all sit in memory at once.
 const SLAB: usize = 16 << 20;
 
+/// Widens a slice of stored floats to f32.
+type Converter = fn(&[u8], &mut [f32]);
+
 /// Converts a tensor's stored bytes (a slice of `mmap`) to f32 into `out`, releasing the mapped
 /// pages slab by slab as they are consumed.
 pub(crate) fn bytes_to_f32(
@@ -175,7 +178,7 @@ pub(crate) fn bytes_to_f32(
     name: &str,
     out: &mut Vec<f32>,
 ) -> Result<(), SourceError> {
-    let (width, convert): (usize, fn(&[u8], &mut [f32])) = match dtype {
+    let (width, convert): (usize, Converter) = match dtype {
         DType::F32 => (4, f32_from_bytes),
         DType::F16 => (2, f16_to_f32),
         DType::BF16 => (2, bf16_to_f32),

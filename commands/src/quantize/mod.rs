@@ -105,6 +105,7 @@ fn parse_tensor_type(s: &str) -> Result<TensorTypeRule, String> {
 }
 
 /// The checkpoint being converted.
+#[allow(clippy::large_enum_variant)] // one value per run
 enum Input {
     Hf { name: String, config: ModelConfig, vocab: GgufVocab, weights: SafetensorsSet, files: Vec<PathBuf> },
     Gguf { name: String, file: GgufFile, path: PathBuf },

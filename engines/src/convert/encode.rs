@@ -60,7 +60,7 @@ pub fn encode(
     out: &mut Vec<u8>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ErrorStats, ConvertError> {
-    if n_per_row == 0 || data.len() % n_per_row != 0 || n_per_row % ty.block_size() != 0 {
+    if n_per_row == 0 || !data.len().is_multiple_of(n_per_row) || !n_per_row.is_multiple_of(ty.block_size()) {
         return Err(ConvertError::RowNotBlockAligned { row: n_per_row as u64, ty });
     }
     let row_bytes = n_per_row / ty.block_size() * ty.type_size();

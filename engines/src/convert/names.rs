@@ -68,14 +68,14 @@ pub fn map_name(
 /// using `scratch` as the working copy.
 pub fn apply(
     transform: Transform,
-    data: &mut Vec<f32>,
+    data: &mut [f32],
     scratch: &mut Vec<f32>,
     rows: usize,
 ) -> Result<(), ConvertError> {
     let Transform::PermuteHeads(heads) = transform else {
         return Ok(());
     };
-    if heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0 || data.len() % rows.max(1) != 0 {
+    if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) || !data.len().is_multiple_of(rows.max(1)) {
         return Err(ConvertError::BadPermutation { rows, heads });
     }
     let cols = data.len() / rows;
@@ -134,7 +134,7 @@ mod tests {
         apply(Transform::PermuteHeads(2), &mut out, &mut scratch, 8).unwrap();
         let rows: Vec<f32> = out.chunks(2).map(|r| r[0] / 2.0).collect();
         assert_eq!(rows, vec![0., 2., 1., 3., 4., 6., 5., 7.]);
-        assert!(apply(Transform::PermuteHeads(3), &mut vec![0.; 8], &mut scratch, 8).is_err());
+        assert!(apply(Transform::PermuteHeads(3), &mut [0.; 8], &mut scratch, 8).is_err());
     }
 
     #[test]

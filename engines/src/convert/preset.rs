@@ -269,7 +269,7 @@ impl<'a> TypeRules<'a> {
         let n_gqa = self.shape.n_head / self.shape.n_head_kv.max(1);
         let is_70b = n_layer == 80;
         if cat == Category::Output || (self.shape.tied_embeddings && cat == Category::TokenEmbd) {
-            if row % t.block_size() as u64 != 0 {
+            if !row.is_multiple_of(t.block_size() as u64) {
                 return T::Q8_0;
             }
             return if t != T::Q8_0 { T::Q6_K } else { t };
@@ -344,7 +344,7 @@ pub fn layer_of(name: &str) -> Option<usize> {
 /// llama.cpp's tensor_type_fallback: a compatible type when the row is not a multiple of the block.
 fn fallback(ty: GgmlType, row: u64) -> GgmlType {
     use GgmlType as T;
-    if row % ty.block_size() as u64 == 0 {
+    if row.is_multiple_of(ty.block_size() as u64) {
         return ty;
     }
     let fb = match ty {
@@ -354,7 +354,7 @@ fn fallback(ty: GgmlType, row: u64) -> GgmlType {
         T::Q6_K => T::Q8_0,
         other => other,
     };
-    if row % fb.block_size() as u64 != 0 {
+    if !row.is_multiple_of(fb.block_size() as u64) {
         T::F16
     } else {
         fb
@@ -362,7 +362,7 @@ fn fallback(ty: GgmlType, row: u64) -> GgmlType {
 }
 
 fn check_fits(name: &str, row: u64, ty: GgmlType) -> Result<GgmlType, ConvertError> {
-    if row % ty.block_size() as u64 != 0 {
+    if !row.is_multiple_of(ty.block_size() as u64) {
         return Err(ConvertError::TypeDoesNotFit { tensor: name.to_string(), row, ty });
     }
     Ok(ty)

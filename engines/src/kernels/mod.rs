@@ -119,8 +119,6 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
 
     let threads = rayon::current_num_threads().max(1);
     let tile_r = rows.div_ceil(threads * 8).clamp(4, 64);
-    // Activation rows per pass over a weight tile: keep them within ~256 KiB (L2).
-    let tile_x = ((256 << 10) / xs).clamp(4, 64) & !3;
     let wb = w.row_bytes();
     let yp = SyncPtr(y.as_mut_ptr());
     let xq_ref = &xq[..];
@@ -128,21 +126,17 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
         let r0 = t * tile_r;
         let r1 = (r0 + tile_r).min(rows);
         let mut out = [0.0f32; 4];
-        for i0 in (0..n).step_by(tile_x) {
-            let i1 = (i0 + tile_x).min(n);
+        // Up to 4 activation rows stay in L1 while the tile's weight rows (at most 64, in L2) pass by.
+        for i in (0..n).step_by(4) {
+            let nx = (n - i).min(4);
+            let xg = &xq_ref[i * xs..];
             for r in r0..r1 {
-                let wrow = &w.data[r * wb..(r + 1) * wb];
-                let mut i = i0;
-                while i < i1 {
-                    let nx = (i1 - i).min(4);
-                    kernel.run(wrow, &xq_ref[i * xs..], xs, nx, cols, &mut out);
-                    for (j, &v) in out[..nx].iter().enumerate() {
-                        // SAFETY: (i + j) < n and r < rows, so the index is inside y; every
-                        // task owns the rows r0..r1 of its tile, so no two tasks write the same
-                        // element, and `y` is borrowed mutably for the whole parallel loop.
-                        unsafe { yp.write((i + j) * rows + r, v) };
-                    }
-                    i += nx;
+                kernel.run(&w.data[r * wb..(r + 1) * wb], xg, xs, nx, cols, &mut out);
+                for (j, &v) in out[..nx].iter().enumerate() {
+                    // SAFETY: (i + j) < n and r < rows, so the index is inside y; every
+                    // task owns the rows r0..r1 of its tile, so no two tasks write the same
+                    // element, and `y` is borrowed mutably for the whole parallel loop.
+                    unsafe { yp.write((i + j) * rows + r, v) };
                 }
             }
         }

@@ -138,41 +138,47 @@ pub(super) fn host(
     Ok(Tensor::from_vec(out, (plan.rows(), plan.heads * plan.head_dim), &Device::Cpu)?)
 }
 
-/// Attention of every (row, head) over the cache, in parallel.
+/// Attention of every (row, KV head) over the cache, in parallel: each cached key and value row is read
+/// (and widened from f16) once for all the query heads that share it.
 fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan) -> Vec<f32> {
     let (hd, heads) = (plan.head_dim, plan.heads);
     let width = plan.kv_heads * hd;
     let group = heads / plan.kv_heads;
     let mut out = vec![0f32; plan.rows() * heads * hd];
-    let scratch = || (Vec::new(), vec![0f32; hd], vec![0f32; hd]);
-    out.par_chunks_mut(hd).enumerate().for_each_init(scratch, |(scores, qv, row_buf), (idx, o)| {
-        let (row, h) = (idx / heads, idx % heads);
-        let g = h / group;
+    let scratch = || (Vec::new(), vec![0f32; group * hd], vec![0f32; hd], vec![0f32; group]);
+    out.par_chunks_mut(group * hd).enumerate().for_each_init(scratch, |(scores, qv, kv_row, inv), (idx, o)| {
+        let (row, g) = (idx / plan.kv_heads, idx % plan.kv_heads);
         let seq = &plan.seqs[plan.row_seq[row]];
         let pos = seq.start + row - seq.rows.start;
         let lo = plan.first_visible(pos);
-        for (d, &x) in qv.iter_mut().zip(&qd[idx * hd..][..hd]) {
+        let n = pos + 1 - lo;
+        for (d, &x) in qv.iter_mut().zip(&qd[idx * group * hd..][..group * hd]) {
             *d = R::round(x);
         }
         scores.clear();
-        let mut max = f32::NEG_INFINITY;
-        for p in lo..=pos {
-            kc.read(seq.table.slot(p) * width + g * hd, row_buf);
-            let s = dot(qv, row_buf) * plan.scale;
-            max = max.max(s);
-            scores.push(s);
+        scores.resize(group * n, 0.0);
+        for (k, p) in (lo..=pos).enumerate() {
+            kc.read(seq.table.slot(p) * width + g * hd, kv_row);
+            for (i, q) in qv.chunks_exact(hd).enumerate() {
+                scores[i * n + k] = dot(q, kv_row) * plan.scale;
+            }
         }
-        let mut sum = 0f64;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s as f64;
+        for (s, inv) in scores.chunks_exact_mut(n).zip(inv.iter_mut()) {
+            let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f64;
+            for x in s.iter_mut() {
+                *x = (*x - max).exp();
+                sum += *x as f64;
+            }
+            *inv = (1.0 / sum) as f32;
         }
-        let inv = (1.0 / sum) as f32;
-        for (p, &s) in (lo..=pos).zip(scores.iter()) {
-            let w = R::round(s * inv);
-            vc.read(seq.table.slot(p) * width + g * hd, row_buf);
-            for (o, &x) in o.iter_mut().zip(row_buf.iter()) {
-                *o += w * x;
+        for (k, p) in (lo..=pos).enumerate() {
+            vc.read(seq.table.slot(p) * width + g * hd, kv_row);
+            for (i, o) in o.chunks_exact_mut(hd).enumerate() {
+                let w = R::round(scores[i * n + k] * inv[i]);
+                for (o, &x) in o.iter_mut().zip(kv_row.iter()) {
+                    *o += w * x;
+                }
             }
         }
     });

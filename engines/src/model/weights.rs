@@ -113,7 +113,7 @@ impl Weights {
     /// The linear layer `{prefix}.weight` (`[rows, cols]`), with `{prefix}.bias` when `bias`.
     pub fn linear(&self, prefix: &str, rows: usize, cols: usize, bias: bool) -> Result<Linear, ModelError> {
         let (ty, name) = self.matrix(&format!("{prefix}.weight"), rows, cols)?;
-        if cols % ty.block_size() != 0 {
+        if !cols.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!(
                 "tensor '{name}': rows of {cols} are not whole {ty} blocks of {}",
                 ty.block_size()
@@ -145,7 +145,7 @@ impl Weights {
     /// The `[vocab, hidden]` embedding matrix.
     pub fn embedding(&self, hf: &str, vocab: usize, hidden: usize) -> Result<Embedding, ModelError> {
         let (ty, name) = self.matrix(hf, vocab, hidden)?;
-        if hidden % ty.block_size() != 0 {
+        if !hidden.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!("tensor '{name}': {hidden} is not whole {ty} blocks")));
         }
         Ok(Embedding::new(ty, WeightBytes::mapped(&self.source, &name)?, vocab, hidden))
