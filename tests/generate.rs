@@ -149,3 +149,38 @@ fn bad_input_is_a_clear_error() {
     std::fs::write(&short, "Once upon a time").unwrap();
     assert_fails(&tgi(["perplexity".as_ref(), short.as_os_str()]), 2, "tokens");
 }
+
+/// A TinyLlama/Zephyr-style template, as tokenizer_config.json carries it.
+const ZEPHYR: &str = "{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}{% elif message['role'] == 'system' %}{{ '<|system|>\\n' + message['content'] + eos_token }}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}{% endfor %}";
+
+#[test]
+fn chat_applies_the_template_from_hf_and_from_gguf() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = dir.path().join("hf");
+    std::fs::create_dir(&hf).unwrap();
+    for f in std::fs::read_dir(model("stories260k/hf")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), hf.join(f.file_name())).unwrap();
+    }
+    let cfg_path = hf.join("tokenizer_config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["chat_template"] = Value::from(ZEPHYR);
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let gguf = quantize(&hf, "q8_0", dir.path());
+    let mut lens = Vec::new();
+    for m in [&hf, &gguf] {
+        let run = |extra: &[&str]| -> Value {
+            let mut args = vec!["generate", "-m", m.to_str().unwrap(), "--temperature", "0", "-n", "4", "--json"];
+            args.extend_from_slice(extra);
+            args.push("Tell me a story");
+            serde_json::from_str(&assert_ok(&tgi(&args))).unwrap()
+        };
+        let plain = run(&[])["prompt_token_ids"].as_array().unwrap().len();
+        let chat = run(&["--chat", "--system", "Be kind."])["prompt_token_ids"].as_array().unwrap().clone();
+        // "<|system|>\nBe kind.</s><|user|>\nTell me a story</s><|assistant|>": the two EOS appear as ids.
+        assert_eq!(chat.iter().filter(|&id| id == 2).count(), 2, "{chat:?}");
+        assert!(chat.len() > plain + 10, "{} vs {plain}", chat.len());
+        lens.push(chat);
+    }
+    assert_eq!(lens[0], lens[1], "the GGUF carries the same template and vocabulary");
+}

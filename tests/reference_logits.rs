@@ -30,6 +30,11 @@ fn open(path: &Path) -> LoadedModel {
     load(path.to_str().unwrap(), &LoadOptions::default()).unwrap()
 }
 
+/// The model through candle's tensor ops, the code path GPUs run.
+fn open_tensor_path(path: &Path) -> LoadedModel {
+    load(path.to_str().unwrap(), &LoadOptions { cpu_tensor_ops: true, ..LoadOptions::default() }).unwrap()
+}
+
 /// Last-position logits after `tokens`.
 fn last_logits(m: &LoadedModel, tokens: &[u32]) -> Vec<f32> {
     let mut kv = m.model.new_cache(16, 64).unwrap();
@@ -74,12 +79,14 @@ fn float32_matches_transformers() {
         let hf = root().join(entry["dir"].as_str().unwrap());
         let gguf = dir.path().join(format!("{name}-f32.gguf"));
         quantize(&hf, "f32", &gguf);
-        let mut files = vec![hf, gguf];
+        let mut files = vec![(open(&hf), hf.clone()), (open(&gguf), gguf.clone())];
         if name == "stories260k" {
-            files.push(model("stories260k/stories260k-f32.gguf"));
+            let committed = model("stories260k/stories260k-f32.gguf");
+            files.push((open(&committed), committed));
+            files.push((open_tensor_path(&hf), hf.join("(tensor path)")));
+            files.push((open_tensor_path(&gguf), gguf.join("(tensor path)")));
         }
-        for file in files {
-            let m = open(&file);
+        for (m, file) in files {
             for p in entry["prompts"].as_array().unwrap() {
                 let what = format!("{name} from {} on {:?}", file.display(), p["prompt"]);
                 let prompt = ids(&p["prompt_ids"]);
@@ -140,6 +147,15 @@ fn quantized_matches_llama_cpp() {
     // rounding boundary the logits move by ~0.1. Most positions agree to float precision.
     eprintln!("stories260k q8_0: {exact}/10 logit vectors within 1e-4 of llama.cpp, worst {worst:.3}");
     assert!(exact >= 6 && worst < 0.25, "{exact} exact, worst {worst}");
+
+    // The tensor (GPU) path on the same file: candle's quantized matmul, f16 KV tensors.
+    let t = open_tensor_path(&q8);
+    for p in st["prompts"].as_array().unwrap() {
+        let prompt = ids(&p["prompt_ids"]);
+        let d = max_diff(&last_logits(&t, &prompt), &last_logits(&m, &prompt));
+        eprintln!("stories260k q8_0 tensor path vs host kernels {:?}: max |Δlogit| {d:.2e}", p["prompt"]);
+        assert!(d < 0.3, "{d}");
+    }
 
     let tiny = &r["models"]["tiny-2l"];
     let ckpt = dir.path().join("tiny2l");

@@ -108,13 +108,23 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// A cache of `shape` on `device`; host memory is committed by the OS only as blocks are written.
+    /// A cache of `shape` on `device`: host buffers on the CPU (committed by the OS only as blocks are
+    /// written) with the tuned attention, device tensors elsewhere.
     pub fn new(shape: KvShape, device: &Device, dtype: KvDType) -> Result<Self, KvError> {
+        Self::build(shape, device, dtype, device.is_cpu())
+    }
+
+    /// A cache of device tensors with the tensor attention path, on any device (the CPU included).
+    pub fn new_tensors(shape: KvShape, device: &Device, dtype: KvDType) -> Result<Self, KvError> {
+        Self::build(shape, device, dtype, false)
+    }
+
+    fn build(shape: KvShape, device: &Device, dtype: KvDType, host: bool) -> Result<Self, KvError> {
         let slots = shape.num_blocks * shape.block_size;
         let width = shape.kv_heads * shape.head_dim;
         let layers = (0..shape.layers)
             .map(|_| match device {
-                Device::Cpu => {
+                _ if host => {
                     Ok(LayerKv::Host { k: HostBuf::zeros(slots * width, dtype), v: HostBuf::zeros(slots * width, dtype) })
                 }
                 dev => {

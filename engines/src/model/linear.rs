@@ -29,7 +29,9 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// A layer over stored bytes of type `ty` (`[rows, cols]` row-major), placed on `device`.
+    /// A layer over stored bytes of type `ty` (`[rows, cols]` row-major): multiplied by the host kernels when
+    /// `host`, else placed on `device` as a tensor (the GPU path, which also runs on the CPU).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ty: GgmlType,
         bytes: WeightBytes,
@@ -38,9 +40,10 @@ impl Linear {
         bias: Option<Tensor>,
         device: &Device,
         dense_dtype: candle_core::DType,
+        host: bool,
     ) -> candle_core::Result<Self> {
         let weight = match device {
-            Device::Cpu => Weight::Host { ty, bytes },
+            _ if host => Weight::Host { ty, bytes },
             dev if ty.is_quantized() => {
                 let q = candle_core::quantized::ggml_file::qtensor_from_ggml(
                     candle_ggml(ty),

@@ -45,6 +45,7 @@ pub struct Llama {
     rope: Rope,
     device: Device,
     kv_dtype: KvDType,
+    host: bool,
 }
 
 impl Llama {
@@ -90,6 +91,7 @@ impl Llama {
             device: w.device().clone(),
             cfg,
             kv_dtype: KvDType::F32,
+            host: w.host(),
         };
         let all_f32 = model.linears().all(|l| l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32))
             && model.norm.dtype() == candle_core::DType::F32;
@@ -111,7 +113,11 @@ impl Llama {
     pub fn new_cache(&self, block_size: usize, num_blocks: usize) -> Result<KvCache, KvError> {
         let c = &self.cfg;
         let shape = KvShape { layers: c.layers, kv_heads: c.kv_heads, head_dim: c.head_dim, block_size, num_blocks };
-        KvCache::new(shape, &self.device, self.kv_dtype)
+        if self.host {
+            KvCache::new(shape, &self.device, self.kv_dtype)
+        } else {
+            KvCache::new_tensors(shape, &self.device, self.kv_dtype)
+        }
     }
 
     /// The element type of this model's KV caches.

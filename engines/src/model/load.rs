@@ -29,6 +29,9 @@ pub struct LoadOptions {
     pub mlock: bool,
     /// KV cache element type (default: f32 for all-f32 weights, else f16).
     pub kv_dtype: Option<KvDType>,
+    /// On the CPU, compute through candle's tensor ops (the GPU code path) instead of tgi's kernels;
+    /// slower, for checking that path where no GPU is at hand.
+    pub cpu_tensor_ops: bool,
 }
 
 /// The file format the weights came from.
@@ -64,9 +67,9 @@ pub fn load(model: &str, opts: &LoadOptions) -> Result<LoadedModel, ModelError> 
     let dense = opts.dtype.map(ComputeDType::ggml);
     let path = Path::new(model);
     let loaded = if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
-        load_gguf(path, device, dense, act, opts.kv_dtype)?
+        load_gguf(path, device, dense, act, opts)?
     } else {
-        load_hf(model, device, dense, act, opts.kv_dtype)?
+        load_hf(model, device, dense, act, opts)?
     };
     if opts.mlock {
         loaded.model.lock().map_err(ModelError::Mlock)?;
@@ -79,15 +82,15 @@ fn load_hf(
     device: Device,
     dense: Option<tgi_formats::GgmlType>,
     act: DType,
-    kv: Option<KvDType>,
+    opts: &LoadOptions,
 ) -> Result<LoadedModel, ModelError> {
     let files = resolve(model)?;
     let hf = ModelConfig::from_file(&files.config)?;
     let cfg = LlamaConfig::from_hf(&hf)?;
     let source: Arc<dyn TensorSource> =
         Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
-    let weights = Weights::new(source, Naming::Hf, device, dense, act);
-    let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf), kv)?;
+    let weights = Weights::new(source, Naming::Hf, device, dense, act, opts.cpu_tensor_ops);
+    let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
     let tj = files.tokenizer_json.as_deref().ok_or_else(|| {
         ModelError::Config(format!("{}: no tokenizer.json beside the weights", files.root.display()))
     })?;
@@ -108,7 +111,7 @@ fn load_gguf(
     device: Device,
     dense: Option<tgi_formats::GgmlType>,
     act: DType,
-    kv: Option<KvDType>,
+    opts: &LoadOptions,
 ) -> Result<LoadedModel, ModelError> {
     let file = Arc::new(GgufFile::open(path)?);
     let vocab = file
@@ -128,8 +131,8 @@ fn load_gguf(
     let eos = tokenizer.eos_ids().to_vec();
     let naming = Naming::Gguf { arch: cfg.architecture, heads: cfg.heads, kv_heads: cfg.kv_heads };
     let source: Arc<dyn TensorSource> = file;
-    let weights = Weights::new(source, naming, device, dense, act);
+    let weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
     let factors = weights.host_vector("rope_freqs.weight")?;
-    let model = Llama::load(&weights, cfg, factors, kv)?;
+    let model = Llama::load(&weights, cfg, factors, opts.kv_dtype)?;
     Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Gguf })
 }

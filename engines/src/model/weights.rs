@@ -38,20 +38,29 @@ pub struct Weights {
     device: Device,
     dense: Option<GgmlType>,
     act: CDType,
+    host: bool,
 }
 
 impl Weights {
     /// Wraps `source`; dense weights are converted to `dense` when given (else kept as stored);
-    /// vectors (norms, biases) become `act` tensors on `device`.
+    /// vectors (norms, biases) become `act` tensors on `device`. On the CPU, matrices feed tgi's kernels
+    /// unless `tensor_ops` asks for candle's tensor path (the one GPUs take).
     pub fn new(
         source: Arc<dyn TensorSource>,
         naming: Naming,
         device: Device,
         dense: Option<GgmlType>,
         act: CDType,
+        tensor_ops: bool,
     ) -> Self {
         let metas = source.tensors().into_iter().map(|m| (m.name.clone(), m)).collect();
-        Weights { source, metas, naming, device, dense, act }
+        let host = device.is_cpu() && !tensor_ops;
+        Weights { source, metas, naming, device, dense, act, host }
+    }
+
+    /// Whether layers run on tgi's host kernels (else on candle tensors).
+    pub fn host(&self) -> bool {
+        self.host
     }
 
     /// The device layers are placed on.
@@ -121,7 +130,7 @@ impl Weights {
         }
         let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
         let (ty, bytes) = self.bytes(ty, &name)?;
-        Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act)?)
+        Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act, self.host)?)
     }
 
     /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.
