@@ -6,6 +6,7 @@
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod dense;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -100,6 +101,9 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
     if cols == 0 {
         y.fill(0.0);
         return;
+    }
+    if backend != Backend::Scalar && dense::applies(w.ty, n) {
+        return dense::matmul(w, x, n, y);
     }
     let kernel = Kernel::select(backend, w.ty);
     let vt = VecType::for_weight(w.ty);
