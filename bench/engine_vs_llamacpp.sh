@@ -14,7 +14,7 @@
 # `cargo bench --bench batched_decode` with the same shape: B sequences prefill 16 tokens, then decode 32 tokens
 # together; aggregate decode tok/s. Prints markdown tables with the ratio tgi / llama.cpp.
 #
-# Environment: TYPES (default "f16 q8_0 q4_k_m"), BATCH_TYPES ("q8_0 q4_k_m"), THREADS (2), REPS (llama-bench
+# Environment: TYPES (default "f16 q8_0 q4_k_m"), BATCH_TYPES ("q8_0 q4_k_m"; empty for none), THREADS (2), REPS (llama-bench
 # repetitions, 2), TGI (default target/release/tgi).
 set -euo pipefail
 
@@ -25,8 +25,8 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LLAMA_BIN=$(cd "$1" && pwd)
 WORK=${2:-$ROOT/bench/out}
-TYPES=${TYPES:-"f16 q8_0 q4_k_m"}
-BATCH_TYPES=${BATCH_TYPES:-"q8_0 q4_k_m"}
+TYPES=${TYPES-"f16 q8_0 q4_k_m"}
+BATCH_TYPES=${BATCH_TYPES-"q8_0 q4_k_m"}
 THREADS=${THREADS:-2}
 REPS=${REPS:-2}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
