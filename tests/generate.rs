@@ -138,13 +138,20 @@ fn seeded_sampling_repeats_and_stop_strings_cut() {
 #[test]
 fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["generate", "-m", "/nonexistent/model.gguf", "hi"]), 2, "cannot load");
+    let gpt2 = root().join("engines/tests/data/tokenizers/ggml-vocab-gpt-2.gguf");
+    assert_fails(&tgi(["generate".as_ref(), "-m".as_ref(), gpt2.as_os_str(), "hi".as_ref()]), 2, "architecture 'gpt2'");
+    let vocab_only = root().join("engines/tests/data/tokenizers/ggml-vocab-llama-spm.gguf");
+    assert_fails(&tgi(["generate".as_ref(), "-m".as_ref(), vocab_only.as_os_str(), "hi".as_ref()]), 2, "no tensor");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.gguf");
+    std::fs::write(&bad, b"GGUF\x03\x00\x00\x00truncated").unwrap();
+    assert_fails(&tgi(["generate".as_ref(), "-m".as_ref(), bad.as_os_str(), "hi".as_ref()]), 2, "bad.gguf");
     assert_fails(&tgi(["generate", "--top-p", "1.5", "hi"]), 2, "top_p");
     assert_fails(&tgi(["generate", "--device", "cuda", "hi"]), 2, "without cuda support");
     assert_fails(&tgi(["generate", "--chat", "hi"]), 2, "no chat template");
     let long = "Once upon a time ".repeat(200);
     assert_fails(&tgi(["generate", long.as_str()]), 2, "context length");
     assert_fails(&tgi(["perplexity", "--ctx", "128", "Cargo.toml", "-m", "/nope"]), 2, "cannot load");
-    let dir = tempfile::tempdir().unwrap();
     let short = dir.path().join("short.txt");
     std::fs::write(&short, "Once upon a time").unwrap();
     assert_fails(&tgi(["perplexity".as_ref(), short.as_os_str()]), 2, "tokens");

@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor};
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {
     /// Not enough free blocks for a sequence's next tokens.
-    #[error("KV cache full: {needed} more blocks needed, {free} free (of {total}); raise --kv-cache-tokens")]
+    #[error("KV cache full: {needed} more blocks needed, {free} free (of {total})")]
     OutOfBlocks {
         /// Blocks the request needed.
         needed: usize,

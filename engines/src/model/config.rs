@@ -75,8 +75,8 @@ impl LlamaConfig {
         })
     }
 
-    /// From a GGUF file's `{arch}.*` metadata; `vocab` comes from the embedding's shape.
-    pub fn from_gguf(file: &GgufFile, vocab: usize) -> Result<Self, ModelError> {
+    /// From a GGUF file's `{arch}.*` metadata; the vocabulary size comes from the embedding's shape.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
         let arch_name = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
         let architecture = match arch_name {
             "llama" => Architecture::Llama,
@@ -88,6 +88,10 @@ impl LlamaConfig {
                 )))
             }
         };
+        let vocab = file
+            .tensor("token_embd.weight")
+            .map(|t| t.torch_shape()[0])
+            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
         let key = |k: &str| format!("{arch_name}.{k}");
         let int = |k: &str| file.get(&key(k)).and_then(|v| v.as_u64()).map(|v| v as usize);
         let req = |k: &str| {

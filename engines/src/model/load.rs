@@ -114,11 +114,7 @@ fn load_gguf(
     opts: &LoadOptions,
 ) -> Result<LoadedModel, ModelError> {
     let file = Arc::new(GgufFile::open(path)?);
-    let vocab = file
-        .tensor("token_embd.weight")
-        .map(|t| t.torch_shape()[0])
-        .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
-    let cfg = LlamaConfig::from_gguf(&file, vocab)?;
+    let cfg = LlamaConfig::from_gguf(&file)?;
     let beside = path.with_file_name("tokenizer.json");
     let tokenizer = if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
     let chat_template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
