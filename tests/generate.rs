@@ -16,15 +16,7 @@ fn reference(name: &str) -> Value {
 /// `tgi quantize` of a model into `dir`.
 fn quantize(input: &Path, preset: &str, dir: &Path) -> PathBuf {
     let out = dir.join(format!("{preset}.gguf"));
-    assert_ok(&tgi([
-        "quantize".as_ref(),
-        input.as_os_str(),
-        "--type".as_ref(),
-        preset.as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        "-q".as_ref(),
-    ]));
+    common::quantize(input, preset, &out);
     out
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{assert_ok, model, root, tgi};
+use common::{model, quantize, root};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tgi_formats::gguf::GgufFile;
@@ -29,19 +29,6 @@ fn tensor_hashes(path: &Path) -> BTreeMap<String, (String, String)> {
             (t.name.clone(), (t.ty.ggml_name().to_ascii_uppercase(), hash))
         })
         .collect()
-}
-
-fn quantize(input: &Path, preset: &str, out: &Path) -> Value {
-    let o = tgi([
-        "quantize".as_ref(),
-        input.as_os_str(),
-        "--type".as_ref(),
-        preset.as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        "--json".as_ref(),
-    ]);
-    serde_json::from_str(&assert_ok(&o)).unwrap()
 }
 
 /// Compares our file with llama.cpp's tensor by tensor; returns the mismatches.

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{assert_ok, model, root, tgi};
+use common::{model, quantize, root};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tgi_engines::generate::{generate, GenerateRequest};
@@ -64,10 +64,6 @@ fn sha256(path: &Path) -> String {
     format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
 }
 
-fn quantize(input: &Path, preset: &str, out: &Path) {
-    let args = ["quantize".as_ref(), input.as_os_str(), "--type".as_ref(), preset.as_ref(), "-o".as_ref(), out.as_os_str(), "-q".as_ref()];
-    assert_ok(&tgi(args));
-}
 
 /// F32 from HF safetensors and from GGUF: prompt ids, 48 greedy ids and logits (max abs diff < 1e-4) equal
 /// transformers' float32 results.

@@ -45,3 +45,17 @@ pub fn files_in(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// `tgi quantize INPUT --type PRESET -o OUT --json`, asserting success; returns the JSON summary.
+pub fn quantize(input: &Path, preset: &str, out: &Path) -> serde_json::Value {
+    let o = tgi([
+        "quantize".as_ref(),
+        input.as_os_str(),
+        "--type".as_ref(),
+        preset.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    serde_json::from_str(&assert_ok(&o)).unwrap()
+}
