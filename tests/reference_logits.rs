@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::{model, quantize, root};
 use serde_json::Value;
@@ -155,13 +155,8 @@ fn quantized_matches_llama_cpp() {
 
     let tiny = &r["models"]["tiny-2l"];
     let ckpt = dir.path().join("tiny2l");
-    let maker = PathBuf::from(env!("CARGO_BIN_EXE_tgi")).with_file_name("make-checkpoint");
-    let out = std::process::Command::new(&maker)
-        .args(["--shape", "tiny-2l", "--dtype", "f16", "--seed", "0", "-o"])
-        .arg(&ckpt)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (cargo test --workspace builds it)", maker.display()));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = ["make-checkpoint", "--shape", "tiny-2l", "--dtype", "f16", "--seed", "0", "-o", ckpt.to_str().unwrap()];
+    tgi_make_checkpoint::run_args(args).unwrap();
     assert_eq!(sha256(&ckpt.join("model.safetensors")), tiny["checkpoint"]["model_safetensors_sha256"].as_str().unwrap());
     for (kind, f) in tiny["files"].as_object().unwrap() {
         let file = dir.path().join(format!("tiny2l-{kind}.gguf"));
