@@ -64,7 +64,6 @@ fn sha256(path: &Path) -> String {
     format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
 }
 
-
 /// F32 from HF safetensors and from GGUF: prompt ids, 48 greedy ids and logits (max abs diff < 1e-4) equal
 /// transformers' float32 results.
 #[test]
@@ -157,7 +156,10 @@ fn quantized_matches_llama_cpp() {
     let ckpt = dir.path().join("tiny2l");
     let args = ["make-checkpoint", "--shape", "tiny-2l", "--dtype", "f16", "--seed", "0", "-o", ckpt.to_str().unwrap()];
     tgi_make_checkpoint::run_args(args).unwrap();
-    assert_eq!(sha256(&ckpt.join("model.safetensors")), tiny["checkpoint"]["model_safetensors_sha256"].as_str().unwrap());
+    assert_eq!(
+        sha256(&ckpt.join("model.safetensors")),
+        tiny["checkpoint"]["model_safetensors_sha256"].as_str().unwrap()
+    );
     for (kind, f) in tiny["files"].as_object().unwrap() {
         let file = dir.path().join(format!("tiny2l-{kind}.gguf"));
         quantize(&ckpt, kind, &file);
@@ -168,7 +170,8 @@ fn quantized_matches_llama_cpp() {
             let logits = last_logits(&m, &prompt);
             let d = max_diff(&logits, &floats(&p["last_logits"]));
             let top = ids(&p["top20_ids"]);
-            let argmax = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a))).unwrap() as u32;
+            let argmax =
+                (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a))).unwrap() as u32;
             eprintln!("tiny-2l {kind} {:?}: max |Δlogit| {d:.2e}, argmax {argmax} (llama.cpp {})", p["prompt"], top[0]);
             // Typically < 1e-5 (f32: < 1e-3, llama.cpp caches f16 KV); up to ~2e-2 where one activation rounds
             // across an 8-bit quantization boundary.

@@ -60,7 +60,13 @@ impl ModelArgs {
             let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
         }
         let name = self.model_name()?;
-        let opts = LoadOptions { device: self.device, dtype: self.dtype, mlock: self.mlock, kv_dtype: self.kv_cache_dtype, cpu_tensor_ops: false };
+        let opts = LoadOptions {
+            device: self.device,
+            dtype: self.dtype,
+            mlock: self.mlock,
+            kv_dtype: self.kv_cache_dtype,
+            cpu_tensor_ops: false,
+        };
         model::load(&name, &opts).map_err(|e| classify(e, &name))
     }
 }

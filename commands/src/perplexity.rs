@@ -52,7 +52,8 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     let m = args.model.load()?;
     let ctx = args.ctx.unwrap_or(512.min(m.model.config().context));
     let tokens = m.tokenizer.encode(&text, true, false).map_err(|e| InputError(format!("cannot tokenize: {e}")))?;
-    let opts = PerplexityOptions { ctx, max_chunks: args.chunks, parallel: args.parallel.unwrap_or((512 / ctx).max(1)) };
+    let opts =
+        PerplexityOptions { ctx, max_chunks: args.chunks, parallel: args.parallel.unwrap_or((512 / ctx).max(1)) };
     let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
     if args.quiet || args.json {
         bar.set_draw_target(ProgressDrawTarget::hidden());

@@ -26,7 +26,10 @@ fn main() {
         args.get(3).map_or("1,4,16", String::as_str).split(',').map(|s| s.parse().expect("B")).collect();
     let m = load(model, &LoadOptions::default()).expect("load");
     let vocab = m.model.config().vocab as u32;
-    println!("| {:>5} | {:>5} | {:>4} | {:>8} | {:>8} | {:>8} | {:>8} |", "PP", "TG", "B", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s");
+    println!(
+        "| {:>5} | {:>5} | {:>4} | {:>8} | {:>8} | {:>8} | {:>8} |",
+        "PP", "TG", "B", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s"
+    );
     for &b in &batches {
         let mut kv = m.model.new_cache(16, b * (pp + tg).div_ceil(16)).expect("cache");
         let mut tables = vec![BlockTable::new(); b];
@@ -48,7 +51,12 @@ fn main() {
             let batch: Vec<SeqInput> = next
                 .iter()
                 .zip(&tables)
-                .map(|(tok, t)| SeqInput { tokens: std::slice::from_ref(tok), start: pp + step, table: t, logits: Logits::Last })
+                .map(|(tok, t)| SeqInput {
+                    tokens: std::slice::from_ref(tok),
+                    start: pp + step,
+                    table: t,
+                    logits: Logits::Last,
+                })
                 .collect();
             next = m.model.forward(&mut kv, &batch).expect("decode").iter().map(|l| argmax(l)).collect();
         }

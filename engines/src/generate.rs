@@ -71,7 +71,11 @@ pub struct Generated {
 }
 
 /// Runs `req` on `m`, calling `on_text` with each piece of text as soon as it is final.
-pub fn generate(m: &LoadedModel, req: &GenerateRequest, mut on_text: impl FnMut(&str)) -> Result<Generated, ModelError> {
+pub fn generate(
+    m: &LoadedModel,
+    req: &GenerateRequest,
+    mut on_text: impl FnMut(&str),
+) -> Result<Generated, ModelError> {
     let cfg = m.model.config();
     let prompt = &req.prompt_ids;
     if prompt.is_empty() {
@@ -90,8 +94,12 @@ pub fn generate(m: &LoadedModel, req: &GenerateRequest, mut on_text: impl FnMut(
     let chunk = req.prefill_chunk.max(1);
     for (i, piece) in prompt.chunks(chunk).enumerate() {
         let last = (i + 1) * chunk >= prompt.len();
-        let input =
-            SeqInput { tokens: piece, start: i * chunk, table: &table, logits: if last { Logits::Last } else { Logits::None } };
+        let input = SeqInput {
+            tokens: piece,
+            start: i * chunk,
+            table: &table,
+            logits: if last { Logits::Last } else { Logits::None },
+        };
         logits = m.model.forward(&mut kv, &[input])?.swap_remove(0);
     }
     let mut timings = Timings { prefill: start.elapsed(), ..Timings::default() };
@@ -107,7 +115,7 @@ pub fn generate(m: &LoadedModel, req: &GenerateRequest, mut on_text: impl FnMut(
         r.stop.map(|_| FinishReason::StopSequence)
     };
     let decode_start = Instant::now();
-    let finish = loop {
+    let mut finish = loop {
         let s = sampler.sample(&logits);
         sampler.accept(s.token);
         let token = s.token;
@@ -133,7 +141,6 @@ pub fn generate(m: &LoadedModel, req: &GenerateRequest, mut on_text: impl FnMut(
         timings.decode_steps += 1;
     };
     timings.decode = decode_start.elapsed().saturating_sub(timings.ttft.saturating_sub(timings.prefill));
-    let mut finish = finish;
     if finish != FinishReason::StopSequence {
         let rest = decoder.finish();
         if let Some(f) = emit(&rest, &mut text, &mut stops) {

@@ -51,7 +51,10 @@ pub fn perplexity(
     let cfg = m.model.config();
     let ctx = opts.ctx;
     if ctx < 2 || ctx > cfg.context {
-        return Err(ModelError::Config(format!("--ctx {ctx} must be between 2 and the model's context {}", cfg.context)));
+        return Err(ModelError::Config(format!(
+            "--ctx {ctx} must be between 2 and the model's context {}",
+            cfg.context
+        )));
     }
     let available = tokens.len() / ctx;
     let chunks = opts.max_chunks.map_or(available, |c| c.min(available));

@@ -22,7 +22,10 @@ fn alone(m: &LoadedModel, prompt: &[u32]) -> Vec<f32> {
     let mut kv = cache(m, 8);
     let mut t = BlockTable::new();
     kv.reserve(&mut t, prompt.len()).unwrap();
-    m.model.forward(&mut kv, &[SeqInput { tokens: prompt, start: 0, table: &t, logits: Logits::All }]).unwrap().remove(0)
+    m.model
+        .forward(&mut kv, &[SeqInput { tokens: prompt, start: 0, table: &t, logits: Logits::All }])
+        .unwrap()
+        .remove(0)
 }
 
 fn close(a: &[f32], b: &[f32], what: &str) {

@@ -66,16 +66,15 @@ pub fn map_name(
 
 /// Applies a transform to a row-major `[rows, cols]` tensor (a bias is `[rows, 1]`) in `data`,
 /// using `scratch` as the working copy.
-pub fn apply(
-    transform: Transform,
-    data: &mut [f32],
-    scratch: &mut Vec<f32>,
-    rows: usize,
-) -> Result<(), ConvertError> {
+pub fn apply(transform: Transform, data: &mut [f32], scratch: &mut Vec<f32>, rows: usize) -> Result<(), ConvertError> {
     let Transform::PermuteHeads(heads) = transform else {
         return Ok(());
     };
-    if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) || !data.len().is_multiple_of(rows.max(1)) {
+    if heads == 0
+        || !rows.is_multiple_of(heads)
+        || !(rows / heads).is_multiple_of(2)
+        || !data.len().is_multiple_of(rows.max(1))
+    {
         return Err(ConvertError::BadPermutation { rows, heads });
     }
     let cols = data.len() / rows;

@@ -4,8 +4,8 @@
 use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor};
-use half::slice::HalfFloatSliceExt;
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 use super::{BlockTable, HostBuf, KvError};

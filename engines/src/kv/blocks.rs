@@ -17,19 +17,9 @@ impl BlockAllocator {
         BlockAllocator { free: (0..num_blocks as u32).rev().collect(), num_blocks, block_size }
     }
 
-    /// Tokens per block.
-    pub fn block_size(&self) -> usize {
-        self.block_size
-    }
-
     /// Blocks not held by any sequence.
     pub fn free_blocks(&self) -> usize {
         self.free.len()
-    }
-
-    /// Blocks in the pool.
-    pub fn total_blocks(&self) -> usize {
-        self.num_blocks
     }
 
     /// Blocks needed to hold `tokens` tokens.

@@ -42,17 +42,6 @@ pub struct KvShape {
     pub num_blocks: usize,
 }
 
-impl KvShape {
-    /// Bytes one token takes across all layers (keys and values) in `dtype`.
-    pub fn bytes_per_token(&self, dtype: KvDType) -> usize {
-        let width = match dtype {
-            KvDType::F32 => 4,
-            KvDType::F16 => 2,
-        };
-        self.layers * 2 * self.kv_heads * self.head_dim * width
-    }
-}
-
 /// The element type keys and values are cached in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvDType {
@@ -102,7 +91,6 @@ enum LayerKv {
 
 /// The KV cache of every layer, with its block pool.
 pub struct KvCache {
-    shape: KvShape,
     allocator: BlockAllocator,
     layers: Vec<LayerKv>,
 }
@@ -122,34 +110,23 @@ impl KvCache {
     fn build(shape: KvShape, device: &Device, dtype: KvDType, host: bool) -> Result<Self, KvError> {
         let slots = shape.num_blocks * shape.block_size;
         let width = shape.kv_heads * shape.head_dim;
+        let dt = match dtype {
+            KvDType::F32 => DType::F32,
+            KvDType::F16 => DType::F16,
+        };
         let layers = (0..shape.layers)
-            .map(|_| match device {
-                _ if host => {
-                    Ok(LayerKv::Host { k: HostBuf::zeros(slots * width, dtype), v: HostBuf::zeros(slots * width, dtype) })
-                }
-                dev => {
-                    let dt = match dtype {
-                        KvDType::F32 => DType::F32,
-                        KvDType::F16 => DType::F16,
-                    };
-                    Ok(LayerKv::Device {
-                        k: Tensor::zeros((slots, width), dt, dev)?,
-                        v: Tensor::zeros((slots, width), dt, dev)?,
-                    })
-                }
+            .map(|_| {
+                Ok(if host {
+                    LayerKv::Host { k: HostBuf::zeros(slots * width, dtype), v: HostBuf::zeros(slots * width, dtype) }
+                } else {
+                    LayerKv::Device {
+                        k: Tensor::zeros((slots, width), dt, device)?,
+                        v: Tensor::zeros((slots, width), dt, device)?,
+                    }
+                })
             })
             .collect::<Result<_, KvError>>()?;
-        Ok(KvCache { shape, allocator: BlockAllocator::new(shape.num_blocks, shape.block_size), layers })
-    }
-
-    /// The cache's shape.
-    pub fn shape(&self) -> KvShape {
-        self.shape
-    }
-
-    /// The block pool.
-    pub fn allocator(&self) -> &BlockAllocator {
-        &self.allocator
+        Ok(KvCache { allocator: BlockAllocator::new(shape.num_blocks, shape.block_size), layers })
     }
 
     /// Grows `table` so it holds `tokens` tokens.

@@ -2,8 +2,8 @@
 //! On the CPU the stored bytes (F32/F16/BF16 or any GGML block type) feed tgi's own kernels
 //! straight from the memory map; on a GPU dense weights are tensors and quantized ones candle's QMatMul.
 
-use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::backend::BackendStorage;
+use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 use tgi_formats::GgmlType;
 
@@ -42,34 +42,22 @@ impl Linear {
         dense_dtype: candle_core::DType,
         host: bool,
     ) -> candle_core::Result<Self> {
-        let weight = match device {
-            _ if host => Weight::Host { ty, bytes },
-            dev if ty.is_quantized() => {
-                let q = candle_core::quantized::ggml_file::qtensor_from_ggml(
-                    candle_ggml(ty),
-                    bytes.as_slice(),
-                    vec![rows, cols],
-                    dev,
-                )?;
-                Weight::Quant(QMatMul::from_qtensor(q)?)
-            }
-            dev => {
-                let mut f = vec![0f32; rows * cols];
-                tgi_formats::quant::dequantize_row(ty, bytes.as_slice(), &mut f).map_err(candle_core::Error::wrap)?;
-                Weight::Dense(Tensor::from_vec(f, (rows, cols), dev)?.to_dtype(dense_dtype)?)
-            }
+        let weight = if host {
+            Weight::Host { ty, bytes }
+        } else if ty.is_quantized() {
+            let q = candle_core::quantized::ggml_file::qtensor_from_ggml(
+                candle_ggml(ty),
+                bytes.as_slice(),
+                vec![rows, cols],
+                device,
+            )?;
+            Weight::Quant(QMatMul::from_qtensor(q)?)
+        } else {
+            let mut f = vec![0f32; rows * cols];
+            tgi_formats::quant::dequantize_row(ty, bytes.as_slice(), &mut f).map_err(candle_core::Error::wrap)?;
+            Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dense_dtype)?)
         };
         Ok(Linear { weight, bias, rows, cols })
-    }
-
-    /// Output features.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Input features.
-    pub fn cols(&self) -> usize {
-        self.cols
     }
 
     /// The stored encoding on the host, `None` on a GPU.
@@ -136,7 +124,9 @@ impl CustomOp1 for HostMatmul<'_> {
         let CpuStorage::F32(x) = storage else {
             candle_core::bail!("host matmul expects f32 activations, got {:?}", storage.dtype())
         };
-        let Some((start, end)) = layout.contiguous_offsets() else { candle_core::bail!("host matmul: input not contiguous") };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("host matmul: input not contiguous")
+        };
         let x = &x[start..end];
         let w = self.0;
         let mut dims = layout.dims().to_vec();

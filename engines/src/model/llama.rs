@@ -120,11 +120,6 @@ impl Llama {
         }
     }
 
-    /// The element type of this model's KV caches.
-    pub fn kv_dtype(&self) -> KvDType {
-        self.kv_dtype
-    }
-
     /// Every linear layer, for pinning and reporting.
     pub fn linears(&self) -> impl Iterator<Item = &Linear> {
         self.blocks
@@ -154,7 +149,10 @@ impl Llama {
                 return Err(ModelError::ContextOverflow { tokens: end, context: cfg.context });
             }
             if s.table.capacity() < end {
-                return Err(ModelError::Config(format!("block table holds {} tokens, {end} needed", s.table.capacity())));
+                return Err(ModelError::Config(format!(
+                    "block table holds {} tokens, {end} needed",
+                    s.table.capacity()
+                )));
             }
             let rows = tokens.len()..tokens.len() + s.tokens.len();
             match s.logits {

@@ -34,15 +34,6 @@ pub struct LoadOptions {
     pub cpu_tensor_ops: bool,
 }
 
-/// The file format the weights came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WeightFormat {
-    /// A Hugging Face safetensors checkpoint.
-    Safetensors,
-    /// A GGUF file.
-    Gguf,
-}
-
 /// A model with everything needed to turn text into tokens and back.
 pub struct LoadedModel {
     /// The network.
@@ -53,8 +44,6 @@ pub struct LoadedModel {
     pub chat_template: Option<ChatTemplate>,
     /// Tokens that end generation.
     pub eos: Vec<u32>,
-    /// Where the weights came from.
-    pub format: WeightFormat,
 }
 
 /// Loads `model`: a `.gguf` file, a checkpoint directory, or a hub id (see [`resolve`]).
@@ -91,9 +80,10 @@ fn load_hf(
         Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
     let weights = Weights::new(source, Naming::Hf, device, dense, act, opts.cpu_tensor_ops);
     let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
-    let tj = files.tokenizer_json.as_deref().ok_or_else(|| {
-        ModelError::Config(format!("{}: no tokenizer.json beside the weights", files.root.display()))
-    })?;
+    let tj = files
+        .tokenizer_json
+        .as_deref()
+        .ok_or_else(|| ModelError::Config(format!("{}: no tokenizer.json beside the weights", files.root.display())))?;
     let tokenizer = Tokenizer::from_tokenizer_json(tj)?;
     let chat_template = match GgufVocab::from_hf_files(tj, files.tokenizer_config.as_deref(), hf.vocab_size) {
         Ok(vocab) => ChatTemplate::from_vocab(&vocab)?,
@@ -103,7 +93,7 @@ fn load_hf(
     eos.extend(&hf.eos_token_ids);
     eos.sort_unstable();
     eos.dedup();
-    Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Safetensors })
+    Ok(LoadedModel { model, tokenizer, chat_template, eos })
 }
 
 fn load_gguf(
@@ -116,10 +106,12 @@ fn load_gguf(
     let file = Arc::new(GgufFile::open(path)?);
     let cfg = LlamaConfig::from_gguf(&file)?;
     let beside = path.with_file_name("tokenizer.json");
-    let tokenizer = if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
+    let tokenizer =
+        if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
     let chat_template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
         Some(source) => {
-            let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
+            let text =
+                |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
             Some(ChatTemplate::new(source, text(tokenizer.bos_id()), text(tokenizer.eos_ids().first().copied()))?)
         }
         None => None,
@@ -130,5 +122,5 @@ fn load_gguf(
     let weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
     let factors = weights.host_vector("rope_freqs.weight")?;
     let model = Llama::load(&weights, cfg, factors, opts.kv_dtype)?;
-    Ok(LoadedModel { model, tokenizer, chat_template, eos, format: WeightFormat::Gguf })
+    Ok(LoadedModel { model, tokenizer, chat_template, eos })
 }

@@ -13,7 +13,7 @@ mod weights;
 pub use config::{LlamaConfig, RopeStyle};
 pub use linear::Linear;
 pub use llama::Llama;
-pub use load::{load, LoadOptions, LoadedModel, WeightFormat};
+pub use load::{load, LoadOptions, LoadedModel};
 
 use crate::kv::{BlockTable, KvError};
 

@@ -159,9 +159,4 @@ impl Weights {
         }
         Ok(Embedding::new(ty, WeightBytes::mapped(&self.source, &name)?, vocab, hidden))
     }
-
-    /// The stored shape of a tensor.
-    pub fn shape(&self, hf: &str) -> Result<Vec<usize>, ModelError> {
-        Ok(self.meta(hf)?.shape.clone())
-    }
 }
