@@ -141,6 +141,15 @@ fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["generate", "--top-p", "1.5", "hi"]), 2, "top_p");
     assert_fails(&tgi(["generate", "--device", "cuda", "hi"]), 2, "without cuda support");
     assert_fails(&tgi(["generate", "--chat", "hi"]), 2, "no chat template");
+    assert_fails(&tgi(["generate", "--threads", "0", "hi"]), 2, "--threads must be at least 1");
+    assert_fails(&tgi(["generate", "--dtype", "f8", "hi"]), 2, "expected f32, f16 or bf16");
+    assert_fails(&tgi(["generate", "--kv-cache-dtype", "q4", "hi"]), 2, "expected f32 or f16");
+    assert_fails(&tgi(["generate", "-n", "0", "hi"]), 2, "--max-new-tokens must be at least 1");
+    let heldout = root().join("models/stories-distill-4l/text/heldout.txt");
+    let ppl = |ctx: &str| tgi(["perplexity".as_ref(), "--ctx".as_ref(), ctx.as_ref(), heldout.as_os_str()]);
+    assert_fails(&ppl("100000"), 2, "must be between 2 and the model's context 512");
+    assert_fails(&ppl("1"), 2, "must be between 2");
+    assert_fails(&tgi(["perplexity", "/nonexistent.txt"]), 2, "cannot read /nonexistent.txt");
     let long = "Once upon a time ".repeat(200);
     assert_fails(&tgi(["generate", long.as_str()]), 2, "context length");
     assert_fails(&tgi(["perplexity", "--ctx", "128", "Cargo.toml", "-m", "/nope"]), 2, "cannot load");
