@@ -9,4 +9,5 @@ pub mod kv;
 pub mod model;
 pub mod perplexity;
 pub mod sampling;
+pub mod scheduler;
 pub mod text;

@@ -1,0 +1,109 @@
+//! What goes into the scheduler (a validated [`Request`] and the [`EventSink`] its results go to) and
+//! what comes out of it ([`Event`]s).
+
+use std::time::Duration;
+
+use crate::sampling::{FinishReason, SamplingParams};
+
+/// A validated generation request: the HTTP layer has tokenized, truncated and checked it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// The prompt's token ids (BOS included when the model wants one); never empty.
+    pub prompt_ids: Vec<u32>,
+    /// Sampling parameters, validated.
+    pub params: SamplingParams,
+    /// Most tokens to generate (at least 1).
+    pub max_new_tokens: usize,
+    /// Stop strings; the output ends before the first match.
+    pub stop: Vec<String>,
+    /// Keep generating past end-of-sequence tokens.
+    pub ignore_eos: bool,
+    /// Report each prompt token's log-probability (TGI's `decoder_input_details`); such requests
+    /// compute their whole prompt and do not reuse cached prefixes.
+    pub prompt_logprobs: bool,
+    /// Prefix-cache namespace: only requests with the same salt share cached blocks (e.g. a hash
+    /// of the API key); 0 when keys are not in use.
+    pub cache_salt: u64,
+}
+
+/// One generated token, as streamed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenEvent {
+    /// The token id.
+    pub id: u32,
+    /// Its log-probability in the distribution it was drawn from.
+    pub logprob: f32,
+    /// The most likely alternatives `(id, logprob)`, when `params.top_logprobs > 0`.
+    pub top: Vec<(u32, f32)>,
+    /// This token's own text from incremental decoding (empty while a UTF-8 character is
+    /// incomplete); TGI streams this as `token.text`.
+    pub piece: String,
+    /// Output text that became final with this token: stop strings and what could still grow into
+    /// one are held back, so the concatenation of every `text` is the final output. OpenAI streams this.
+    pub text: String,
+    /// Whether the token is a special (control) token such as EOS.
+    pub special: bool,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finished {
+    /// Why generation stopped.
+    pub reason: FinishReason,
+    /// Tokens generated (EOS included when it ended the sequence).
+    pub generated_tokens: usize,
+    /// The whole output text (the stop string and what follows excluded).
+    pub text: String,
+    /// The sampler's seed, given or drawn.
+    pub seed: u64,
+    /// From leaving the queue to the last token.
+    pub inference_time: Duration,
+    /// Times the sequence was preempted (KV blocks taken back) and resumed.
+    pub preemptions: u32,
+}
+
+/// What the scheduler reports about a request, in order: `Started` once, `PromptLogprobs` once when
+/// asked for, `Token` per generated token, then exactly one of `Finished` or `Failed`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The request left the queue and its prefill began.
+    Started {
+        /// Time spent waiting in the queue.
+        queue_time: Duration,
+        /// Prompt tokens whose KV came from the prefix cache.
+        cached_tokens: usize,
+    },
+    /// Per prompt token, the log-probability the model gave it (`None` for the first).
+    PromptLogprobs(Vec<Option<f32>>),
+    /// A generated token.
+    Token(TokenEvent),
+    /// Generation ended normally.
+    Finished(Finished),
+    /// Generation failed (an engine error); the request is over.
+    Failed(String),
+}
+
+/// Where a request's events go. The scheduler polls [`EventSink::is_closed`] every step and cancels
+/// the request (freeing its KV blocks) once the receiver is gone.
+pub trait EventSink: Send {
+    /// Delivers an event; `false` when the receiver is gone (the request is then cancelled).
+    fn send(&mut self, event: Event) -> bool;
+    /// Whether the receiver is gone (client disconnected, timed out).
+    fn is_closed(&self) -> bool;
+}
+
+/// Why the scheduler refused a request.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The scheduler is shutting down or its thread has stopped.
+    #[error("the engine is not running")]
+    NotRunning,
+    /// The request can never fit: prompt plus new tokens need more KV than the whole pool.
+    #[error("the request needs {needed} KV tokens but the cache holds {capacity}")]
+    TooLarge {
+        /// Tokens the request needs at most.
+        needed: usize,
+        /// Tokens the KV pool holds.
+        capacity: usize,
+    },
+}

@@ -1,0 +1,107 @@
+//! Counters, gauges and histograms the scheduler keeps, for `/metrics`.
+
+/// A cumulative histogram with fixed upper bounds (Prometheus semantics: `counts[i]` counts
+/// observations `<= bounds[i]`, non-cumulatively stored; the last, implicit bucket is +Inf).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// Upper bounds of the buckets, ascending.
+    pub bounds: Vec<f64>,
+    /// Observations per bucket; one more entry than `bounds` (the +Inf bucket).
+    pub counts: Vec<u64>,
+    /// Sum of all observations.
+    pub sum: f64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl Histogram {
+    /// An empty histogram with these bucket upper bounds.
+    pub fn new(bounds: Vec<f64>) -> Self {
+        let n = bounds.len() + 1;
+        Histogram { bounds, counts: vec![0; n], sum: 0.0, count: 0 }
+    }
+
+    /// Bounds growing by `factor` from `start`, `n` of them (Prometheus' exponential buckets).
+    pub fn exponential(start: f64, factor: f64, n: usize) -> Self {
+        Self::new((0..n).map(|i| start * factor.powi(i as i32)).collect())
+    }
+
+    /// Records one observation.
+    pub fn observe(&mut self, v: f64) {
+        let i = self.bounds.iter().position(|&b| v <= b).unwrap_or(self.bounds.len());
+        self.counts[i] += 1;
+        self.sum += v;
+        self.count += 1;
+    }
+
+    /// `(upper bound, cumulative count)` per bucket, +Inf last, as Prometheus exposes them.
+    pub fn cumulative(&self) -> Vec<(f64, u64)> {
+        let mut acc = 0;
+        self.bounds
+            .iter()
+            .copied()
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(&self.counts)
+            .map(|(b, &c)| {
+                acc += c;
+                (b, acc)
+            })
+            .collect()
+    }
+}
+
+/// A snapshot of the scheduler's state and counters since start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stats {
+    /// Requests waiting to be admitted (preempted ones included).
+    pub queue_size: usize,
+    /// Sequences in the running batch.
+    pub batch_size: usize,
+    /// Tokens the running batch holds in the KV cache.
+    pub batch_tokens: usize,
+    /// KV blocks in the pool.
+    pub kv_blocks_total: usize,
+    /// KV blocks held by sequences (shared prefix blocks counted once).
+    pub kv_blocks_used: usize,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Prompt tokens looked up in the prefix cache.
+    pub prefix_cache_queries: u64,
+    /// Prompt tokens found there (their prefill skipped).
+    pub prefix_cache_hits: u64,
+    /// Sequences preempted because KV blocks ran out.
+    pub preemptions: u64,
+    /// Requests cancelled because their client went away.
+    pub cancelled: u64,
+    /// Steps run, by kind: steps with prefill tokens ("prefill") and decode-only steps ("decode").
+    pub steps_prefill: u64,
+    /// Decode-only steps run.
+    pub steps_decode: u64,
+    /// Prompt tokens computed.
+    pub prefill_tokens: u64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Duration of steps with prefill tokens, seconds.
+    pub step_duration_prefill: Histogram,
+    /// Duration of decode-only steps, seconds.
+    pub step_duration_decode: Histogram,
+    /// Sequences per step.
+    pub step_batch_size: Histogram,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_cumulative_with_inf_last() {
+        let mut h = Histogram::new(vec![0.1, 1.0]);
+        for v in [0.05, 0.1, 0.5, 3.0] {
+            h.observe(v);
+        }
+        assert_eq!(h.cumulative(), vec![(0.1, 2), (1.0, 3), (f64::INFINITY, 4)]);
+        assert_eq!(h.count, 4);
+        assert!((h.sum - 3.65).abs() < 1e-12);
+        assert_eq!(Histogram::exponential(0.001, 2.0, 3).bounds, vec![0.001, 0.002, 0.004]);
+    }
+}
