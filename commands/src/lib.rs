@@ -8,6 +8,7 @@ pub mod model_args;
 pub mod output;
 pub mod perplexity;
 pub mod quantize;
+pub mod serve;
 
 pub use cli::{Cli, Command};
 pub use error::{exit_code, InputError};

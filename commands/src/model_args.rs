@@ -83,7 +83,7 @@ fn classify(e: ModelError, name: &str) -> anyhow::Error {
 }
 
 /// The bundled model as a file in the temp directory, written once (atomically) per content.
-fn bundled_path() -> Result<PathBuf> {
+pub(crate) fn bundled_path() -> Result<PathBuf> {
     let path = std::env::temp_dir().join(format!("tgi-stories260k-{:08x}.gguf", checksum(BUNDLED_GGUF)));
     if std::fs::metadata(&path).is_ok_and(|m| m.len() == BUNDLED_GGUF.len() as u64) {
         return Ok(path);

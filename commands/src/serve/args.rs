@@ -1,0 +1,118 @@
+//! The flags of `tgi serve`. Each may also come from a `TGI_<NAME>` environment variable or from the
+//! `--config` file (see [`super::config`]).
+
+use std::path::PathBuf;
+
+use crate::model_args::ModelArgs;
+
+/// Arguments of `tgi serve`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("model", |a| a.env("TGI_MODEL")),
+    mut_arg("device", |a| a.env("TGI_DEVICE")),
+    mut_arg("dtype", |a| a.env("TGI_DTYPE")),
+    mut_arg("threads", |a| a.env("TGI_THREADS")),
+    mut_arg("mlock", |a| a.env("TGI_MLOCK")),
+    mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
+    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /info, /health, /metrics) and OpenAI's \
+(/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is at /api-doc/openapi.json.\n\n\
+Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
+in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
+which beats the file, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \
+finish (up to --shutdown-timeout).\n\nExamples:\n  \
+tgi serve\n  \
+tgi serve -m model-q4_k_m.gguf --port 8080 --max-concurrent-requests 64\n  \
+TGI_API_KEY=secret tgi serve -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --hostname 0.0.0.0\n  \
+tgi serve --config serve.toml\n  \
+curl localhost:3000/generate -H 'Content-Type: application/json' \
+-d '{\"inputs\": \"Once upon a time\", \"parameters\": {\"max_new_tokens\": 20}}'"
+)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Read settings from this TOML file (keys are the long flag names with underscores).
+    #[arg(long, env = "TGI_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The address to listen on.
+    #[arg(long, env = "TGI_HOSTNAME", default_value = "127.0.0.1", value_name = "HOST")]
+    pub hostname: String,
+
+    /// The port to listen on.
+    #[arg(short, long, env = "TGI_PORT", default_value_t = 3000)]
+    pub port: u16,
+
+    /// Requests in flight at once; more are refused at once with 429.
+    #[arg(long, env = "TGI_MAX_CONCURRENT_REQUESTS", default_value_t = 128, value_name = "N")]
+    pub max_concurrent_requests: usize,
+
+    /// Most `best_of` candidates a request may ask for.
+    #[arg(long, env = "TGI_MAX_BEST_OF", default_value_t = 2, value_name = "N")]
+    pub max_best_of: usize,
+
+    /// Most stop sequences per request.
+    #[arg(long, env = "TGI_MAX_STOP_SEQUENCES", default_value_t = 4, value_name = "N")]
+    pub max_stop_sequences: usize,
+
+    /// Most alternatives per token (`top_n_tokens`, completions' `logprobs`).
+    #[arg(long, env = "TGI_MAX_TOP_N_TOKENS", default_value_t = 5, value_name = "N")]
+    pub max_top_n_tokens: u32,
+
+    /// Most OpenAI `n` choices per request.
+    #[arg(long, env = "TGI_MAX_N", default_value_t = 4, value_name = "N")]
+    pub max_n: usize,
+
+    /// Most prompt tokens per request [default: --max-total-tokens minus 1].
+    #[arg(long, env = "TGI_MAX_INPUT_TOKENS", value_name = "N")]
+    pub max_input_tokens: Option<usize>,
+
+    /// Most prompt plus generated tokens per request [default: the model's context length].
+    #[arg(long, env = "TGI_MAX_TOTAL_TOKENS", value_name = "N")]
+    pub max_total_tokens: Option<usize>,
+
+    /// Tokens the KV cache holds for all running requests together [default: half the available
+    /// memory, at most --max-batch-size times the context length].
+    #[arg(long, env = "TGI_MAX_BATCH_TOTAL_TOKENS", value_name = "N")]
+    pub max_batch_total_tokens: Option<usize>,
+
+    /// Most sequences per batch [default: 128].
+    #[arg(long, env = "TGI_MAX_BATCH_SIZE", value_name = "N")]
+    pub max_batch_size: Option<usize>,
+
+    /// Most prompt tokens computed per step; longer prompts are prefilled in chunks.
+    #[arg(long, env = "TGI_MAX_BATCH_PREFILL_TOKENS", default_value_t = 4096, value_name = "N")]
+    pub max_batch_prefill_tokens: usize,
+
+    /// Waiting requests join a running batch once they are at least this many per running sequence.
+    #[arg(long, env = "TGI_WAITING_SERVED_RATIO", default_value_t = 0.3, value_name = "R")]
+    pub waiting_served_ratio: f32,
+
+    /// ...or once the oldest has waited this many steps.
+    #[arg(long, env = "TGI_MAX_WAITING_TOKENS", default_value_t = 20, value_name = "N")]
+    pub max_waiting_tokens: usize,
+
+    /// Largest request body in bytes; larger ones get 413.
+    #[arg(long, env = "TGI_PAYLOAD_LIMIT", default_value_t = 2_000_000, value_name = "BYTES")]
+    pub payload_limit: usize,
+
+    /// Cancel requests that take longer than this many seconds (504) [default: no limit].
+    #[arg(long, env = "TGI_REQUEST_TIMEOUT", value_name = "SECS")]
+    pub request_timeout: Option<f64>,
+
+    /// On SIGTERM/SIGINT, how many seconds requests in flight get to finish.
+    #[arg(long, env = "TGI_SHUTDOWN_TIMEOUT", default_value_t = 30.0, value_name = "SECS")]
+    pub shutdown_timeout: f64,
+
+    /// Do not share KV cache blocks between requests with a common prompt prefix.
+    #[arg(long, env = "TGI_NO_PREFIX_CACHING")]
+    pub no_prefix_caching: bool,
+
+    /// Require `Authorization: Bearer KEY` on the generation routes.
+    #[arg(long, env = "TGI_API_KEY", value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Allow cross-origin browser requests from this origin (repeatable; `*` for any).
+    #[arg(long, env = "TGI_CORS_ALLOW_ORIGIN", value_name = "ORIGIN", value_delimiter = ',')]
+    pub cors_allow_origin: Vec<String>,
+}

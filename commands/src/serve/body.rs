@@ -1,0 +1,122 @@
+//! Response bodies (whole, or streamed from a channel) and reading request bodies within the limit.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::error::ApiError;
+
+/// A response body: all at once, or chunks from a channel until its sender is dropped. Dropping a
+/// streamed body (the client went away) closes the channel, which the producer notices.
+pub enum ResponseBody {
+    /// The whole body; `None` once sent.
+    Full(Option<Bytes>),
+    /// Chunks as they are produced.
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ResponseBody::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            ResponseBody::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ResponseBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Full(Some(d)) => SizeHint::with_exact(d.len() as u64),
+            ResponseBody::Full(None) => SizeHint::with_exact(0),
+            ResponseBody::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// A response being built.
+pub type HttpResponse = Response<ResponseBody>;
+
+/// A response with this status, content type and body.
+pub fn response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
+    let mut r = Response::new(ResponseBody::Full(Some(body.into())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// A JSON response.
+pub fn json(status: StatusCode, value: &impl Serialize) -> HttpResponse {
+    let body = serde_json::to_vec(value).expect("response types serialize");
+    response(status, "application/json", body)
+}
+
+/// An empty 200 response.
+pub fn empty() -> HttpResponse {
+    let mut r = Response::new(ResponseBody::Full(None));
+    *r.status_mut() = StatusCode::OK;
+    r
+}
+
+/// A streamed `text/event-stream` response and the sender its events go to.
+pub fn event_stream() -> (HttpResponse, mpsc::Sender<Bytes>) {
+    let (tx, rx) = mpsc::channel(64);
+    let mut r = Response::new(ResponseBody::Stream(rx));
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    (r, tx)
+}
+
+/// Reads the whole request body, refusing more than `limit` bytes.
+pub async fn read(body: Incoming, declared: Option<u64>, limit: usize) -> Result<Bytes, ApiError> {
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::PayloadTooLarge(limit));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(limit)),
+        Err(e) => Err(ApiError::Body(e.to_string())),
+    }
+}
+
+/// Parses a JSON request body: malformed JSON is a 400, the wrong shape a 422.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => ApiError::JsonData(e.to_string()),
+        _ => ApiError::JsonSyntax(e.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_are_classified() {
+        #[derive(serde::Deserialize, Debug)]
+        struct T {
+            #[allow(dead_code)]
+            a: u32,
+        }
+        assert!(matches!(parse::<T>(b"{"), Err(ApiError::JsonSyntax(_))));
+        assert!(matches!(parse::<T>(b"{\"a\": \"x\"}"), Err(ApiError::JsonData(_))));
+        assert!(matches!(parse::<T>(b"{}"), Err(ApiError::JsonData(_))));
+        assert_eq!(parse::<T>(b"{\"a\": 3}").unwrap().a, 3);
+    }
+}

@@ -1,0 +1,177 @@
+//! Sizing the server from the flags and the model: token limits per request (defaults from the
+//! context length) and the KV cache budget (default from available memory), checked against each other.
+
+use std::time::Duration;
+
+use super::args::ServeArgs;
+use super::limits::Limits;
+use crate::error::InputError;
+
+/// Tokens per KV cache block (the scheduler allocates whole blocks).
+pub const BLOCK_SIZE: usize = tgi_engines::generate::BLOCK_SIZE;
+
+/// The share of available memory the KV cache takes by default.
+const MEMORY_FRACTION: f64 = 0.5;
+
+/// What sizing needs to know about the model and the machine.
+#[derive(Clone, Copy, Debug)]
+pub struct Machine {
+    /// The model's context length.
+    pub context: usize,
+    /// KV cache bytes per token (keys and values of every layer).
+    pub kv_bytes_per_token: usize,
+    /// Available memory in bytes, when known.
+    pub mem_available: Option<u64>,
+    /// The scheduler's default batch size.
+    pub default_max_batch_size: usize,
+}
+
+/// The server's sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sizes {
+    /// Per-request limits.
+    pub limits: Limits,
+    /// Most sequences per batch.
+    pub max_batch_size: usize,
+}
+
+/// Derives and checks every size; errors name the flag at fault.
+pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
+    let bad = |msg: String| Err(InputError(msg));
+    let positive = [
+        ("--max-concurrent-requests", args.max_concurrent_requests),
+        ("--max-best-of", args.max_best_of),
+        ("--max-n", args.max_n),
+        ("--payload-limit", args.payload_limit),
+        ("--max-batch-prefill-tokens", args.max_batch_prefill_tokens),
+    ];
+    if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
+        return bad(format!("{flag} must be at least 1"));
+    }
+    let max_total = args.max_total_tokens.unwrap_or(m.context);
+    if max_total > m.context {
+        return bad(format!("--max-total-tokens ({max_total}) is larger than the model's context length ({})", m.context));
+    }
+    if max_total < 2 {
+        return bad("--max-total-tokens must be at least 2".into());
+    }
+    let max_input = args.max_input_tokens.unwrap_or(max_total - 1);
+    if max_input == 0 || max_input >= max_total {
+        return bad(format!("--max-input-tokens ({max_input}) must be at least 1 and less than --max-total-tokens ({max_total})"));
+    }
+    let max_batch_size = args.max_batch_size.unwrap_or(m.default_max_batch_size);
+    if max_batch_size == 0 {
+        return bad("--max-batch-size must be at least 1".into());
+    }
+    let kv_tokens = match args.max_batch_total_tokens {
+        Some(t) => t,
+        None => {
+            let cap = max_batch_size.saturating_mul(m.context);
+            let fit = m.mem_available.map_or(cap, |bytes| {
+                (bytes as f64 * MEMORY_FRACTION / m.kv_bytes_per_token.max(1) as f64) as usize
+            });
+            fit.min(cap)
+        }
+    };
+    let kv_tokens = kv_tokens / BLOCK_SIZE * BLOCK_SIZE;
+    if kv_tokens < max_total {
+        let how = if args.max_batch_total_tokens.is_some() { "" } else { " (from the available memory)" };
+        return bad(format!(
+            "--max-batch-total-tokens ({kv_tokens}{how}) is smaller than --max-total-tokens ({max_total}): one request \
+             could never fit; lower --max-total-tokens or free memory"
+        ));
+    }
+    let seconds = |flag: &str, v: f64| {
+        if v.is_finite() && v >= 0.0 {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(InputError(format!("{flag} must be a non-negative number of seconds")))
+        }
+    };
+    let request_timeout = match args.request_timeout {
+        Some(t) if t <= 0.0 => return bad("--request-timeout must be positive".into()),
+        Some(t) => Some(seconds("--request-timeout", t)?),
+        None => None,
+    };
+    seconds("--shutdown-timeout", args.shutdown_timeout)?;
+    if !(args.waiting_served_ratio >= 0.0 && args.waiting_served_ratio.is_finite()) {
+        return bad("--waiting-served-ratio must be a non-negative number".into());
+    }
+    Ok(Sizes {
+        limits: Limits {
+            max_concurrent_requests: args.max_concurrent_requests,
+            max_best_of: args.max_best_of,
+            max_stop_sequences: args.max_stop_sequences,
+            max_top_n_tokens: args.max_top_n_tokens,
+            max_input_tokens: max_input,
+            max_total_tokens: max_total,
+            max_n: args.max_n,
+            payload_limit: args.payload_limit,
+            request_timeout,
+            max_batch_total_tokens: kv_tokens,
+        },
+        max_batch_size,
+    })
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&text)
+}
+
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn args(flags: &[&str]) -> ServeArgs {
+        Wrap::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).unwrap().args
+    }
+
+    const M: Machine =
+        Machine { context: 512, kv_bytes_per_token: 1024, mem_available: Some(1 << 30), default_max_batch_size: 128 };
+
+    #[test]
+    fn defaults_follow_the_model_and_memory() {
+        let s = size(&args(&[]), &M).unwrap();
+        assert_eq!((s.limits.max_total_tokens, s.limits.max_input_tokens), (512, 511));
+        // Half of 1 GiB at 1 KiB per token, under the 128 x 512 cap.
+        assert_eq!(s.limits.max_batch_total_tokens, 65536);
+        let s = size(&args(&[]), &Machine { mem_available: Some(64 << 20), ..M }).unwrap();
+        assert_eq!(s.limits.max_batch_total_tokens, 32768);
+        assert_eq!(s.max_batch_size, 128);
+        assert_eq!(size(&args(&["--max-batch-total-tokens", "1000"]), &M).unwrap().limits.max_batch_total_tokens, 992);
+    }
+
+    #[test]
+    fn refuses_inconsistent_sizes() {
+        let err = |flags: &[&str], m: &Machine| size(&args(flags), m).unwrap_err().0;
+        assert!(err(&["--max-total-tokens", "600"], &M).contains("context length (512)"));
+        assert!(err(&["--max-input-tokens", "512"], &M).contains("less than --max-total-tokens (512)"));
+        assert!(err(&["--max-batch-total-tokens", "256"], &M).contains("smaller than --max-total-tokens (512)"));
+        assert!(err(&[], &Machine { mem_available: Some(100_000), ..M }).contains("available memory"));
+        assert!(err(&["--max-concurrent-requests", "0"], &M).contains("--max-concurrent-requests"));
+        assert!(err(&["--request-timeout", "0"], &M).contains("--request-timeout"));
+        assert!(err(&["--shutdown-timeout=-1"], &M).contains("--shutdown-timeout"));
+    }
+
+    #[test]
+    fn meminfo() {
+        assert_eq!(parse_meminfo("MemTotal: 10 kB\nMemAvailable:    2048 kB\n"), Some(2048 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 10 kB\n"), None);
+    }
+}

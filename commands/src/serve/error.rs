@@ -1,0 +1,325 @@
+//! Every way a request can fail, and the one table from failure to HTTP status, TGI `error_type`,
+//! OpenAI error `type` and the `tgi_request_failure` label.
+
+use std::time::Duration;
+
+use hyper::StatusCode;
+use tgi_engines::sampling::SamplingError;
+use tgi_engines::scheduler::SubmitError;
+
+/// Why a request's input was refused; the messages are TGI's where TGI has one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValidationError {
+    /// `best_of` out of range.
+    #[error("`best_of` must be > 0 and <= {max}. Given: {given}")]
+    BestOf {
+        /// The limit (`--max-best-of`).
+        max: usize,
+        /// What the request asked for.
+        given: usize,
+    },
+    /// `best_of` > 1 without sampling.
+    #[error("you must use sampling when `best_of` is > 1")]
+    BestOfSampling,
+    /// `best_of` > 1 with a fixed seed.
+    #[error("`seed` must not be set when `best_of` > 1")]
+    BestOfSeed,
+    /// `best_of` > 1 on a streaming request.
+    #[error("`best_of` != 1 is not supported when streaming tokens")]
+    BestOfStream,
+    /// `top_n_tokens` out of range.
+    #[error("`top_n_tokens` must be >= 0 and <= {max}. Given: {given}")]
+    TopNTokens {
+        /// The limit (`--max-top-n-tokens`).
+        max: u32,
+        /// What the request asked for.
+        given: u32,
+    },
+    /// `decoder_input_details` on a streaming request.
+    #[error("`decoder_input_details` == true is not supported when streaming tokens")]
+    PrefillDetailsStream,
+    /// TGI's temperature rule: strictly positive.
+    #[error("`temperature` must be strictly positive")]
+    Temperature,
+    /// A sampling parameter out of its range.
+    #[error(transparent)]
+    Sampling(#[from] SamplingError),
+    /// `truncate` of 0 or beyond `--max-input-tokens`.
+    #[error("`truncate` must be strictly positive and less than {max}. Given: {given}")]
+    Truncate {
+        /// `--max-input-tokens`.
+        max: usize,
+        /// What the request asked for.
+        given: usize,
+    },
+    /// `max_new_tokens` (or `max_tokens`) of 0.
+    #[error("`max_new_tokens` must be strictly positive")]
+    NegativeMaxNewTokens,
+    /// Prompt plus new tokens beyond `--max-total-tokens`.
+    #[error(
+        "`inputs` tokens + `max_new_tokens` must be <= {max}. Given: {input} `inputs` tokens and {new} `max_new_tokens`"
+    )]
+    MaxTotalTokens {
+        /// `--max-total-tokens`.
+        max: usize,
+        /// Prompt tokens.
+        input: usize,
+        /// Tokens asked for.
+        new: usize,
+    },
+    /// Prompt beyond `--max-input-tokens`.
+    #[error("`inputs` must have less than {max} tokens. Given: {given}")]
+    InputLength {
+        /// `--max-input-tokens`.
+        max: usize,
+        /// Prompt tokens.
+        given: usize,
+    },
+    /// An empty prompt.
+    #[error("`inputs` cannot be empty")]
+    EmptyInput,
+    /// Too many stop strings.
+    #[error("`stop` supports up to {max} stop sequences. Given: {given}")]
+    StopSequence {
+        /// `--max-stop-sequences`.
+        max: usize,
+        /// How many the request gave.
+        given: usize,
+    },
+    /// The tokenizer failed on the prompt.
+    #[error("tokenizer error {0}")]
+    Tokenizer(String),
+    /// A parameter this server does not implement was set.
+    #[error("`{0}` is not supported by this server")]
+    Unsupported(&'static str),
+    /// OpenAI's `n` out of range.
+    #[error("`n` must be >= 1 and <= {max}. Given: {given}")]
+    N {
+        /// `--max-n`.
+        max: usize,
+        /// What the request asked for.
+        given: usize,
+    },
+    /// OpenAI's `best_of` below `n` or beyond `--max-best-of`.
+    #[error("`best_of` must be >= `n` ({n}) and <= {max}. Given: {given}")]
+    CompletionBestOf {
+        /// The request's `n`.
+        n: usize,
+        /// `--max-best-of`.
+        max: usize,
+        /// What the request asked for.
+        given: usize,
+    },
+    /// OpenAI's `top_logprobs` (or `logprobs` of completions) out of range.
+    #[error("`{name}` must be >= 0 and <= {max}. Given: {given}")]
+    Logprobs {
+        /// The parameter's name.
+        name: &'static str,
+        /// The limit.
+        max: usize,
+        /// What the request asked for.
+        given: usize,
+    },
+    /// `top_logprobs` without `logprobs: true`.
+    #[error("`logprobs` must be true when `top_logprobs` is set")]
+    TopLogprobsWithoutLogprobs,
+    /// A chat request without messages.
+    #[error("`messages` cannot be empty")]
+    EmptyMessages,
+    /// The request can never fit the KV cache.
+    #[error("the request needs {needed} KV cache tokens but the cache holds {capacity}")]
+    KvCapacity {
+        /// Tokens the request needs at most.
+        needed: usize,
+        /// Tokens the cache holds.
+        capacity: usize,
+    },
+}
+
+impl ValidationError {
+    /// The request field the error is about, for OpenAI's `param`.
+    pub fn param(&self) -> Option<&'static str> {
+        Some(match self {
+            Self::BestOf { .. } | Self::BestOfSampling | Self::BestOfStream | Self::CompletionBestOf { .. } => {
+                "best_of"
+            }
+            Self::BestOfSeed => "seed",
+            Self::TopNTokens { .. } => "top_n_tokens",
+            Self::PrefillDetailsStream => "decoder_input_details",
+            Self::Temperature => "temperature",
+            Self::Sampling(e) => sampling_param(e),
+            Self::Truncate { .. } => "truncate",
+            Self::NegativeMaxNewTokens | Self::MaxTotalTokens { .. } | Self::KvCapacity { .. } => "max_tokens",
+            Self::InputLength { .. } | Self::EmptyInput | Self::Tokenizer(_) => "inputs",
+            Self::StopSequence { .. } => "stop",
+            Self::Unsupported(name) => name,
+            Self::N { .. } => "n",
+            Self::Logprobs { name, .. } => name,
+            Self::TopLogprobsWithoutLogprobs => "logprobs",
+            Self::EmptyMessages => "messages",
+        })
+    }
+}
+
+/// The parameter a sampling error is about.
+fn sampling_param(e: &SamplingError) -> &'static str {
+    match e {
+        SamplingError::Temperature => "temperature",
+        SamplingError::TopK => "top_k",
+        SamplingError::TopP => "top_p",
+        SamplingError::TypicalP => "typical_p",
+        SamplingError::MinP => "min_p",
+        SamplingError::RepetitionPenalty => "repetition_penalty",
+        SamplingError::FrequencyPenalty => "frequency_penalty",
+        SamplingError::PresencePenalty => "presence_penalty",
+        SamplingError::TopNTokens { .. } => "top_logprobs",
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The input was refused.
+    #[error("Input validation error: {0}")]
+    Validation(#[from] ValidationError),
+    /// `--max-concurrent-requests` requests are already in flight.
+    #[error("Model is overloaded")]
+    Overloaded,
+    /// The engine failed while generating.
+    #[error("Request failed during generation: {0}")]
+    Generation(String),
+    /// The engine stopped reporting before the request finished.
+    #[error("Incomplete generation")]
+    Incomplete,
+    /// The chat template is missing or failed.
+    #[error("Template error: {0}")]
+    Template(String),
+    /// `--request-timeout` passed; the request was cancelled.
+    #[error("Request timed out after {} s and was cancelled", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// The engine is not running (shutting down or stopped).
+    #[error("The engine is not running")]
+    NotRunning,
+    /// The body is not JSON.
+    #[error("Failed to parse the request body as JSON: {0}")]
+    JsonSyntax(String),
+    /// The body is JSON of the wrong shape.
+    #[error("Failed to deserialize the JSON body into the target type: {0}")]
+    JsonData(String),
+    /// The body is larger than `--payload-limit`.
+    #[error("Request body is larger than the limit of {0} bytes")]
+    PayloadTooLarge(usize),
+    /// The body could not be read.
+    #[error("Failed to read the request body: {0}")]
+    Body(String),
+    /// A missing or wrong API key.
+    #[error("Invalid or missing API key: send `Authorization: Bearer <key>`")]
+    Unauthorized,
+    /// No such route.
+    #[error("Not found: {0}")]
+    NotFound(String),
+    /// The route exists but not with this method.
+    #[error("Method {method} not allowed on {path}")]
+    MethodNotAllowed {
+        /// The method used.
+        method: String,
+        /// The path.
+        path: String,
+    },
+    /// The health check failed.
+    #[error("unhealthy")]
+    Unhealthy,
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::NotRunning => ApiError::NotRunning,
+            SubmitError::TooLarge { needed, capacity } => ValidationError::KvCapacity { needed, capacity }.into(),
+        }
+    }
+}
+
+/// How an error shows on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Class {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// TGI's `error_type` (what huggingface_hub maps to its exception classes).
+    pub tgi_type: &'static str,
+    /// OpenAI's `error.type`.
+    pub openai_type: &'static str,
+    /// The `err` label of `tgi_request_failure`.
+    pub metric: &'static str,
+}
+
+impl ApiError {
+    /// The status, names and metric label of this error: the one place errors meet statuses.
+    pub fn class(&self) -> Class {
+        let (status, tgi_type, openai_type, metric) = match self {
+            Self::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
+            Self::Overloaded => (StatusCode::TOO_MANY_REQUESTS, "overloaded", "rate_limit_error", "overloaded"),
+            Self::Generation(_) => (StatusCode::FAILED_DEPENDENCY, "generation", "server_error", "generation"),
+            Self::Incomplete => (StatusCode::INTERNAL_SERVER_ERROR, "incomplete_generation", "server_error", "incomplete"),
+            Self::Template(_) => (StatusCode::UNPROCESSABLE_ENTITY, "template_error", "invalid_request_error", "template"),
+            Self::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout", "timeout_error", "timeout"),
+            Self::NotRunning => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "server_error", "unavailable"),
+            Self::JsonSyntax(_) => (StatusCode::BAD_REQUEST, "validation", "invalid_request_error", "validation"),
+            Self::JsonData(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
+            Self::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "validation", "invalid_request_error", "validation"),
+            Self::Body(_) => (StatusCode::BAD_REQUEST, "validation", "invalid_request_error", "validation"),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication", "authentication_error", "unauthorized"),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "not_found"),
+            Self::MethodNotAllowed { .. } => {
+                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "invalid_request_error", "method_not_allowed")
+            }
+            Self::Unhealthy => (StatusCode::SERVICE_UNAVAILABLE, "healthcheck", "server_error", "unhealthy"),
+        };
+        Class { status, tgi_type, openai_type, metric }
+    }
+
+    /// TGI's error body: `{"error": message, "error_type": type}`.
+    pub fn tgi_body(&self) -> serde_json::Value {
+        serde_json::json!({"error": self.to_string(), "error_type": self.class().tgi_type})
+    }
+
+    /// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`.
+    pub fn openai_body(&self) -> serde_json::Value {
+        let param = match self {
+            Self::Validation(v) => v.param(),
+            _ => None,
+        };
+        let code = match self {
+            Self::Unauthorized => Some("invalid_api_key"),
+            Self::Validation(ValidationError::MaxTotalTokens { .. } | ValidationError::InputLength { .. }) => {
+                Some("context_length_exceeded")
+            }
+            _ => None,
+        };
+        serde_json::json!({"error": {
+            "message": self.to_string(),
+            "type": self.class().openai_type,
+            "param": param,
+            "code": code,
+        }})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tgi_messages_and_statuses() {
+        let e = ApiError::from(ValidationError::InputLength { max: 10, given: 12 });
+        assert_eq!(e.to_string(), "Input validation error: `inputs` must have less than 10 tokens. Given: 12");
+        assert_eq!(e.class().status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.tgi_body()["error_type"], "validation");
+        assert_eq!(ApiError::Overloaded.class().status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(ApiError::Generation("x".into()).class().status, StatusCode::FAILED_DEPENDENCY);
+        let o = e.openai_body();
+        assert_eq!(o["error"]["param"], "inputs");
+        assert_eq!(o["error"]["code"], "context_length_exceeded");
+        assert_eq!(ApiError::from(SubmitError::NotRunning).class().status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+}

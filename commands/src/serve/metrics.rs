@@ -1,0 +1,323 @@
+//! `/metrics`: TGI's request metrics (kept here, per HTTP request) and the engine's counters (from
+//! [`Stats`]) in the Prometheus text format, under TGI's names and bucket layouts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tgi_engines::scheduler::{Histogram, Stats};
+
+use super::error::ApiError;
+use super::limits::Limits;
+
+/// TGI's duration buckets: 35 bounds growing by 1.5 from 0.00015 s.
+fn duration_buckets() -> Histogram {
+    Histogram::exponential(0.0001 * 1.5, 1.5, 35)
+}
+
+/// TGI's token-count buckets: 100 even steps up to `max`.
+fn count_buckets(max: usize) -> Histogram {
+    Histogram::new((1..=100).map(|x| max as f64 / 100.0 * x as f64).collect())
+}
+
+/// Request counters and histograms since start.
+pub struct Metrics {
+    /// Everything behind one lock: a request touches it a handful of times.
+    inner: Mutex<Requests>,
+}
+
+/// The request metrics.
+struct Requests {
+    count: u64,
+    success: u64,
+    failure: BTreeMap<&'static str, u64>,
+    duration: Histogram,
+    validation: Histogram,
+    queue: Histogram,
+    inference: Histogram,
+    time_per_token: Histogram,
+    time_to_first_token: Histogram,
+    inter_token_latency: Histogram,
+    generated_tokens: Histogram,
+    input_length: Histogram,
+    max_new_tokens: Histogram,
+}
+
+/// Where one request's time went, for the `x-*-time` headers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timings {
+    /// From arrival to the end.
+    pub total: Duration,
+    /// From arrival to submission (parsing, templating, tokenizing).
+    pub validation: Duration,
+    /// Waiting in the engine's queue.
+    pub queue: Duration,
+    /// From leaving the queue to the last token.
+    pub inference: Duration,
+    /// Inference time per generated token.
+    pub per_token: Duration,
+}
+
+impl Metrics {
+    /// Empty metrics with TGI's buckets for these limits.
+    pub fn new(limits: &Limits) -> Self {
+        Metrics {
+            inner: Mutex::new(Requests {
+                count: 0,
+                success: 0,
+                failure: BTreeMap::new(),
+                duration: duration_buckets(),
+                validation: duration_buckets(),
+                queue: duration_buckets(),
+                inference: duration_buckets(),
+                time_per_token: duration_buckets(),
+                time_to_first_token: duration_buckets(),
+                inter_token_latency: duration_buckets(),
+                generated_tokens: count_buckets(limits.max_total_tokens),
+                input_length: count_buckets(limits.max_input_tokens),
+                max_new_tokens: count_buckets(limits.max_total_tokens),
+            }),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Requests) -> R) -> R {
+        f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The Prometheus text exposition of the request metrics and the engine's `stats`.
+    pub fn render(&self, stats: &Stats, limits: &Limits) -> String {
+        let mut out = Exposition::default();
+        self.with(|r| {
+            out.counter("tgi_request_count", "Total number of requests", &[], r.count as f64);
+            out.counter("tgi_request_success", "Number of successful requests", &[], r.success as f64);
+            out.header("tgi_request_failure", "Number of failed requests by cause", "counter");
+            for (err, n) in &r.failure {
+                out.sample("tgi_request_failure", &[("err", err)], *n as f64);
+            }
+            let durations = [
+                ("tgi_request_duration", "Total time spent processing the request", &r.duration),
+                ("tgi_request_validation_duration", "Time spent validating the request", &r.validation),
+                ("tgi_request_queue_duration", "Time spent in the queue per request", &r.queue),
+                ("tgi_request_inference_duration", "Request inference duration", &r.inference),
+                ("tgi_request_mean_time_per_token_duration", "Mean time per token per request", &r.time_per_token),
+                ("tgi_request_time_to_first_token_duration", "Time to the first token", &r.time_to_first_token),
+                ("tgi_request_inter_token_latency_duration", "Time between tokens", &r.inter_token_latency),
+                ("tgi_request_generated_tokens", "Generated tokens per request", &r.generated_tokens),
+                ("tgi_request_input_length", "Input token length per request", &r.input_length),
+                ("tgi_request_max_new_tokens", "Maximum new tokens per request", &r.max_new_tokens),
+            ];
+            for (name, help, h) in durations {
+                out.header(name, help, "histogram");
+                out.histogram(name, &[], h);
+            }
+        });
+        out.gauge("tgi_queue_size", "Current queue size", stats.queue_size as f64);
+        out.gauge("tgi_batch_current_size", "Current batch size", stats.batch_size as f64);
+        out.gauge("tgi_batch_current_max_tokens", "Tokens the current batch holds", stats.batch_tokens as f64);
+        out.gauge("tgi_batch_total_tokens", "Maximum amount of tokens in total", limits.max_batch_total_tokens as f64);
+        out.header("tgi_batch_inference_count", "Inference calls per method (prefill or decode)", "counter");
+        out.sample("tgi_batch_inference_count", &[("method", "prefill")], stats.steps_prefill as f64);
+        out.sample("tgi_batch_inference_count", &[("method", "decode")], stats.steps_decode as f64);
+        out.header("tgi_batch_inference_duration", "Batch inference duration", "histogram");
+        out.histogram("tgi_batch_inference_duration", &[("method", "prefill")], &stats.step_duration_prefill);
+        out.histogram("tgi_batch_inference_duration", &[("method", "decode")], &stats.step_duration_decode);
+        out.header("tgi_batch_next_size", "Batch size of the next batch", "histogram");
+        out.histogram("tgi_batch_next_size", &[], &stats.step_batch_size);
+        out.counter("tgi_batch_prefill_tokens", "Prompt tokens computed", &[], stats.prefill_tokens as f64);
+        out.counter("tgi_batch_generated_tokens", "Tokens generated", &[], stats.generated_tokens as f64);
+        let free = stats.kv_blocks_total.saturating_sub(stats.kv_blocks_used);
+        out.gauge("tgi_kv_cache_blocks_total", "KV cache blocks in the pool", stats.kv_blocks_total as f64);
+        out.gauge("tgi_kv_cache_blocks_used", "KV cache blocks in use", stats.kv_blocks_used as f64);
+        out.gauge("tgi_kv_cache_blocks_free", "KV cache blocks free", free as f64);
+        out.gauge("tgi_kv_cache_block_size", "Tokens per KV cache block", stats.block_size as f64);
+        let queries = stats.prefix_cache_queries as f64;
+        out.counter("tgi_prefix_cache_queries", "Prompt tokens looked up in the prefix cache", &[], queries);
+        out.counter("tgi_prefix_cache_hits", "Prompt tokens found in the prefix cache", &[], stats.prefix_cache_hits as f64);
+        out.counter("tgi_request_preemptions", "Sequences preempted for KV cache blocks", &[], stats.preemptions as f64);
+        out.counter("tgi_request_cancelled", "Requests cancelled because the client went away", &[], stats.cancelled as f64);
+        out.text
+    }
+}
+
+/// Prometheus text being written.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn header(&mut self, name: &str, help: &str, kind: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            let body: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            let _ = write!(self.text, "{{{}}}", body.join(","));
+        }
+        let _ = writeln!(self.text, " {}", number(value));
+    }
+
+    fn counter(&mut self, name: &str, help: &str, labels: &[(&str, &str)], value: f64) {
+        self.header(name, help, "counter");
+        self.sample(name, labels, value);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.header(name, help, "gauge");
+        self.sample(name, &[], value);
+    }
+
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+        let bucket = format!("{name}_bucket");
+        for (bound, n) in h.cumulative() {
+            let le = number(bound);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, n as f64);
+        }
+        self.sample(&format!("{name}_sum"), labels, h.sum);
+        self.sample(&format!("{name}_count"), labels, h.count as f64);
+    }
+}
+
+/// A sample value as Prometheus writes it.
+fn number(v: f64) -> String {
+    if v == f64::INFINITY {
+        "+Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// One HTTP generation request's passage through the metrics: counted on creation, then exactly
+/// one of success or failure (a request dropped before either counts as `cancelled`).
+pub struct Tracker {
+    metrics: Arc<Metrics>,
+    start: Instant,
+    queued: Option<Instant>,
+    last_token: Vec<Option<Instant>>,
+    done: bool,
+}
+
+impl Tracker {
+    /// Counts a new request arriving now.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        metrics.with(|r| r.count += 1);
+        Tracker { metrics, start: Instant::now(), queued: None, last_token: Vec::new(), done: false }
+    }
+
+    /// When the request arrived.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// The request passed validation and goes to the engine as `candidates` sequences.
+    pub fn queued(&mut self, input_length: usize, max_new_tokens: usize, candidates: usize) {
+        self.queued = Some(Instant::now());
+        self.last_token = vec![None; candidates];
+        self.metrics.with(|r| {
+            r.input_length.observe(input_length as f64);
+            r.max_new_tokens.observe(max_new_tokens as f64);
+        });
+    }
+
+    /// Candidate `index` produced a token now.
+    pub fn token(&mut self, index: usize) {
+        let now = Instant::now();
+        let Some(slot) = self.last_token.get_mut(index) else { return };
+        let gap = match slot.replace(now) {
+            Some(prev) => (false, now - prev),
+            None => (true, now - self.start),
+        };
+        self.metrics.with(|r| match gap {
+            (true, d) => r.time_to_first_token.observe(d.as_secs_f64()),
+            (false, d) => r.inter_token_latency.observe(d.as_secs_f64()),
+        });
+    }
+
+    /// The request succeeded: records its timings and returns them.
+    pub fn succeed(&mut self, queue: Duration, inference: Duration, generated: usize) -> Timings {
+        self.done = true;
+        let total = self.start.elapsed();
+        let validation = self.queued.map_or(total, |q| q - self.start);
+        let per_token = inference / generated.max(1) as u32;
+        self.metrics.with(|r| {
+            r.success += 1;
+            r.duration.observe(total.as_secs_f64());
+            r.validation.observe(validation.as_secs_f64());
+            r.queue.observe(queue.as_secs_f64());
+            r.inference.observe(inference.as_secs_f64());
+            r.time_per_token.observe(per_token.as_secs_f64());
+            r.generated_tokens.observe(generated as f64);
+        });
+        Timings { total, validation, queue, inference, per_token }
+    }
+
+    /// The request failed with `err`.
+    pub fn fail(&mut self, err: &ApiError) {
+        self.done = true;
+        let label = err.class().metric;
+        self.metrics.with(|r| *r.failure.entry(label).or_insert(0) += 1);
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        if !self.done {
+            self.metrics.with(|r| *r.failure.entry("cancelled").or_insert(0) += 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::limits::tests::small;
+
+    pub(crate) fn empty_stats() -> Stats {
+        Stats {
+            queue_size: 1,
+            batch_size: 2,
+            batch_tokens: 30,
+            kv_blocks_total: 8,
+            kv_blocks_used: 3,
+            block_size: 16,
+            prefix_cache_queries: 10,
+            prefix_cache_hits: 4,
+            preemptions: 0,
+            cancelled: 1,
+            steps_prefill: 5,
+            steps_decode: 7,
+            prefill_tokens: 50,
+            generated_tokens: 70,
+            step_duration_prefill: Histogram::new(vec![0.1]),
+            step_duration_decode: Histogram::new(vec![0.1]),
+            step_batch_size: Histogram::new(vec![1.0, 2.0]),
+        }
+    }
+
+    #[test]
+    fn renders_tgi_names() {
+        let limits = small();
+        let m = Arc::new(Metrics::new(&limits));
+        let mut t = Tracker::new(m.clone());
+        t.queued(3, 5, 1);
+        t.token(0);
+        t.token(0);
+        let timings = t.succeed(Duration::from_millis(2), Duration::from_millis(10), 2);
+        assert_eq!(timings.per_token, Duration::from_millis(5));
+        drop(Tracker::new(m.clone()));
+        let text = m.render(&empty_stats(), &limits);
+        assert!(text.contains("tgi_request_count 2\n"), "{text}");
+        assert!(text.contains("tgi_request_failure{err=\"cancelled\"} 1\n"));
+        assert!(text.contains("tgi_request_input_length_bucket{le=\"0.12\"} 0\n"), "{text}");
+        assert!(text.contains("tgi_request_input_length_bucket{le=\"+Inf\"} 1\n"));
+        assert!(text.contains("tgi_request_input_length_sum 3\n"));
+        assert!(text.contains("tgi_request_inter_token_latency_duration_count 1\n"));
+        assert!(text.contains("tgi_batch_inference_duration_bucket{method=\"decode\",le=\"+Inf\"} 0\n"));
+        assert!(text.contains("tgi_kv_cache_blocks_free 5\n"));
+    }
+}

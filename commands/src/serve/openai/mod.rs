@@ -1,0 +1,24 @@
+//! OpenAI's API: `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
+
+mod chat;
+mod common;
+mod completions;
+pub mod types;
+
+use hyper::StatusCode;
+
+pub use chat::chat;
+pub use completions::completions;
+
+use super::body::{self, HttpResponse};
+use super::state::AppState;
+use types::{Model, ModelList};
+
+/// `GET /v1/models`: the one served model.
+pub fn models(state: &AppState) -> HttpResponse {
+    let list = ModelList {
+        object: "list",
+        data: vec![Model { id: state.model.id.clone(), object: "model", created: state.model.created, owned_by: "tgi" }],
+    };
+    body::json(StatusCode::OK, &list)
+}

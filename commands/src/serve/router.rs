@@ -1,0 +1,226 @@
+//! The route table and what surrounds every handler: 404 and 405, the API key, the body limit,
+//! CORS, and errors rendered in the route's family (OpenAI's shape under `/v1/`, TGI's elsewhere).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, AUTHORIZATION, CONTENT_LENGTH, ORIGIN, VARY};
+use hyper::{HeaderMap, Method, Request, StatusCode};
+use tgi_engines::sampling::SamplingParams;
+use tgi_engines::scheduler::{Event, Request as EngineRequest};
+
+use super::body::{self, HttpResponse};
+use super::engine::ChannelSink;
+use super::error::ApiError;
+use super::state::AppState;
+use super::{openai, tgi};
+
+/// The OpenAPI description of every route.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// What a route does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handler {
+    /// `GET /health`, `/ping` and `/`.
+    Health,
+    /// `POST /`.
+    Compat,
+    /// `POST /generate`.
+    Generate,
+    /// `POST /generate_stream`.
+    GenerateStream,
+    /// `POST /tokenize`.
+    Tokenize,
+    /// `GET /info`.
+    Info,
+    /// `GET /metrics`.
+    Metrics,
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+    /// `GET /v1/models`.
+    Models,
+    /// `GET /api-doc/openapi.json`.
+    OpenApi,
+}
+
+impl Handler {
+    /// Whether the route needs the API key (the routes that run the model).
+    fn protected(self) -> bool {
+        matches!(self, Self::Compat | Self::Generate | Self::GenerateStream | Self::Tokenize | Self::Chat | Self::Completions)
+    }
+}
+
+/// One route.
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The exact path.
+    pub path: &'static str,
+    /// Its handler.
+    pub handler: Handler,
+}
+
+/// Every route the server serves.
+pub const ROUTES: &[Route] = &[
+    Route { method: "GET", path: "/", handler: Handler::Health },
+    Route { method: "POST", path: "/", handler: Handler::Compat },
+    Route { method: "POST", path: "/generate", handler: Handler::Generate },
+    Route { method: "POST", path: "/generate_stream", handler: Handler::GenerateStream },
+    Route { method: "POST", path: "/tokenize", handler: Handler::Tokenize },
+    Route { method: "GET", path: "/info", handler: Handler::Info },
+    Route { method: "GET", path: "/health", handler: Handler::Health },
+    Route { method: "GET", path: "/ping", handler: Handler::Health },
+    Route { method: "GET", path: "/metrics", handler: Handler::Metrics },
+    Route { method: "POST", path: "/v1/chat/completions", handler: Handler::Chat },
+    Route { method: "POST", path: "/v1/completions", handler: Handler::Completions },
+    Route { method: "GET", path: "/v1/models", handler: Handler::Models },
+    Route { method: "GET", path: "/api-doc/openapi.json", handler: Handler::OpenApi },
+];
+
+/// Serves one HTTP request; never fails (errors become JSON responses).
+pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Result<HttpResponse, Infallible> {
+    let path = req.uri().path().to_owned();
+    let origin = req.headers().get(ORIGIN).cloned();
+    let mut response = match route(&state, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            let body = if path.starts_with("/v1/") { e.openai_body() } else { e.tgi_body() };
+            let mut r = body::json(e.class().status, &body);
+            if let ApiError::MethodNotAllowed { .. } = e {
+                r.headers_mut().insert(ALLOW, allowed(&path));
+            }
+            r
+        }
+    };
+    cors(&state, origin, &mut response);
+    Ok(response)
+}
+
+/// The methods `path` answers to, for `Allow`.
+fn allowed(path: &str) -> HeaderValue {
+    let mut methods: Vec<&str> = ROUTES.iter().filter(|r| r.path == path).map(|r| r.method).collect();
+    methods.push("OPTIONS");
+    HeaderValue::from_str(&methods.join(", ")).expect("method names are valid")
+}
+
+async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Result<HttpResponse, ApiError> {
+    let path = req.uri().path();
+    if !ROUTES.iter().any(|r| r.path == path) {
+        return Err(ApiError::NotFound(path.to_owned()));
+    }
+    if req.method() == Method::OPTIONS {
+        return Ok(preflight(state, path, req.headers()));
+    }
+    let Some(r) = ROUTES.iter().find(|r| r.path == path && r.method == req.method().as_str()) else {
+        return Err(ApiError::MethodNotAllowed { method: req.method().to_string(), path: path.to_owned() });
+    };
+    if r.handler.protected() && !state.access.authorized(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
+        return Err(ApiError::Unauthorized);
+    }
+    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+    let raw = match r.method {
+        "POST" => body::read(req.into_body(), declared, state.limits.payload_limit).await?,
+        _ => bytes::Bytes::new(),
+    };
+    match r.handler {
+        Handler::Health => health(state).await,
+        Handler::Compat => tgi::compat(state, &raw).await,
+        Handler::Generate => tgi::generate(state, &raw).await,
+        Handler::GenerateStream => tgi::generate_stream(state, &raw).await,
+        Handler::Tokenize => tgi::tokenize(state, &raw),
+        Handler::Info => Ok(tgi::info(state)),
+        Handler::Metrics => {
+            let text = state.metrics.render(&state.engine.stats(), &state.limits);
+            Ok(body::response(StatusCode::OK, "text/plain; version=0.0.4", text))
+        }
+        Handler::Chat => openai::chat(state, &raw).await,
+        Handler::Completions => openai::completions(state, &raw).await,
+        Handler::Models => Ok(openai::models(state)),
+        Handler::OpenApi => Ok(body::response(StatusCode::OK, "application/json", OPENAPI)),
+    }
+}
+
+/// How long `/health`'s one-token generation may take.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// 200 when the last generation succeeded or a one-token generation does now; else 503.
+async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
+    use std::sync::atomic::Ordering;
+    if state.healthy.load(Ordering::Relaxed) {
+        return Ok(body::empty());
+    }
+    let tok = state.lexicon.tokenizer();
+    let req = EngineRequest {
+        prompt_ids: vec![tok.bos_id().unwrap_or(0)],
+        params: SamplingParams::greedy(),
+        max_new_tokens: 1,
+        stop: Vec::new(),
+        ignore_eos: true,
+        prompt_logprobs: false,
+        cache_salt: 0,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    state.engine.submit(req, Box::new(ChannelSink::new(0, tx))).map_err(|_| ApiError::Unhealthy)?;
+    let ok = tokio::time::timeout(HEALTH_TIMEOUT, async {
+        while let Some((_, ev)) = rx.recv().await {
+            match ev {
+                Event::Finished(_) => return true,
+                Event::Failed(_) => return false,
+                _ => {}
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    state.healthy.store(ok, Ordering::Relaxed);
+    if ok {
+        Ok(body::empty())
+    } else {
+        Err(ApiError::Unhealthy)
+    }
+}
+
+/// Answers `OPTIONS` (CORS preflight): 204 with the allowed methods and headers.
+fn preflight(state: &AppState, path: &str, headers: &HeaderMap) -> HttpResponse {
+    let mut r = body::empty();
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    let h = r.headers_mut();
+    h.insert(ALLOW, allowed(path));
+    if !state.access.cors_allow_origin.is_empty() {
+        h.insert("access-control-allow-methods", allowed(path));
+        let asked = headers.get("access-control-request-headers").cloned();
+        h.insert(
+            "access-control-allow-headers",
+            asked.unwrap_or(HeaderValue::from_static("authorization, content-type")),
+        );
+        h.insert("access-control-max-age", HeaderValue::from_static("86400"));
+    }
+    r
+}
+
+/// Adds CORS headers when the request's origin is allowed.
+fn cors(state: &AppState, origin: Option<HeaderValue>, r: &mut HttpResponse) {
+    let allowed = &state.access.cors_allow_origin;
+    let h = r.headers_mut();
+    if allowed.iter().any(|o| o == "*") {
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    } else if let Some(origin) = origin.filter(|o| allowed.iter().any(|a| a.as_bytes() == o.as_bytes())) {
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.append(VARY, HeaderValue::from_static("origin"));
+    } else {
+        return;
+    }
+    h.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static(
+            "x-compute-type, x-compute-time, x-compute-characters, x-total-time, x-validation-time, x-queue-time, \
+             x-inference-time, x-time-per-token, x-prompt-tokens, x-generated-tokens",
+        ),
+    );
+}

@@ -1,0 +1,133 @@
+//! What every handler shares: the engine, the model's text side, the limits, the metrics, the
+//! concurrency permits and the access rules.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::engine::{Engine, Lexicon};
+use super::error::ApiError;
+use super::limits::Limits;
+use super::metrics::Metrics;
+
+/// The server's shared state.
+pub struct AppState {
+    /// Runs requests.
+    pub engine: Arc<dyn Engine>,
+    /// Tokenizer and chat template.
+    pub lexicon: Arc<dyn Lexicon>,
+    /// Per-request budgets.
+    pub limits: Limits,
+    /// Request metrics.
+    pub metrics: Arc<Metrics>,
+    /// One permit per request in flight (`--max-concurrent-requests`).
+    pub permits: Arc<Semaphore>,
+    /// API key and CORS.
+    pub access: Access,
+    /// The model as the API names it.
+    pub model: ServedModel,
+    /// Whether the last generation succeeded; when not, `/health` runs a one-token generation.
+    pub healthy: AtomicBool,
+}
+
+/// Who may call what.
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// The key generation routes require as `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// Origins allowed by CORS (`*` for any); empty disables CORS headers.
+    pub cors_allow_origin: Vec<String>,
+}
+
+/// How the API describes the model.
+#[derive(Clone, Debug)]
+pub struct ServedModel {
+    /// The model id (`/info`'s `model_id`, OpenAI's `model`).
+    pub id: String,
+    /// `x-compute-type`: the device.
+    pub compute_type: String,
+    /// When the server started, Unix seconds (OpenAI's `created` of the model).
+    pub created: u64,
+}
+
+impl AppState {
+    /// Builds the state; `limits.max_concurrent_requests` permits.
+    pub fn new(
+        engine: Arc<dyn Engine>,
+        lexicon: Arc<dyn Lexicon>,
+        limits: Limits,
+        access: Access,
+        model: ServedModel,
+    ) -> Self {
+        AppState {
+            engine,
+            lexicon,
+            metrics: Arc::new(Metrics::new(&limits)),
+            permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
+            limits,
+            access,
+            model,
+            healthy: AtomicBool::new(false),
+        }
+    }
+
+    /// A permit for one more request in flight, or 429 at once (never a wait).
+    pub fn permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.permits.clone().try_acquire_owned().map_err(|_| ApiError::Overloaded)
+    }
+}
+
+impl Access {
+    /// Whether an `Authorization` header value carries the key (always, without a key). The
+    /// comparison takes the same time wherever the first difference is.
+    pub fn authorized(&self, header: Option<&[u8]>) -> bool {
+        let Some(key) = &self.api_key else { return true };
+        let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else { return false };
+        constant_time_eq(given, key.as_bytes())
+    }
+
+    /// The prefix-cache namespace: a hash of the API key (0 without one), so cached prompt blocks
+    /// are only shared by requests made with the same key.
+    pub fn cache_salt(&self) -> u64 {
+        match &self.api_key {
+            None => 0,
+            Some(key) => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                key.hash(&mut h);
+                h.finish()
+            }
+        }
+    }
+}
+
+/// Byte-string equality in time that depends only on the lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0xff);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_keys() {
+        let open = Access::default();
+        assert!(open.authorized(None));
+        assert_eq!(open.cache_salt(), 0);
+        let a = Access { api_key: Some("s3cret".into()), ..Access::default() };
+        assert!(a.authorized(Some(b"Bearer s3cret")));
+        assert!(!a.authorized(Some(b"Bearer s3cre")));
+        assert!(!a.authorized(Some(b"Bearer s3cret!")));
+        assert!(!a.authorized(Some(b"s3cret")));
+        assert!(!a.authorized(None));
+        assert_ne!(a.cache_salt(), 0);
+        assert!(constant_time_eq(b"", b""));
+        assert!(!constant_time_eq(b"", b"\xff"));
+    }
+}

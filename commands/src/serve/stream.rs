@@ -1,0 +1,109 @@
+//! Server-sent events: a task reads a request's engine events and writes them, formatted by the
+//! route's [`StreamFormat`], into the response body. When the client goes away the body is
+//! dropped, the task stops, and dropping its [`Running`] cancels the request inside the engine.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tgi_engines::scheduler::{Event, Finished, TokenEvent};
+use tokio::sync::mpsc::Sender;
+
+use super::error::ApiError;
+use super::generation::{fail, Running};
+use super::metrics::Tracker;
+use super::state::AppState;
+
+/// Turns one route's events into SSE `data:` payloads.
+pub trait StreamFormat: Send + Sync + 'static {
+    /// Candidate `index` left the queue.
+    fn started(&mut self, _index: usize, _cached_tokens: usize) -> Vec<String> {
+        Vec::new()
+    }
+    /// Candidate `index` generated a token.
+    fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String>;
+    /// Candidate `index` finished.
+    fn finished(&mut self, index: usize, finished: Finished) -> Vec<String>;
+    /// Every candidate finished (OpenAI's usage chunk and `[DONE]`).
+    fn end(&mut self) -> Vec<String>;
+    /// The payload reporting a failure; the stream ends after it.
+    fn error(&self, err: &ApiError) -> String;
+}
+
+/// One SSE event carrying `payload`.
+pub fn event(payload: &str) -> Bytes {
+    Bytes::from(format!("data: {payload}\n\n"))
+}
+
+/// Streams `running`'s events to `tx` in a task of its own.
+pub fn spawn(state: std::sync::Arc<AppState>, running: Running, tracker: Tracker, format: impl StreamFormat, tx: Sender<Bytes>) {
+    tokio::spawn(drive(state, running, tracker, format, tx));
+}
+
+/// Sends `payloads`; false once the client is gone.
+async fn send_all(tx: &Sender<Bytes>, payloads: Vec<String>) -> bool {
+    for p in payloads {
+        if tx.send(event(&p)).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+async fn drive(
+    state: std::sync::Arc<AppState>,
+    mut running: Running,
+    mut tracker: Tracker,
+    mut format: impl StreamFormat,
+    tx: Sender<Bytes>,
+) {
+    let mut left = running.candidates;
+    let mut queue = None::<Duration>;
+    let mut inference = Duration::ZERO;
+    let mut generated = 0;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = tx.closed() => return,
+            next = running.next() => next,
+        };
+        let (i, ev) = match next {
+            Ok(Some(e)) => e,
+            Ok(None) => return report(&state, &mut tracker, &format, &tx, ApiError::Incomplete).await,
+            Err(e) => return report(&state, &mut tracker, &format, &tx, e).await,
+        };
+        let out = match ev {
+            Event::Started { queue_time, cached_tokens } => {
+                queue = Some(queue.map_or(queue_time, |q| q.min(queue_time)));
+                format.started(i, cached_tokens)
+            }
+            Event::PromptLogprobs(_) => Vec::new(),
+            Event::Token(t) => {
+                tracker.token(i);
+                format.token(i, t)
+            }
+            Event::Finished(f) => {
+                left -= 1;
+                inference = inference.max(f.inference_time);
+                generated += f.generated_tokens;
+                format.finished(i, f)
+            }
+            Event::Failed(msg) => return report(&state, &mut tracker, &format, &tx, ApiError::Generation(msg)).await,
+        };
+        if !send_all(&tx, out).await {
+            return;
+        }
+        if left == 0 {
+            state.healthy.store(true, Ordering::Relaxed);
+            tracker.succeed(queue.unwrap_or_default(), inference, generated);
+            send_all(&tx, format.end()).await;
+            return;
+        }
+    }
+}
+
+/// Records a failure and sends it as the stream's last event.
+async fn report(state: &AppState, tracker: &mut Tracker, format: &impl StreamFormat, tx: &Sender<Bytes>, err: ApiError) {
+    let err = fail(state, tracker, err);
+    let _ = tx.send(event(&format.error(&err))).await;
+}

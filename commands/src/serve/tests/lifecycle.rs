@@ -1,0 +1,64 @@
+//! Cancellation, timeouts and graceful shutdown.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::client::{post, send};
+use super::{limits, TestServer};
+use crate::serve::server::Stopped;
+use crate::serve::state::Access;
+
+fn slow(max_new_tokens: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({"inputs": "slow", "parameters": {"max_new_tokens": max_new_tokens}})).unwrap()
+}
+
+#[test]
+fn dropping_a_stream_cancels_it_in_the_engine() {
+    let s = TestServer::start();
+    let mut conn = send(s.addr, "POST", "/generate_stream", &[], &slow(80));
+    let mut first = [0u8; 256];
+    let n = conn.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    drop(conn);
+    assert!(s.wait_cancelled(1), "the sink was never closed");
+}
+
+#[test]
+fn dropping_a_waiting_request_cancels_it_in_the_engine() {
+    let s = TestServer::start();
+    let conn = send(s.addr, "POST", "/generate", &[], &slow(80));
+    std::thread::sleep(Duration::from_millis(100));
+    drop(conn);
+    assert!(s.wait_cancelled(1), "the sink was never closed");
+}
+
+#[test]
+fn request_timeout_cancels_and_reports() {
+    let l = crate::serve::limits::Limits { request_timeout: Some(Duration::from_millis(150)), ..limits() };
+    let s = TestServer::with(l, Access::default());
+    let started = Instant::now();
+    let r = post(s.addr, "/generate", &json!({"inputs": "slow", "parameters": {"max_new_tokens": 80}}));
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(r.json()["error_type"], "timeout");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let r = post(s.addr, "/generate_stream", &json!({"inputs": "slow", "parameters": {"max_new_tokens": 80}}));
+    assert_eq!(r.json_events().last().unwrap()["error_type"], "timeout");
+    assert!(s.wait_cancelled(2));
+}
+
+#[test]
+fn shutdown_lets_requests_in_flight_finish() {
+    let s = TestServer::start();
+    let mut conn = send(s.addr, "POST", "/generate_stream", &[], &slow(10));
+    std::thread::sleep(Duration::from_millis(50));
+    let addr = s.addr;
+    let stopped = std::thread::spawn(move || s.shutdown());
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("\"generated_text\":\""), "the stream was cut: {text}");
+    assert_eq!(stopped.join().unwrap(), Stopped::Drained);
+    assert!(std::net::TcpStream::connect(addr).is_err(), "still accepting");
+}

@@ -1,0 +1,246 @@
+//! In-process tests of the HTTP layer: a real server on a loopback port over a deterministic mock
+//! engine (the bundled model's tokenizer, no weights), and a tiny HTTP/1.1 client.
+
+mod client;
+mod errors;
+mod lifecycle;
+mod openai;
+mod openapi;
+mod tgi;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tgi_engines::sampling::FinishReason;
+use tgi_engines::scheduler::{Event, EventSink, Finished, Histogram, Request, Stats, SubmitError, TokenEvent};
+use tgi_engines::sampling::StopMatcher;
+use tgi_engines::text::chat::ChatTemplate;
+use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
+
+use super::engine::{Engine, Lexicon};
+use super::limits::Limits;
+use super::server::{serve, Stopped};
+use super::state::{Access, AppState, ServedModel};
+
+/// What the mock generates: this text's tokens, then EOS.
+const SCRIPT: &str = "Once upon a time there was a little friend named Lily.";
+
+/// The bundled model's tokenizer with a small chat template.
+struct TestLexicon {
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+}
+
+impl Lexicon for TestLexicon {
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn chat_template(&self) -> Option<&ChatTemplate> {
+        Some(&self.template)
+    }
+}
+
+/// The shared test lexicon (loaded once).
+fn lexicon() -> Arc<TestLexicon> {
+    static LEX: OnceLock<Arc<TestLexicon>> = OnceLock::new();
+    LEX.get_or_init(|| {
+        let path = crate::model_args::bundled_path().unwrap();
+        let file = tgi_formats::GgufFile::open(&path).unwrap();
+        let template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\
+                        {% if add_generation_prompt %}assistant:{% endif %}";
+        Arc::new(TestLexicon {
+            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+            template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
+        })
+    })
+    .clone()
+}
+
+/// A deterministic engine: every request generates [`SCRIPT`]'s tokens then EOS (stop strings and
+/// `max_new_tokens` honoured), one thread per request. Prompts containing `slow` repeat the script
+/// without end, wait 20 ms per token and notice cancellation; prompts containing `fail` fail after
+/// one token.
+struct MockEngine {
+    lexicon: Arc<TestLexicon>,
+    /// Every request submitted.
+    submitted: Mutex<Vec<Request>>,
+    /// Requests that noticed their sink closed.
+    cancelled: Arc<AtomicU64>,
+}
+
+impl Engine for MockEngine {
+    fn submit(&self, req: Request, sink: Box<dyn EventSink>) -> Result<(), SubmitError> {
+        self.submitted.lock().unwrap().push(req.clone());
+        let (lex, cancelled) = (self.lexicon.clone(), self.cancelled.clone());
+        std::thread::spawn(move || generate(&lex, req, sink, &cancelled));
+        Ok(())
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            queue_size: 0,
+            batch_size: 1,
+            batch_tokens: 12,
+            kv_blocks_total: 64,
+            kv_blocks_used: 2,
+            block_size: 16,
+            prefix_cache_queries: 10,
+            prefix_cache_hits: 4,
+            preemptions: 0,
+            cancelled: self.cancelled.load(Ordering::Relaxed),
+            steps_prefill: 3,
+            steps_decode: 9,
+            prefill_tokens: 30,
+            generated_tokens: 20,
+            step_duration_prefill: Histogram::exponential(0.001, 2.0, 4),
+            step_duration_decode: Histogram::exponential(0.001, 2.0, 4),
+            step_batch_size: Histogram::exponential(1.0, 2.0, 3),
+        }
+    }
+}
+
+/// The mock's generation loop.
+fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cancelled: &AtomicU64) {
+    let tok = &lex.tokenizer;
+    let prompt = tok.decode(&req.prompt_ids, true).unwrap_or_default();
+    let (slow, fail) = (prompt.contains("slow"), prompt.contains("fail"));
+    sink.send(Event::Started { queue_time: Duration::from_millis(1), cached_tokens: 2 });
+    if req.prompt_logprobs {
+        let lp = (0..req.prompt_ids.len()).map(|i| (i > 0).then_some(-0.25 * i as f32)).collect();
+        sink.send(Event::PromptLogprobs(lp));
+    }
+    let script = tok.encode(SCRIPT, false, false).unwrap();
+    let eos = tok.eos_ids()[0];
+    let seed = req.params.seed.unwrap_or(7);
+    let mut decoder = IncrementalDecoder::new(tok);
+    let mut stops = StopMatcher::new(req.stop.clone());
+    let mut text = String::new();
+    for i in 0..req.max_new_tokens {
+        if slow {
+            std::thread::sleep(Duration::from_millis(20));
+            if sink.is_closed() {
+                cancelled.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        if fail && i == 1 {
+            sink.send(Event::Failed("mock failure".into()));
+            return;
+        }
+        let (id, special) = if i < script.len() || slow { (script[i % script.len()], false) } else { (eos, true) };
+        let piece = if special { String::new() } else { decoder.push(id).unwrap_or_default() };
+        let step = if special { Default::default() } else { stops.push(&piece) };
+        let last = special || step.stop.is_some() || i + 1 == req.max_new_tokens;
+        let mut emitted = step.text;
+        if last && step.stop.is_none() {
+            emitted.push_str(&stops.flush());
+        }
+        text.push_str(&emitted);
+        let logprob = -(((seed as usize + i) % 7) as f32) / 10.0 - 0.05;
+        let top = (0..req.params.top_logprobs).map(|k| (id + k as u32, logprob - k as f32)).collect();
+        sink.send(Event::Token(TokenEvent { id, logprob, top, piece, text: emitted, special }));
+        if last {
+            let reason = match (special, step.stop) {
+                (true, _) => FinishReason::EosToken,
+                (_, Some(_)) => FinishReason::StopSequence,
+                _ => FinishReason::Length,
+            };
+            sink.send(Event::Finished(Finished {
+                reason,
+                generated_tokens: i + 1,
+                text,
+                seed,
+                inference_time: Duration::from_millis(5),
+                preemptions: 0,
+            }));
+            return;
+        }
+    }
+}
+
+/// Limits for the tests: 512-token context like the bundled model, few requests in flight.
+fn limits() -> Limits {
+    Limits {
+        max_concurrent_requests: 8,
+        max_best_of: 2,
+        max_stop_sequences: 4,
+        max_top_n_tokens: 5,
+        max_input_tokens: 64,
+        max_total_tokens: 96,
+        max_n: 4,
+        payload_limit: 4096,
+        request_timeout: None,
+        max_batch_total_tokens: 1024,
+    }
+}
+
+/// A server on a loopback port over a fresh mock engine; stopped when dropped.
+struct TestServer {
+    addr: SocketAddr,
+    mock: Arc<MockEngine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Stopped>>,
+}
+
+impl TestServer {
+    /// A server with the test limits and open access.
+    fn start() -> Self {
+        Self::with(limits(), Access::default())
+    }
+
+    /// A server with these limits and access rules.
+    fn with(limits: Limits, access: Access) -> Self {
+        let lex = lexicon();
+        let mock = Arc::new(MockEngine { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
+        let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1 };
+        let state = Arc::new(AppState::new(mock.clone(), lex, limits, access, model));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                let shutdown = async {
+                    let _ = stopped.await;
+                };
+                serve(listener, state, shutdown, Duration::from_secs(5)).await
+            })
+        });
+        let addr = addr_rx.recv().unwrap();
+        TestServer { addr, mock, stop: Some(stop), thread: Some(thread) }
+    }
+
+    /// Stops the server and waits for it.
+    fn shutdown(mut self) -> Stopped {
+        let _ = self.stop.take().unwrap().send(());
+        self.thread.take().unwrap().join().unwrap()
+    }
+
+    /// Requests the mock received.
+    fn submitted(&self) -> Vec<Request> {
+        self.mock.submitted.lock().unwrap().clone()
+    }
+
+    /// Waits until the mock saw `n` cancellations (up to 5 s).
+    fn wait_cancelled(&self, n: u64) -> bool {
+        for _ in 0..250 {
+            if self.mock.cancelled.load(Ordering::Relaxed) >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

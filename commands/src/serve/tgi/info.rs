@@ -1,0 +1,74 @@
+//! `GET /info` and `POST /tokenize`.
+
+use hyper::StatusCode;
+
+use super::types::{GenerateRequest, Info, SimpleToken};
+use crate::serve::body::{self, HttpResponse};
+use crate::serve::engine::Lexicon;
+use crate::serve::error::ApiError;
+use crate::serve::limits::tokenize as encode;
+use crate::serve::state::AppState;
+
+/// `GET /info`.
+pub fn info(state: &AppState) -> HttpResponse {
+    let l = &state.limits;
+    body::json(
+        StatusCode::OK,
+        &Info {
+            model_id: state.model.id.clone(),
+            model_sha: None,
+            model_pipeline_tag: None,
+            max_concurrent_requests: l.max_concurrent_requests,
+            max_best_of: l.max_best_of,
+            max_stop_sequences: l.max_stop_sequences,
+            max_input_tokens: l.max_input_tokens,
+            max_total_tokens: l.max_total_tokens,
+            validation_workers: 1,
+            max_client_batch_size: 1,
+            router: "tgi",
+            version: env!("CARGO_PKG_VERSION"),
+            sha: None,
+            docker_label: None,
+        },
+    )
+}
+
+/// `POST /tokenize`: the prompt's tokens (after `parameters.truncate`) with their byte spans.
+pub fn tokenize(state: &AppState, raw: &[u8]) -> Result<HttpResponse, ApiError> {
+    let req: GenerateRequest = body::parse(raw)?;
+    state.limits.check_truncate(req.parameters.truncate)?;
+    let mut ids = encode(state.lexicon.as_ref(), &req.inputs, req.add_special_tokens)?;
+    let mut tokens = spans(state.lexicon.as_ref(), &req.inputs, &ids);
+    if let Some(t) = req.parameters.truncate.filter(|&t| t < ids.len()) {
+        let cut = ids.len() - t;
+        ids.drain(..cut);
+        tokens.drain(..cut);
+    }
+    Ok(body::json(StatusCode::OK, &tokens))
+}
+
+/// Each token with the span of `input` it covers: pieces are matched left to right against the
+/// input; a leading space the tokenizer added (SentencePiece's dummy prefix) is not part of the
+/// span, and tokens that match nothing (BOS) get an empty span and text, as TGI reports them.
+fn spans(lex: &dyn Lexicon, input: &str, ids: &[u32]) -> Vec<SimpleToken> {
+    let bytes = input.as_bytes();
+    let mut at = 0;
+    ids.iter()
+        .map(|&id| {
+            let piece = lex.tokenizer().token_to_piece(id);
+            let rest = &bytes[at..];
+            let len = if lex.is_special(id) && !rest.starts_with(&piece) {
+                0
+            } else if rest.starts_with(&piece) {
+                piece.len()
+            } else if at == 0 && piece.first() == Some(&b' ') && rest.starts_with(&piece[1..]) {
+                piece.len() - 1
+            } else {
+                0
+            };
+            let (start, stop) = (at, at + len);
+            at = stop;
+            SimpleToken { id, text: String::from_utf8_lossy(&bytes[start..stop]).into_owned(), start, stop }
+        })
+        .collect()
+}
