@@ -95,7 +95,7 @@ pub async fn read(body: Incoming, declared: Option<u64>, limit: usize) -> Result
     }
 }
 
-/// Parses a JSON request body: malformed JSON is a 400, the wrong shape a 422.
+/// Parses a JSON request body, telling malformed JSON from JSON of the wrong shape.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => ApiError::JsonData(e.to_string()),

@@ -200,7 +200,7 @@ pub enum ApiError {
     /// The engine is not running (shutting down or stopped).
     #[error("The engine is not running")]
     NotRunning,
-    /// The body is not JSON.
+    /// The body is not JSON (422, as for a body of the wrong shape).
     #[error("Failed to parse the request body as JSON: {0}")]
     JsonSyntax(String),
     /// The body is JSON of the wrong shape.
@@ -264,7 +264,7 @@ impl ApiError {
             Self::Template(_) => (StatusCode::UNPROCESSABLE_ENTITY, "template_error", "invalid_request_error", "template"),
             Self::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout", "timeout_error", "timeout"),
             Self::NotRunning => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "server_error", "unavailable"),
-            Self::JsonSyntax(_) => (StatusCode::BAD_REQUEST, "validation", "invalid_request_error", "validation"),
+            Self::JsonSyntax(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
             Self::JsonData(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
             Self::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "validation", "invalid_request_error", "validation"),
             Self::Body(_) => (StatusCode::BAD_REQUEST, "validation", "invalid_request_error", "validation"),

@@ -127,10 +127,10 @@ impl Metrics {
         out.counter("tgi_batch_prefill_tokens", "Prompt tokens computed", &[], stats.prefill_tokens as f64);
         out.counter("tgi_batch_generated_tokens", "Tokens generated", &[], stats.generated_tokens as f64);
         let free = stats.kv_blocks_total.saturating_sub(stats.kv_blocks_used);
-        out.gauge("tgi_kv_cache_blocks_total", "KV cache blocks in the pool", stats.kv_blocks_total as f64);
-        out.gauge("tgi_kv_cache_blocks_used", "KV cache blocks in use", stats.kv_blocks_used as f64);
-        out.gauge("tgi_kv_cache_blocks_free", "KV cache blocks free", free as f64);
-        out.gauge("tgi_kv_cache_block_size", "Tokens per KV cache block", stats.block_size as f64);
+        out.gauge("tgi_kv_blocks_total", "KV cache blocks in the pool", stats.kv_blocks_total as f64);
+        out.gauge("tgi_kv_blocks_used", "KV cache blocks in use", stats.kv_blocks_used as f64);
+        out.gauge("tgi_kv_blocks_free", "KV cache blocks free", free as f64);
+        out.gauge("tgi_kv_block_size", "Tokens per KV cache block", stats.block_size as f64);
         let queries = stats.prefix_cache_queries as f64;
         out.counter("tgi_prefix_cache_queries", "Prompt tokens looked up in the prefix cache", &[], queries);
         out.counter("tgi_prefix_cache_hits", "Prompt tokens found in the prefix cache", &[], stats.prefix_cache_hits as f64);
@@ -318,6 +318,6 @@ mod tests {
         assert!(text.contains("tgi_request_input_length_sum 3\n"));
         assert!(text.contains("tgi_request_inter_token_latency_duration_count 1\n"));
         assert!(text.contains("tgi_batch_inference_duration_bucket{method=\"decode\",le=\"+Inf\"} 0\n"));
-        assert!(text.contains("tgi_kv_cache_blocks_free 5\n"));
+        assert!(text.contains("tgi_kv_blocks_free 5\n"));
     }
 }

@@ -7,10 +7,10 @@ use super::{limits, TestServer};
 use crate::serve::state::Access;
 
 #[test]
-fn malformed_json_is_400_and_wrong_shapes_422() {
+fn malformed_json_and_wrong_shapes_are_422() {
     let s = TestServer::start();
     let r = request(s.addr, "POST", "/generate", &[], b"{\"inputs\": ");
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 422);
     assert_eq!(r.json()["error_type"], "validation");
     assert!(r.json()["error"].as_str().unwrap().starts_with("Failed to parse the request body as JSON"));
     for body in [json!({"inputs": 3}), json!({"parameters": {}}), json!({"inputs": "x", "parameters": {"max_new_tokens": -1}})] {
@@ -19,7 +19,7 @@ fn malformed_json_is_400_and_wrong_shapes_422() {
         assert!(r.json()["error"].as_str().unwrap().starts_with("Failed to deserialize the JSON body"));
     }
     let r = request(s.addr, "POST", "/v1/chat/completions", &[], b"nope");
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 422);
     assert!(r.json()["error"]["message"].is_string());
     assert_eq!(post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": {"max_new_tokens": 1}})).status, 200);
 }
