@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{assert_fails, assert_ok, model, root, tgi};
+use common::{assert_fails, assert_ok, chat_model, model, root, tgi};
 use serde_json::Value;
 
 fn reference(name: &str) -> Value {
@@ -158,22 +158,10 @@ fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["perplexity".as_ref(), short.as_os_str()]), 2, "tokens");
 }
 
-/// A TinyLlama/Zephyr-style template, as tokenizer_config.json carries it.
-const ZEPHYR: &str = "{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}{% elif message['role'] == 'system' %}{{ '<|system|>\\n' + message['content'] + eos_token }}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}{% endfor %}";
-
 #[test]
 fn chat_applies_the_template_from_hf_and_from_gguf() {
     let dir = tempfile::tempdir().unwrap();
-    let hf = dir.path().join("hf");
-    std::fs::create_dir(&hf).unwrap();
-    for f in std::fs::read_dir(model("stories260k/hf")).unwrap() {
-        let f = f.unwrap();
-        std::fs::copy(f.path(), hf.join(f.file_name())).unwrap();
-    }
-    let cfg_path = hf.join("tokenizer_config.json");
-    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
-    cfg["chat_template"] = Value::from(ZEPHYR);
-    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let hf = chat_model(dir.path());
     let gguf = quantize(&hf, "q8_0", dir.path());
     let mut lens = Vec::new();
     for m in [&hf, &gguf] {

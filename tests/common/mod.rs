@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod server;
+
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -58,4 +60,22 @@ pub fn quantize(input: &Path, preset: &str, out: &Path) -> serde_json::Value {
         "--json".as_ref(),
     ]);
     serde_json::from_str(&assert_ok(&o)).unwrap()
+}
+
+/// A TinyLlama/Zephyr-style template, as tokenizer_config.json carries it.
+pub const ZEPHYR: &str = "{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}{% elif message['role'] == 'system' %}{{ '<|system|>\\n' + message['content'] + eos_token }}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}{% endfor %}";
+
+/// A copy of the bundled stories260k HF model in `dir/hf` with [`ZEPHYR`] as its chat template.
+pub fn chat_model(dir: &Path) -> PathBuf {
+    let hf = dir.join("hf");
+    std::fs::create_dir(&hf).unwrap();
+    for f in std::fs::read_dir(model("stories260k/hf")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), hf.join(f.file_name())).unwrap();
+    }
+    let cfg_path = hf.join("tokenizer_config.json");
+    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["chat_template"] = serde_json::Value::from(ZEPHYR);
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    hf
 }

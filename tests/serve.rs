@@ -1,0 +1,252 @@
+//! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai SDK and
+//! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, batching under
+//! concurrency, bad input, overload, dropped clients, API keys, config files and SIGTERM draining.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::server::{get, post, post_json, post_with, Server, Sse};
+use common::{assert_ok, chat_model, tgi};
+use serde_json::{json, Value};
+
+/// `tgi generate --json` greedy on `model` (None: bundled).
+fn generate(model: Option<&str>, prompt: &str, n: usize, chat: bool) -> Value {
+    let n = n.to_string();
+    let mut args = vec!["generate", "--temperature", "0", "-n", &n, "--json"];
+    if let Some(m) = model {
+        args.extend(["-m", m]);
+    }
+    if chat {
+        args.push("--chat");
+    }
+    args.push(prompt);
+    serde_json::from_str(&assert_ok(&tgi(&args))).unwrap()
+}
+
+#[test]
+fn python_clients_get_the_same_greedy_text_as_generate() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = chat_model(dir.path());
+    let m = hf.to_str().unwrap();
+    let (prompt, n) = ("Once upon a time, there was a little dog", 40);
+    let plain = generate(Some(m), prompt, n, false);
+    let chat = generate(Some(m), "Tell me a story about a cat.", n, true);
+    let expected = json!({
+        "prompt": prompt,
+        "max_tokens": n,
+        "completion": plain["text"],
+        "completion_tokens": plain["generated_token_ids"].as_array().unwrap().len(),
+        "tgi_finish_reason": plain["finish_reason"],
+        "finish_reason": if plain["finish_reason"] == "length" { "length" } else { "stop" },
+        "chat_messages": [{"role": "user", "content": "Tell me a story about a cat."}],
+        "chat": chat["text"],
+    });
+    let exp_path = dir.path().join("expected.json");
+    std::fs::write(&exp_path, expected.to_string()).unwrap();
+    let server = Server::start(&["-m", m]);
+    let out = std::process::Command::new("python3")
+        .arg(common::root().join("tests/python/serve_clients.py"))
+        .arg(server.url(""))
+        .arg(&exp_path)
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client checks failed:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log.lock().unwrap()
+    );
+    assert!(stdout.contains("all client checks passed"), "{stdout}");
+}
+
+/// The generated text of a TGI stream, checking its shape on the way.
+fn stream_text(sse: Sse) -> String {
+    assert_eq!(sse.status, 200);
+    let events: Vec<Value> = sse.collect().iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let last = events.last().expect("events");
+    assert!(last["details"]["finish_reason"].is_string(), "{last}");
+    let tokens: String = events.iter().map(|e| e["token"]["text"].as_str().unwrap()).collect();
+    let text = last["generated_text"].as_str().unwrap().to_string();
+    assert!(tokens.starts_with(&text), "token texts {tokens:?} vs generated_text {text:?}");
+    text
+}
+
+#[test]
+fn concurrent_streams_equal_solo_runs_and_are_batched() {
+    let server = Server::start(&[]);
+    let prompts: Vec<(String, usize)> = (0..32)
+        .map(|i| {
+            (
+                format!(
+                    "Once upon a time, {} little {}",
+                    ["a", "the", "one"][i % 3],
+                    ["cat", "dog", "bird", "girl"][i % 4]
+                ),
+                8 + 7 * i,
+            )
+        })
+        .collect();
+    let body = |p: &str, n: usize| json!({"inputs": p, "parameters": {"max_new_tokens": n}});
+    let solo: Vec<String> = prompts
+        .iter()
+        .map(|(p, n)| {
+            post_json(&server.url("/generate"), &body(p, *n), 200)["generated_text"].as_str().unwrap().to_string()
+        })
+        .collect();
+    // The API's greedy output is `tgi generate`'s.
+    let g = generate(None, &prompts[5].0, prompts[5].1, false);
+    assert_eq!(solo[5], g["text"].as_str().unwrap());
+
+    let together: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = prompts
+            .iter()
+            .map(|(p, n)| {
+                let url = server.url("/generate_stream");
+                let b = body(p, *n);
+                s.spawn(move || stream_text(Sse::open(&url, &b)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(together, solo);
+    let (_, metrics) = get(&server.url("/metrics"));
+    let sum = common::server::metric_value(&metrics, "tgi_batch_next_size_sum").unwrap();
+    let count = common::server::metric_value(&metrics, "tgi_batch_next_size_count").unwrap();
+    assert!(sum / count > 2.0, "mean batch size {} — requests were not batched", sum / count);
+    assert_eq!(server.metric("tgi_kv_blocks_used"), 0.0);
+}
+
+#[test]
+fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
+    let server = Server::start(&["--max-input-tokens", "64", "--max-total-tokens", "128", "--payload-limit", "10000"]);
+    let gen = server.url("/generate");
+    let long = format!(r#"{{"inputs": "{}"}}"#, "word ".repeat(200));
+    let huge = format!(r#"{{"inputs": "{}"}}"#, "x".repeat(20000));
+    let cases: Vec<(String, &str, u16)> = vec![
+        (gen.clone(), "{not json", 422),
+        (gen.clone(), r#"{"inputs": 5}"#, 422),
+        (gen.clone(), r#"{"inputs": "hi", "parameters": {"max_new_tokens": "ten"}}"#, 422),
+        (gen.clone(), r#"{"inputs": "hi", "parameters": {"temperature": -1}}"#, 422),
+        (gen.clone(), r#"{"inputs": "hi", "parameters": {"top_p": 1.5}}"#, 422),
+        (gen.clone(), r#"{"inputs": "hi", "parameters": {"max_new_tokens": 0}}"#, 422),
+        (gen.clone(), r#"{"inputs": "", "parameters": {}}"#, 422),
+        (gen.clone(), r#"{"inputs": "hi", "parameters": {"max_new_tokens": 1000}}"#, 422),
+        (gen.clone(), &long, 422),
+        (gen.clone(), &huge, 413),
+        (server.url("/v1/chat/completions"), r#"{"messages": "nope"}"#, 422),
+        (server.url("/v1/completions"), r#"{"prompt": "hi", "max_tokens": -3}"#, 422),
+        (server.url("/no/such/route"), "{}", 404),
+    ];
+    for (url, body, status) in cases {
+        let (s, text) = post(&url, body);
+        assert_eq!(s, status, "{url} {body:.80}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("error body is not JSON: {text}"));
+        assert!(v["error"].is_string() || v["error"]["message"].is_string(), "{text}");
+    }
+    let ok = post_json(&gen, &json!({"inputs": "Once", "parameters": {"max_new_tokens": 4}}), 200);
+    assert!(ok["generated_text"].is_string());
+    assert_eq!(get(&server.url("/health")).0, 200);
+}
+
+#[test]
+fn overload_answers_429_at_once() {
+    let server = Server::start(&["--max-concurrent-requests", "2"]);
+    let body = json!({"inputs": "Once upon a time", "parameters": {"max_new_tokens": 400}});
+    let mut held: Vec<Sse> = (0..2).map(|_| Sse::open(&server.url("/generate_stream"), &body)).collect();
+    for s in &mut held {
+        assert_eq!(s.status, 200);
+        assert!(s.next_data().is_some());
+    }
+    let t = Instant::now();
+    let (status, text) = post(&server.url("/generate"), &body.to_string());
+    assert_eq!(status, 429, "{text}");
+    assert!(t.elapsed() < Duration::from_secs(2), "429 took {:?}", t.elapsed());
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error_type"], "overloaded");
+    drop(held);
+    // Slots come back once the dropped streams are cancelled.
+    let t = Instant::now();
+    loop {
+        let (s, _) =
+            post(&server.url("/generate"), &json!({"inputs": "Once", "parameters": {"max_new_tokens": 2}}).to_string());
+        if s == 200 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "slots never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn dropped_streams_free_their_kv_blocks() {
+    let server = Server::start(&[]);
+    let body = json!({"inputs": "Once upon a time, there was a big", "parameters": {"max_new_tokens": 400}});
+    std::thread::scope(|s| {
+        for _ in 0..100 {
+            let url = server.url("/generate_stream");
+            let b = body.clone();
+            s.spawn(move || {
+                let mut sse = Sse::open(&url, &b);
+                assert_eq!(sse.status, 200);
+                assert!(sse.next_data().is_some());
+                // Dropped here, mid-stream.
+            });
+        }
+    });
+    let t = Instant::now();
+    while server.metric("tgi_kv_blocks_used") > 0.0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "KV blocks still used after the clients left");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(server.metric("tgi_request_cancelled") > 0.0);
+    let ok = post_json(&server.url("/generate"), &json!({"inputs": "Once", "parameters": {"max_new_tokens": 4}}), 200);
+    assert!(ok["generated_text"].is_string());
+}
+
+#[test]
+fn api_key_guards_generation_routes() {
+    let server = Server::start_with_env(&[], &[("TGI_API_KEY", "s3cret")]);
+    let body = json!({"inputs": "Once", "parameters": {"max_new_tokens": 2}}).to_string();
+    assert_eq!(post(&server.url("/generate"), &body).0, 401);
+    assert_eq!(post_with(&server.url("/generate"), &[("Authorization", "Bearer nope")], &body).0, 401);
+    assert_eq!(post_with(&server.url("/generate"), &[("Authorization", "Bearer s3cret")], &body).0, 200);
+    let chat = json!({"prompt": "Once", "max_tokens": 2}).to_string();
+    assert_eq!(post(&server.url("/v1/completions"), &chat).0, 401);
+    assert_eq!(get(&server.url("/health")).0, 200, "health needs no key");
+}
+
+#[test]
+fn config_file_sets_flags_and_flags_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("serve.toml");
+    std::fs::write(&cfg, "max_concurrent_requests = 7\nmax_best_of = 1\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    let server = Server::start(&["--config", c, "--max-best-of", "2"]);
+    let (s, info) = get(&server.url("/info"));
+    assert_eq!(s, 200);
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["max_concurrent_requests"], 7);
+    assert_eq!(info["max_best_of"], 2);
+    drop(server);
+    std::fs::write(&cfg, "no_such_setting = 1\n").unwrap();
+    let out = tgi(["serve", "--config", c]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such_setting"));
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_then_exits_0() {
+    let server = Server::start(&[]);
+    let body = json!({"inputs": "Once upon a time", "parameters": {"max_new_tokens": 300, "details": true}});
+    let mut sse = Sse::open(&server.url("/generate_stream"), &body);
+    assert!(sse.next_data().is_some());
+    server.sigterm();
+    let rest = sse.collect();
+    let last: Value = serde_json::from_str(rest.last().expect("the stream went on")).unwrap();
+    assert!(last["generated_text"].is_string(), "the in-flight request finished: {last}");
+    let url = server.url("/health");
+    assert!(server.wait(Duration::from_secs(30)).success());
+    assert!(ureq::get(&url).call().is_err(), "nothing listens after shutdown");
+}
