@@ -50,14 +50,19 @@ pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
     }
     let max_total = args.max_total_tokens.unwrap_or(m.context);
     if max_total > m.context {
-        return bad(format!("--max-total-tokens ({max_total}) is larger than the model's context length ({})", m.context));
+        return bad(format!(
+            "--max-total-tokens ({max_total}) is larger than the model's context length ({})",
+            m.context
+        ));
     }
     if max_total < 2 {
         return bad("--max-total-tokens must be at least 2".into());
     }
     let max_input = args.max_input_tokens.unwrap_or(max_total - 1);
     if max_input == 0 || max_input >= max_total {
-        return bad(format!("--max-input-tokens ({max_input}) must be at least 1 and less than --max-total-tokens ({max_total})"));
+        return bad(format!(
+            "--max-input-tokens ({max_input}) must be at least 1 and less than --max-total-tokens ({max_total})"
+        ));
     }
     let max_batch_size = args.max_batch_size.unwrap_or(m.default_max_batch_size);
     if max_batch_size == 0 {
@@ -67,9 +72,9 @@ pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
         Some(t) => t,
         None => {
             let cap = max_batch_size.saturating_mul(m.context);
-            let fit = m.mem_available.map_or(cap, |bytes| {
-                (bytes as f64 * MEMORY_FRACTION / m.kv_bytes_per_token.max(1) as f64) as usize
-            });
+            let fit = m
+                .mem_available
+                .map_or(cap, |bytes| (bytes as f64 * MEMORY_FRACTION / m.kv_bytes_per_token.max(1) as f64) as usize);
             fit.min(cap)
         }
     };

@@ -15,29 +15,25 @@ use crate::error::InputError;
 /// The serve arguments of the command line `argv` (`tgi serve ...`), with the `--config` file
 /// (when given) filling in what the flags and the environment left unset.
 pub fn resolve(argv: Vec<OsString>) -> Result<ServeArgs> {
-    let cmd = crate::cli::command();
-    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| InputError(e.to_string()))?;
-    let sub = serve_matches(&matches)?;
-    let args = ServeArgs::from_arg_matches(sub).map_err(|e| InputError(e.to_string()))?;
+    // `tgi serve ARGS` parsed as a command named `serve`.
+    let argv: Vec<OsString> = argv.into_iter().skip(1).collect();
+    let cmd = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
+    let given = cmd.clone().try_get_matches_from(&argv).map_err(|e| InputError(e.to_string()))?;
+    let args = ServeArgs::from_arg_matches(&given).map_err(|e| InputError(e.to_string()))?;
     let Some(path) = &args.config else { return Ok(args) };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read {}", path.display()))
         .map_err(|e| InputError(format!("{e:#}")))?;
-    let extra = file_flags(&cmd, sub, &text).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let extra = file_flags(&cmd, &given, &text).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
     let mut full = argv;
     full.extend(extra);
     let matches = cmd.try_get_matches_from(&full).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
-    ServeArgs::from_arg_matches(serve_matches(&matches)?).map_err(|e| InputError(e.to_string()).into())
-}
-
-fn serve_matches(matches: &ArgMatches) -> Result<&ArgMatches> {
-    matches.subcommand_matches("serve").ok_or_else(|| InputError("not a `tgi serve` command line".into()).into())
+    ServeArgs::from_arg_matches(&matches).map_err(|e| InputError(e.to_string()).into())
 }
 
 /// The file's settings as flags, for those not set on the command line or in the environment.
-fn file_flags(cmd: &clap::Command, given: &ArgMatches, text: &str) -> Result<Vec<OsString>, String> {
+fn file_flags(serve: &clap::Command, given: &ArgMatches, text: &str) -> Result<Vec<OsString>, String> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
-    let serve = cmd.find_subcommand("serve").expect("serve is a subcommand");
     let mut flags = Vec::new();
     for (key, value) in &table {
         let long = key.replace('_', "-");

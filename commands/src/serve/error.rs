@@ -257,16 +257,28 @@ impl ApiError {
     /// The status, names and metric label of this error: the one place errors meet statuses.
     pub fn class(&self) -> Class {
         let (status, tgi_type, openai_type, metric) = match self {
-            Self::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
+            Self::Validation(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation")
+            }
             Self::Overloaded => (StatusCode::TOO_MANY_REQUESTS, "overloaded", "rate_limit_error", "overloaded"),
             Self::Generation(_) => (StatusCode::FAILED_DEPENDENCY, "generation", "server_error", "generation"),
-            Self::Incomplete => (StatusCode::INTERNAL_SERVER_ERROR, "incomplete_generation", "server_error", "incomplete"),
-            Self::Template(_) => (StatusCode::UNPROCESSABLE_ENTITY, "template_error", "invalid_request_error", "template"),
+            Self::Incomplete => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "incomplete_generation", "server_error", "incomplete")
+            }
+            Self::Template(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "template_error", "invalid_request_error", "template")
+            }
             Self::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout", "timeout_error", "timeout"),
             Self::NotRunning => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "server_error", "unavailable"),
-            Self::JsonSyntax(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
-            Self::JsonData(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation"),
-            Self::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "validation", "invalid_request_error", "validation"),
+            Self::JsonSyntax(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation")
+            }
+            Self::JsonData(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "validation")
+            }
+            Self::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "validation", "invalid_request_error", "validation")
+            }
             Self::Body(_) => (StatusCode::BAD_REQUEST, "validation", "invalid_request_error", "validation"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication", "authentication_error", "unauthorized"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "not_found"),

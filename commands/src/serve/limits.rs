@@ -133,10 +133,7 @@ pub(crate) mod tests {
             Err(ValidationError::MaxTotalTokens { max: 16, input: 10, new: 7 })
         );
         assert_eq!(l.fit(ids, None, Some(0)), Err(ValidationError::NegativeMaxNewTokens));
-        assert_eq!(
-            l.fit((0..14).collect(), None, Some(1)),
-            Err(ValidationError::InputLength { max: 12, given: 14 })
-        );
+        assert_eq!(l.fit((0..14).collect(), None, Some(1)), Err(ValidationError::InputLength { max: 12, given: 14 }));
         assert_eq!(l.check_truncate(Some(13)), Err(ValidationError::Truncate { max: 12, given: 13 }));
         assert_eq!(l.check_truncate(Some(0)), Err(ValidationError::Truncate { max: 12, given: 0 }));
         assert!(l.check_stop(&["a".into(), "b".into(), "c".into()]).is_err());

@@ -133,9 +133,24 @@ impl Metrics {
         out.gauge("tgi_kv_block_size", "Tokens per KV cache block", stats.block_size as f64);
         let queries = stats.prefix_cache_queries as f64;
         out.counter("tgi_prefix_cache_queries", "Prompt tokens looked up in the prefix cache", &[], queries);
-        out.counter("tgi_prefix_cache_hits", "Prompt tokens found in the prefix cache", &[], stats.prefix_cache_hits as f64);
-        out.counter("tgi_request_preemptions", "Sequences preempted for KV cache blocks", &[], stats.preemptions as f64);
-        out.counter("tgi_request_cancelled", "Requests cancelled because the client went away", &[], stats.cancelled as f64);
+        out.counter(
+            "tgi_prefix_cache_hits",
+            "Prompt tokens found in the prefix cache",
+            &[],
+            stats.prefix_cache_hits as f64,
+        );
+        out.counter(
+            "tgi_request_preemptions",
+            "Sequences preempted for KV cache blocks",
+            &[],
+            stats.preemptions as f64,
+        );
+        out.counter(
+            "tgi_request_cancelled",
+            "Requests cancelled because the client went away",
+            &[],
+            stats.cancelled as f64,
+        );
         out.text
     }
 }

@@ -20,8 +20,8 @@ mod router;
 mod server;
 mod state;
 mod stream;
-mod tgi;
 #[cfg(test)]
 mod tests;
+mod tgi;
 
 pub use args::ServeArgs;

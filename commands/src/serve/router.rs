@@ -50,7 +50,10 @@ pub enum Handler {
 impl Handler {
     /// Whether the route needs the API key (the routes that run the model).
     fn protected(self) -> bool {
-        matches!(self, Self::Compat | Self::Generate | Self::GenerateStream | Self::Tokenize | Self::Chat | Self::Completions)
+        matches!(
+            self,
+            Self::Compat | Self::Generate | Self::GenerateStream | Self::Tokenize | Self::Chat | Self::Completions
+        )
     }
 }
 

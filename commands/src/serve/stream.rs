@@ -36,7 +36,13 @@ pub fn event(payload: &str) -> Bytes {
 }
 
 /// Streams `running`'s events to `tx` in a task of its own.
-pub fn spawn(state: std::sync::Arc<AppState>, running: Running, tracker: Tracker, format: impl StreamFormat, tx: Sender<Bytes>) {
+pub fn spawn(
+    state: std::sync::Arc<AppState>,
+    running: Running,
+    tracker: Tracker,
+    format: impl StreamFormat,
+    tx: Sender<Bytes>,
+) {
     tokio::spawn(drive(state, running, tracker, format, tx));
 }
 
@@ -103,7 +109,13 @@ async fn drive(
 }
 
 /// Records a failure and sends it as the stream's last event.
-async fn report(state: &AppState, tracker: &mut Tracker, format: &impl StreamFormat, tx: &Sender<Bytes>, err: ApiError) {
+async fn report(
+    state: &AppState,
+    tracker: &mut Tracker,
+    format: &impl StreamFormat,
+    tx: &Sender<Bytes>,
+    err: ApiError,
+) {
     let err = fail(state, tracker, err);
     let _ = tx.send(event(&format.error(&err))).await;
 }

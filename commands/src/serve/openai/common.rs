@@ -97,14 +97,23 @@ impl Sampling {
 impl Checked {
     /// `per_prompt` engine requests for each prompt, prompt by prompt; with a seed, candidate `i`
     /// of a prompt uses `seed + i`.
-    pub fn requests(&self, state: &AppState, prompts: &[Budget], per_prompt: usize, prompt_logprobs: bool) -> Vec<Request> {
+    pub fn requests(
+        &self,
+        state: &AppState,
+        prompts: &[Budget],
+        per_prompt: usize,
+        prompt_logprobs: bool,
+    ) -> Vec<Request> {
         let salt = state.access.cache_salt();
         prompts
             .iter()
             .flat_map(|b| {
                 (0..per_prompt).map(move |i| Request {
                     prompt_ids: b.ids.clone(),
-                    params: SamplingParams { seed: self.params.seed.map(|s| s.wrapping_add(i as u64)), ..self.params.clone() },
+                    params: SamplingParams {
+                        seed: self.params.seed.map(|s| s.wrapping_add(i as u64)),
+                        ..self.params.clone()
+                    },
                     max_new_tokens: b.max_new_tokens,
                     stop: self.stop.clone(),
                     ignore_eos: false,

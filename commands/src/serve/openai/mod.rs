@@ -18,7 +18,12 @@ use types::{Model, ModelList};
 pub fn models(state: &AppState) -> HttpResponse {
     let list = ModelList {
         object: "list",
-        data: vec![Model { id: state.model.id.clone(), object: "model", created: state.model.created, owned_by: "tgi" }],
+        data: vec![Model {
+            id: state.model.id.clone(),
+            object: "model",
+            created: state.model.created,
+            owned_by: "tgi",
+        }],
     };
     body::json(StatusCode::OK, &list)
 }

@@ -13,7 +13,9 @@ fn malformed_json_and_wrong_shapes_are_422() {
     assert_eq!(r.status, 422);
     assert_eq!(r.json()["error_type"], "validation");
     assert!(r.json()["error"].as_str().unwrap().starts_with("Failed to parse the request body as JSON"));
-    for body in [json!({"inputs": 3}), json!({"parameters": {}}), json!({"inputs": "x", "parameters": {"max_new_tokens": -1}})] {
+    for body in
+        [json!({"inputs": 3}), json!({"parameters": {}}), json!({"inputs": "x", "parameters": {"max_new_tokens": -1}})]
+    {
         let r = post(s.addr, "/generate", &body);
         assert_eq!(r.status, 422, "{body}");
         assert!(r.json()["error"].as_str().unwrap().starts_with("Failed to deserialize the JSON body"));
@@ -28,7 +30,9 @@ fn malformed_json_and_wrong_shapes_are_422() {
 fn out_of_range_parameters_are_422_with_tgi_messages() {
     let s = TestServer::start();
     let hi = super::lexicon().tokenizer.encode("Hi", true, true).unwrap().len();
-    let total = format!("`inputs` tokens + `max_new_tokens` must be <= 96. Given: {hi} `inputs` tokens and 95 `max_new_tokens`");
+    let total = format!(
+        "`inputs` tokens + `max_new_tokens` must be <= 96. Given: {hi} `inputs` tokens and 95 `max_new_tokens`"
+    );
     let cases = [
         (json!({"temperature": 0.0}), "`temperature` must be strictly positive"),
         (json!({"top_k": 0}), "`top_k` must be strictly positive"),
@@ -47,7 +51,10 @@ fn out_of_range_parameters_are_422_with_tgi_messages() {
     for (parameters, message) in cases {
         let r = post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": parameters}));
         assert_eq!(r.status, 422, "{parameters}");
-        assert_eq!(r.json(), json!({"error": format!("Input validation error: {message}"), "error_type": "validation"}));
+        assert_eq!(
+            r.json(),
+            json!({"error": format!("Input validation error: {message}"), "error_type": "validation"})
+        );
     }
     let long = "Once upon a time ".repeat(30);
     let r = post(s.addr, "/generate", &json!({"inputs": long, "parameters": {"max_new_tokens": 1}}));
@@ -114,7 +121,8 @@ fn api_key_guards_generation_routes() {
 
 #[test]
 fn overload_is_429_at_once() {
-    let s = TestServer::with(crate::serve::limits::Limits { max_concurrent_requests: 1, ..limits() }, Access::default());
+    let s =
+        TestServer::with(crate::serve::limits::Limits { max_concurrent_requests: 1, ..limits() }, Access::default());
     let slow = serde_json::to_vec(&json!({"inputs": "slow", "parameters": {"max_new_tokens": 20}})).unwrap();
     let _held = super::client::send(s.addr, "POST", "/generate_stream", &[], &slow);
     std::thread::sleep(std::time::Duration::from_millis(100));
@@ -134,7 +142,10 @@ fn generation_failure_is_424() {
     let s = TestServer::start();
     let r = post(s.addr, "/generate", &json!({"inputs": "please fail", "parameters": {"max_new_tokens": 5}}));
     assert_eq!(r.status, 424);
-    assert_eq!(r.json(), json!({"error": "Request failed during generation: mock failure", "error_type": "generation"}));
+    assert_eq!(
+        r.json(),
+        json!({"error": "Request failed during generation: mock failure", "error_type": "generation"})
+    );
     assert!(get(s.addr, "/metrics").text().contains("tgi_request_failure{err=\"generation\"} 1"));
 }
 

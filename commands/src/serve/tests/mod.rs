@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tgi_engines::sampling::FinishReason;
-use tgi_engines::scheduler::{Event, EventSink, Finished, Histogram, Request, Stats, SubmitError, TokenEvent};
 use tgi_engines::sampling::StopMatcher;
+use tgi_engines::scheduler::{Event, EventSink, Finished, Histogram, Request, Stats, SubmitError, TokenEvent};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 
@@ -194,7 +194,8 @@ impl TestServer {
     /// A server with these limits and access rules.
     fn with(limits: Limits, access: Access) -> Self {
         let lex = lexicon();
-        let mock = Arc::new(MockEngine { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
+        let mock =
+            Arc::new(MockEngine { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
         let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1 };
         let state = Arc::new(AppState::new(mock.clone(), lex, limits, access, model));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

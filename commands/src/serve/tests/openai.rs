@@ -38,8 +38,13 @@ fn chat_completion_shape_usage_and_choices() {
     assert_eq!((reqs[0].params.seed, reqs[1].params.seed), (Some(5), Some(6)));
     assert_eq!(reqs[0].params.temperature, 1.0);
 
-    let v = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}],
-        "max_completion_tokens": 40, "temperature": 0, "stop": "Lily"})).json();
+    let v = post(
+        s.addr,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Hi"}],
+        "max_completion_tokens": 40, "temperature": 0, "stop": "Lily"}),
+    )
+    .json();
     assert_eq!(v["choices"][0]["message"]["content"], " Once upon a time there was a little friend named ");
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     assert_eq!(v["choices"][0]["logprobs"], Value::Null);
@@ -72,20 +77,31 @@ fn chat_stream_ends_with_done_and_usage() {
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(usage["usage"]["completion_tokens"], 3);
 
-    let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}],
-        "max_tokens": 2, "stream": true, "n": 2}));
+    let r = post(
+        s.addr,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 2, "stream": true, "n": 2}),
+    );
     let chunks = r.json_events();
     assert!(chunks.iter().all(|c| c["usage"].is_null()));
-    let finishes: Vec<&Value> =
-        chunks.iter().flat_map(|c| c["choices"].as_array().unwrap()).filter(|c| !c["finish_reason"].is_null()).collect();
+    let finishes: Vec<&Value> = chunks
+        .iter()
+        .flat_map(|c| c["choices"].as_array().unwrap())
+        .filter(|c| !c["finish_reason"].is_null())
+        .collect();
     assert_eq!(finishes.len(), 2);
 }
 
 #[test]
 fn completions_prompts_echo_logprobs_and_best_of() {
     let s = TestServer::start();
-    let r = post(s.addr, "/v1/completions", &json!({"prompt": ["Hi", "Ho"], "max_tokens": 2, "n": 2, "echo": true,
-        "logprobs": 1}));
+    let r = post(
+        s.addr,
+        "/v1/completions",
+        &json!({"prompt": ["Hi", "Ho"], "max_tokens": 2, "n": 2, "echo": true,
+        "logprobs": 1}),
+    );
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(v["object"], "text_completion");
@@ -125,7 +141,10 @@ fn completions_stream() {
 fn models_lists_the_served_model() {
     let s = TestServer::start();
     let v = get(s.addr, "/v1/models").json();
-    assert_eq!(v, json!({"object": "list", "data": [{"id": "stories260k", "object": "model", "created": 1, "owned_by": "tgi"}]}));
+    assert_eq!(
+        v,
+        json!({"object": "list", "data": [{"id": "stories260k", "object": "model", "created": 1, "owned_by": "tgi"}]})
+    );
 }
 
 #[test]
@@ -139,17 +158,29 @@ fn openai_errors_have_openai_shape() {
     assert_eq!(e["error"]["code"], Value::Null);
     let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}], "n": 9}));
     assert_eq!(r.json()["error"]["message"], "Input validation error: `n` must be >= 1 and <= 4. Given: 9");
-    let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}], "top_logprobs": 2}));
+    let r = post(
+        s.addr,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Hi"}], "top_logprobs": 2}),
+    );
     assert_eq!(r.json()["error"]["param"], "logprobs");
-    let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}],
-        "tools": [{"type": "function", "function": {"name": "f"}}]}));
+    let r = post(
+        s.addr,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Hi"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}]}),
+    );
     assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tools")));
     let r = post(s.addr, "/v1/completions", &json!({"prompt": "Hi", "max_tokens": 500}));
     assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
     let r = post(s.addr, "/v1/completions", &json!({"prompt": [100000]}));
     assert_eq!(r.status, 422, "a token outside the vocabulary");
-    let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "please fail"}],
-        "stream": true}));
+    let r = post(
+        s.addr,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "please fail"}],
+        "stream": true}),
+    );
     assert_eq!(r.status, 200);
     assert_eq!(r.json_events().last().unwrap()["error"]["type"], "server_error");
     assert!(!r.text().contains("[DONE]"));

@@ -125,21 +125,33 @@ fn responses_match_the_openapi_schemas() {
     };
     let posts = [
         ("/generate", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2}})),
-        ("/generate", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "details": true, "top_n_tokens": 2,
-            "decoder_input_details": true, "best_of": 2, "do_sample": true}})),
+        (
+            "/generate",
+            json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "details": true, "top_n_tokens": 2,
+            "decoder_input_details": true, "best_of": 2, "do_sample": true}}),
+        ),
         ("/generate", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 0}})),
         ("/generate", json!({"inputs": 1})),
-        ("/generate_stream", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "details": true, "top_n_tokens": 1}})),
+        (
+            "/generate_stream",
+            json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "details": true, "top_n_tokens": 1}}),
+        ),
         ("/generate_stream", json!({"inputs": "Hi", "parameters": {"best_of": 2}})),
         ("/", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "details": true}})),
         ("/", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2}, "stream": true})),
         ("/", json!({"inputs": "please fail", "parameters": {"max_new_tokens": 4}})),
         ("/tokenize", json!({"inputs": "Hi"})),
         ("/v1/chat/completions", chat(json!({"logprobs": true, "top_logprobs": 1, "n": 2}))),
-        ("/v1/chat/completions", chat(json!({"stream": true, "logprobs": true, "stream_options": {"include_usage": true}}))),
+        (
+            "/v1/chat/completions",
+            chat(json!({"stream": true, "logprobs": true, "stream_options": {"include_usage": true}})),
+        ),
         ("/v1/chat/completions", chat(json!({"n": 0}))),
         ("/v1/completions", json!({"prompt": ["Hi", "Ho"], "max_tokens": 2, "logprobs": 2, "echo": true})),
-        ("/v1/completions", json!({"prompt": "Hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}})),
+        (
+            "/v1/completions",
+            json!({"prompt": "Hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}}),
+        ),
         ("/v1/completions", json!({"prompt": "Hi", "max_tokens": 0})),
     ];
     for (path, body) in posts {

@@ -57,7 +57,8 @@ fn generate_returns_text_details_and_headers() {
     post(s.addr, "/generate", &json!({"inputs": "Hello"}));
     assert_eq!(s.submitted()[2].params.temperature, 1.0);
     // Greedy decoding reports no seed; a finished script ends with EOS.
-    let v = post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": {"details": true, "max_new_tokens": 40}})).json();
+    let v = post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": {"details": true, "max_new_tokens": 40}}))
+        .json();
     assert_eq!(v["details"]["seed"], serde_json::Value::Null);
     assert_eq!(v["details"]["finish_reason"], "eos_token");
     assert!(v["details"]["tokens"].as_array().unwrap().last().unwrap()["special"].as_bool().unwrap());
@@ -66,13 +67,16 @@ fn generate_returns_text_details_and_headers() {
 #[test]
 fn best_of_returns_the_most_likely_and_the_others() {
     let s = TestServer::start();
-    let body = json!({"inputs": "Hi", "parameters": {"best_of": 2, "do_sample": true, "details": true, "max_new_tokens": 2}});
+    let body =
+        json!({"inputs": "Hi", "parameters": {"best_of": 2, "do_sample": true, "details": true, "max_new_tokens": 2}});
     let r = post(s.addr, "/generate", &body);
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     let others = v["details"]["best_of_sequences"].as_array().unwrap();
     assert_eq!(others.len(), 1);
-    let sum = |tokens: &serde_json::Value| tokens.as_array().unwrap().iter().map(|t| t["logprob"].as_f64().unwrap()).sum::<f64>();
+    let sum = |tokens: &serde_json::Value| {
+        tokens.as_array().unwrap().iter().map(|t| t["logprob"].as_f64().unwrap()).sum::<f64>()
+    };
     assert!(sum(&v["details"]["tokens"]) >= sum(&others[0]["tokens"]));
     assert_eq!(s.submitted().len(), 2);
 }
@@ -108,13 +112,19 @@ fn stream_errors_are_events_of_a_200_stream() {
     let s = TestServer::start();
     for (parameters, message) in [
         (json!({"best_of": 2, "do_sample": true}), "`best_of` != 1 is not supported when streaming tokens"),
-        (json!({"decoder_input_details": true}), "`decoder_input_details` == true is not supported when streaming tokens"),
+        (
+            json!({"decoder_input_details": true}),
+            "`decoder_input_details` == true is not supported when streaming tokens",
+        ),
         (json!({"max_new_tokens": 0}), "`max_new_tokens` must be strictly positive"),
     ] {
         let r = post(s.addr, "/generate_stream", &json!({"inputs": "Hi", "parameters": parameters}));
         assert_eq!(r.status, 200);
         let events = r.json_events();
-        assert_eq!(events, vec![json!({"error": format!("Input validation error: {message}"), "error_type": "validation"})]);
+        assert_eq!(
+            events,
+            vec![json!({"error": format!("Input validation error: {message}"), "error_type": "validation"})]
+        );
     }
     let r = post(s.addr, "/generate_stream", &json!({"inputs": "please fail", "parameters": {"max_new_tokens": 5}}));
     let events = r.json_events();
