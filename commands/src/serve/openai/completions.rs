@@ -54,7 +54,7 @@ pub async fn completions(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpRespon
         let format = CompletionStream {
             meta,
             lexicon: state.lexicon.clone(),
-            echo: v.echo.then(|| v.prompts.iter().map(|(t, _)| t.clone()).collect()).unwrap_or_default(),
+            echo: if v.echo { v.prompts.iter().map(|(t, _)| t.clone()).collect() } else { Vec::new() },
             per_prompt: v.per_prompt,
             logprobs: v.logprobs.is_some(),
             include_usage: v.checked.include_usage,

@@ -78,12 +78,9 @@ pub struct Sampling {
     pub logit_bias: Option<serde_json::Map<String, Value>>,
 }
 
-/// `POST /v1/chat/completions`.
+/// `POST /v1/chat/completions` (`model` is ignored: the served model answers).
 #[derive(Debug, Deserialize)]
 pub struct ChatRequest {
-    /// The model (any value; the served model answers).
-    #[serde(default)]
-    pub model: Option<String>,
     /// The conversation.
     pub messages: Vec<Message>,
     /// Return each token's log-probability.
@@ -126,12 +123,9 @@ pub enum Prompt {
     IdLists(Vec<Vec<u32>>),
 }
 
-/// `POST /v1/completions`.
+/// `POST /v1/completions` (`model` is ignored: the served model answers).
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
-    /// The model (any value; the served model answers).
-    #[serde(default)]
-    pub model: Option<String>,
     /// The prompt(s).
     pub prompt: Prompt,
     /// Most tokens to generate [default: 16, as OpenAI].
