@@ -6,11 +6,16 @@ use tgi_commands::{cli, exit_code, Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
-    tgi_commands::output::install_interrupt_cleanup();
+    // `serve` handles SIGTERM/SIGINT itself (it drains requests in flight); the other commands
+    // remove their temporary files and exit 130.
+    if !matches!(cli.command, Command::Serve(_)) {
+        tgi_commands::output::install_interrupt_cleanup();
+    }
     let result = match cli.command {
         Command::Quantize(args) => tgi_commands::quantize::run(args),
         Command::Generate(args) => tgi_commands::generate::run(args),
         Command::Perplexity(args) => tgi_commands::perplexity::run(args),
+        Command::Serve(args) => tgi_commands::serve::run(args),
         Command::Completions(args) => {
             cli::completions(args.shell, &mut std::io::stdout());
             Ok(())

@@ -21,6 +21,8 @@ pub enum Command {
     Generate(crate::generate::GenerateArgs),
     /// Measure a model's perplexity on a text file, as llama-perplexity does.
     Perplexity(crate::perplexity::PerplexityArgs),
+    /// Serve a model over HTTP: TGI's API and OpenAI's, with continuous batching.
+    Serve(crate::serve::ServeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
 }

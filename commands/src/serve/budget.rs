@@ -80,10 +80,13 @@ pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
     };
     let kv_tokens = kv_tokens / BLOCK_SIZE * BLOCK_SIZE;
     if kv_tokens < max_total {
-        let how = if args.max_batch_total_tokens.is_some() { "" } else { " (from the available memory)" };
+        let (from, fix) = match args.max_batch_total_tokens {
+            Some(_) => ("", "raise it or lower --max-total-tokens"),
+            None => (" from the available memory", "lower --max-total-tokens or free memory"),
+        };
         return bad(format!(
-            "--max-batch-total-tokens ({kv_tokens}{how}) is smaller than --max-total-tokens ({max_total}): one request \
-             could never fit; lower --max-total-tokens or free memory"
+            "--max-batch-total-tokens ({kv_tokens}{from}) is smaller than --max-total-tokens ({max_total}): one \
+             request could never fit; {fix}"
         ));
     }
     let seconds = |flag: &str, v: f64| {

@@ -2,7 +2,7 @@
 //! into tokens and back, and [`ChannelSink`] carries a request's events to the task serving it.
 
 use tgi_engines::model::LoadedModel;
-use tgi_engines::scheduler::{Event, EventSink, Request, Stats, SubmitError};
+use tgi_engines::scheduler::{Event, EventSink, Request, SchedulerHandle, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
@@ -13,6 +13,16 @@ pub trait Engine: Send + Sync {
     fn submit(&self, req: Request, sink: Box<dyn EventSink>) -> Result<(), SubmitError>;
     /// A snapshot of the engine's counters, for `/metrics`.
     fn stats(&self) -> Stats;
+}
+
+impl Engine for SchedulerHandle {
+    fn submit(&self, req: Request, sink: Box<dyn EventSink>) -> Result<(), SubmitError> {
+        SchedulerHandle::submit(self, req, sink)
+    }
+
+    fn stats(&self) -> Stats {
+        SchedulerHandle::stats(self)
+    }
 }
 
 /// The model's text side: its tokenizer and chat template.
@@ -27,10 +37,10 @@ pub trait Lexicon: Send + Sync {
         String::from_utf8_lossy(&self.tokenizer().token_to_piece(id)).into_owned()
     }
 
-    /// Whether a token is a control token (BOS or an end-of-sequence token).
+    /// Whether a token is a control token (BOS, EOS, chat markers).
     fn is_special(&self, id: u32) -> bool {
         let t = self.tokenizer();
-        t.bos_id() == Some(id) || t.eos_ids().contains(&id)
+        t.is_control(id) || t.bos_id() == Some(id) || t.eos_ids().contains(&id)
     }
 }
 

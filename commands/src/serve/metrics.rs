@@ -224,11 +224,6 @@ impl Tracker {
         Tracker { metrics, start: Instant::now(), queued: None, last_token: Vec::new(), done: false }
     }
 
-    /// When the request arrived.
-    pub fn start(&self) -> Instant {
-        self.start
-    }
-
     /// The request passed validation and goes to the engine as `candidates` sequences.
     pub fn queued(&mut self, input_length: usize, max_new_tokens: usize, candidates: usize) {
         self.queued = Some(Instant::now());

@@ -17,6 +17,7 @@ mod limits;
 mod metrics;
 mod openai;
 mod router;
+mod run;
 mod server;
 mod state;
 mod stream;
@@ -25,3 +26,4 @@ mod tests;
 mod tgi;
 
 pub use args::ServeArgs;
+pub use run::run;

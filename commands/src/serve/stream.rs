@@ -1,5 +1,5 @@
 //! Server-sent events: a task reads a request's engine events and writes them, formatted by the
-//! route's [`StreamFormat`], into the response body. When the client goes away the body is
+//! route's [`StreamFormat`], into the response body (with a comment line when idle for 15 s). When the client goes away the body is
 //! dropped, the task stops, and dropping its [`Running`] cancels the request inside the engine.
 
 use std::sync::atomic::Ordering;
@@ -29,6 +29,9 @@ pub trait StreamFormat: Send + Sync + 'static {
     /// The payload reporting a failure; the stream ends after it.
     fn error(&self, err: &ApiError) -> String;
 }
+
+/// How often an idle stream sends a comment line, so proxies keep the connection (axum's default).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// One SSE event carrying `payload`.
 pub fn event(payload: &str) -> Bytes {
@@ -67,12 +70,20 @@ async fn drive(
     let mut queue = None::<Duration>;
     let mut inference = Duration::ZERO;
     let mut generated = 0;
+    let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     loop {
         let next = tokio::select! {
             biased;
             _ = tx.closed() => return,
             next = running.next() => next,
+            _ = keep_alive.tick() => {
+                if tx.send(Bytes::from_static(b":\n\n")).await.is_err() {
+                    return;
+                }
+                continue;
+            }
         };
+        keep_alive.reset();
         let (i, ev) = match next {
             Ok(Some(e)) => e,
             Ok(None) => return report(&state, &mut tracker, &format, &tx, ApiError::Incomplete).await,
