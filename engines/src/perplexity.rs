@@ -34,7 +34,7 @@ pub struct Perplexity {
 }
 
 /// `log softmax(logits)[target]` with the max subtracted, the sum in f64 (as llama.cpp).
-fn log_prob(logits: &[f32], target: u32) -> f64 {
+pub(crate) fn log_prob(logits: &[f32], target: u32) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
     (logits[target as usize] - max) as f64 - sum.ln()

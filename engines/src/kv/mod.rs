@@ -139,6 +139,16 @@ impl KvCache {
         self.allocator.release(table);
     }
 
+    /// The block pool: usage and the prefix cache.
+    pub fn allocator(&self) -> &BlockAllocator {
+        &self.allocator
+    }
+
+    /// The block pool, to share and publish cached prefix blocks.
+    pub fn allocator_mut(&mut self) -> &mut BlockAllocator {
+        &mut self.allocator
+    }
+
     /// Writes the step's new keys and values (`[tokens, kv_heads * head_dim]`) of `layer` into their slots and
     /// returns attention over each sequence's cached tokens: `[tokens, heads * head_dim]`.
     pub fn attend(

@@ -3,8 +3,18 @@
 //! and sequences are preempted (and later resumed) when blocks run out. Runs on its own thread; the HTTP
 //! layer talks to it through [`SchedulerHandle`].
 
+mod config;
+mod engine;
+mod handle;
+mod prefix;
+mod prompt_logprobs;
 mod request;
+mod sequence;
 mod stats;
+#[cfg(test)]
+mod tests;
 
+pub use config::SchedulerConfig;
+pub use handle::{Scheduler, SchedulerHandle};
 pub use request::{Event, EventSink, Finished, Request, SubmitError, TokenEvent};
 pub use stats::{Histogram, Stats};

@@ -89,6 +89,33 @@ pub struct Stats {
     pub step_batch_size: Histogram,
 }
 
+impl Stats {
+    /// Zero counters for a pool of `kv_blocks_total` blocks of `block_size` tokens and batches of at most
+    /// `max_batch_size`: step durations bucketed from 1 ms doubling to about 33 s, batch sizes by powers of 2.
+    pub(super) fn new(kv_blocks_total: usize, block_size: usize, max_batch_size: usize) -> Self {
+        let batch_buckets = max_batch_size.next_power_of_two().trailing_zeros() as usize + 1;
+        Stats {
+            queue_size: 0,
+            batch_size: 0,
+            batch_tokens: 0,
+            kv_blocks_total,
+            kv_blocks_used: 0,
+            block_size,
+            prefix_cache_queries: 0,
+            prefix_cache_hits: 0,
+            preemptions: 0,
+            cancelled: 0,
+            steps_prefill: 0,
+            steps_decode: 0,
+            prefill_tokens: 0,
+            generated_tokens: 0,
+            step_duration_prefill: Histogram::exponential(0.001, 2.0, 16),
+            step_duration_decode: Histogram::exponential(0.001, 2.0, 16),
+            step_batch_size: Histogram::exponential(1.0, 2.0, batch_buckets),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +130,7 @@ mod tests {
         assert_eq!(h.count, 4);
         assert!((h.sum - 3.65).abs() < 1e-12);
         assert_eq!(Histogram::exponential(0.001, 2.0, 3).bounds, vec![0.001, 0.002, 0.004]);
+        assert_eq!(Stats::new(8, 16, 100).step_batch_size.bounds.last(), Some(&128.0));
+        assert_eq!(Stats::new(8, 16, 1).step_batch_size.bounds, vec![1.0]);
     }
 }

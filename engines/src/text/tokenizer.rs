@@ -145,6 +145,14 @@ impl Tokenizer {
         }
     }
 
+    /// Whether `id` is a control token (BOS, EOS, chat markers; a special added token of a `tokenizer.json`).
+    pub fn is_control(&self, id: u32) -> bool {
+        match &self.backend {
+            Backend::Gguf(v) => v.tokens.get(id as usize).is_some_and(|t| t.attr & vocab::attr::CONTROL != 0),
+            Backend::Hf(h) => h.special.contains(&id),
+        }
+    }
+
     /// Whether `encode` with `add_special` puts BOS first.
     pub fn add_bos(&self) -> bool {
         match &self.backend {
@@ -174,6 +182,7 @@ mod tests {
         assert_eq!(spm.eos_ids(), [2]);
         assert!(spm.add_bos());
         assert_eq!(spm.vocab_size(), 3 + 256 + 11 + 2);
+        assert!(spm.is_control(2) && !spm.is_control(3 + 256));
         let bpe = Tokenizer::from_gguf(&gguf(bpe_metadata())).unwrap();
         let eot = bpe.vocab_size() as u32 - 1;
         assert_eq!((bpe.bos_id(), bpe.eos_ids()), (Some(eot), &[eot][..]));

@@ -20,6 +20,8 @@ pub(super) struct HfTokenizer {
     byte_level: bool,
     /// Added tokens, which stand for their text verbatim.
     added: HashSet<u32>,
+    /// Added tokens marked special (control tokens).
+    pub special: HashSet<u32>,
     pub bos: Option<u32>,
     pub eos: Vec<u32>,
     /// Encoding with special tokens puts BOS first.
@@ -49,7 +51,9 @@ impl HfTokenizer {
         let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| err(&e))?;
         let decoder = serde_json::to_value(tok.get_decoder()).map_err(|e| err(&e))?;
         let byte_level = has_type(&decoder, "ByteLevel");
-        let added = tok.get_added_tokens_decoder().into_keys().collect();
+        let added_tokens = tok.get_added_tokens_decoder();
+        let control = added_tokens.iter().filter(|(_, t)| t.special).map(|(&id, _)| id).collect();
+        let added = added_tokens.into_keys().collect();
 
         // What the post-processor puts before (BOS) and after the text.
         let ids = |add_special| tok.encode_fast("a", add_special).map(|e| e.get_ids().to_vec()).map_err(|e| err(&e));
@@ -81,6 +85,7 @@ impl HfTokenizer {
             tok,
             byte_level,
             added,
+            special: control,
         })
     }
 
@@ -213,6 +218,7 @@ mod tests {
         assert!(tok.byte_level);
         assert_eq!(tok.vocab_size(), 261);
         assert_eq!((tok.bos, tok.add_bos, tok.eos.as_slice()), (Some(259), true, &[0, 260][..]));
+        assert!(tok.special.contains(&260) && !tok.special.contains(&258));
         assert_eq!(tok.encode(" the", false, false).unwrap(), [258]);
         assert_eq!(tok.encode(" the", true, false).unwrap(), [259, 258]);
         assert_eq!(tok.encode("<|eot|> the", false, true).unwrap(), [260, 258]);

@@ -1,0 +1,88 @@
+//! Starting the engine thread, and the handle the HTTP layer submits requests and reads stats through.
+
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::Instant;
+
+use super::config::SchedulerConfig;
+use super::engine::{self, Submission};
+use super::request::{Event, EventSink, Request, SubmitError};
+use super::stats::Stats;
+use crate::generate::BLOCK_SIZE;
+use crate::model::{LoadedModel, ModelError};
+
+/// Starts the continuous-batching engine.
+pub struct Scheduler;
+
+impl Scheduler {
+    /// Allocates the KV pool for `model` and starts the engine on its own thread ("tgi-scheduler"). The thread
+    /// blocks while there is nothing to do and ends once every handle is dropped and no request is left.
+    pub fn start(model: Arc<LoadedModel>, cfg: SchedulerConfig) -> Result<SchedulerHandle, ModelError> {
+        cfg.validate()?;
+        let blocks = cfg.num_blocks();
+        let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
+        let stats = Arc::new(Mutex::new(Stats::new(blocks, BLOCK_SIZE, cfg.max_batch_size)));
+        let (tx, rx) = mpsc::channel();
+        let c = model.model.config();
+        let handle = SchedulerHandle {
+            tx,
+            stats: stats.clone(),
+            capacity: blocks * BLOCK_SIZE,
+            context: c.context,
+            vocab: c.vocab,
+        };
+        thread::Builder::new()
+            .name("tgi-scheduler".into())
+            .spawn(move || engine::run(&model, kv, cfg, rx, stats))
+            .map_err(|e| ModelError::Config(format!("cannot start the scheduler thread: {e}")))?;
+        Ok(handle)
+    }
+}
+
+/// Submits requests to a running scheduler and reads its stats; cheap to clone, shareable across threads.
+#[derive(Clone)]
+pub struct SchedulerHandle {
+    tx: Sender<Submission>,
+    stats: Arc<Mutex<Stats>>,
+    /// Tokens the KV pool holds.
+    capacity: usize,
+    /// The model's context length.
+    context: usize,
+    /// The model's vocabulary size.
+    vocab: usize,
+}
+
+impl SchedulerHandle {
+    /// Queues `req`; its events go to `sink`. Refused when it can never fit: prompt plus `max_new_tokens` (the
+    /// latter clamped to the model's context, as `generate` does) over the KV pool, or a prompt that leaves no
+    /// room in the context for one new token (`capacity` is then the smaller of pool and context). An empty
+    /// prompt or a token outside the vocabulary is accepted and answered with `Event::Failed`.
+    pub fn submit(&self, req: Request, mut sink: Box<dyn EventSink>) -> Result<(), SubmitError> {
+        let prompt = req.prompt_ids.len();
+        let needed = (prompt + req.max_new_tokens.max(1)).min(self.context).max(prompt + 1);
+        let capacity = self.capacity.min(self.context);
+        if needed > capacity {
+            return Err(SubmitError::TooLarge { needed, capacity });
+        }
+        if prompt == 0 {
+            sink.send(Event::Failed("the prompt has no tokens".into()));
+            return Ok(());
+        }
+        if let Some(&id) = req.prompt_ids.iter().find(|&&id| id as usize >= self.vocab) {
+            sink.send(Event::Failed(ModelError::TokenOutOfRange { id, vocab: self.vocab }.to_string()));
+            return Ok(());
+        }
+        self.tx.send(Submission { req, sink, at: Instant::now() }).map_err(|_| SubmitError::NotRunning)
+    }
+
+    /// A snapshot of the scheduler's gauges and counters.
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Tokens the KV pool holds.
+    pub fn capacity_tokens(&self) -> usize {
+        self.capacity
+    }
+}

@@ -1,0 +1,240 @@
+//! One request inside the scheduler: its tokens so far, its KV blocks, its sampler, stop matcher and text
+//! decoder, and what a step that computed some of its tokens does to it (sample, decode, report).
+
+use std::time::Instant;
+
+use super::prefix::block_hashes;
+use super::prompt_logprobs::PromptLogprobs;
+use super::request::{Event, EventSink, Finished, Request, TokenEvent};
+use crate::generate::BLOCK_SIZE;
+use crate::kv::{BlockAllocator, BlockTable};
+use crate::model::{LoadedModel, Logits};
+use crate::sampling::{FinishReason, Sampler, StopMatcher};
+use crate::text::tokenizer::IncrementalDecoder;
+
+/// Where a sequence stands after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Progress {
+    /// It goes on.
+    Running,
+    /// It ended: `Finished` (or `Failed`) was sent.
+    Finished,
+    /// Its receiver is gone: cancel it.
+    Closed,
+}
+
+/// A request with its generation state; lives in the queue or in the running batch.
+pub(super) struct Sequence<'m> {
+    /// The prompt, then the tokens generated so far.
+    pub tokens: Vec<u32>,
+    /// Prompt tokens at the start of `tokens`.
+    pub prompt_len: usize,
+    /// Leading positions of `tokens` whose keys and values are in `table`'s blocks.
+    pub computed: usize,
+    /// The KV blocks held; empty while queued.
+    pub table: BlockTable,
+    /// From (re)admission until all of `tokens` is computed and the next token sampled.
+    pub prefilling: bool,
+    /// Content hashes of the prompt's full blocks, for the prefix cache (empty when caching is off).
+    pub hashes: Vec<u64>,
+    /// Leading blocks of `table` known to the prefix cache (shared from it, or published to it).
+    published: usize,
+    /// Whether the request asked for prompt log-probabilities (it then shares no cached blocks).
+    pub wants_prompt_logprobs: bool,
+    /// When it was submitted.
+    enqueued: Instant,
+    /// The step count when it entered the queue (last: after a preemption).
+    pub enqueued_step: u64,
+    /// Where its events go.
+    sink: Box<dyn EventSink>,
+    /// Prompt log-probabilities being gathered; `None` unless asked for and not sent yet.
+    logprobs: Option<PromptLogprobs>,
+    /// Most tokens to generate.
+    max_new: usize,
+    /// Most tokens in all (prompt and generated), the model's context included.
+    total: usize,
+    /// Whether EOS tokens are ignored.
+    ignore_eos: bool,
+    sampler: Sampler,
+    stops: StopMatcher,
+    decoder: IncrementalDecoder<'m>,
+    /// The output text so far.
+    text: String,
+    /// When it first left the queue.
+    started: Option<Instant>,
+    /// Times it was preempted.
+    preemptions: u32,
+}
+
+impl<'m> Sequence<'m> {
+    /// A queued sequence for `req` (validated: a non-empty prompt shorter than the context); `cache` computes
+    /// the prompt's block hashes.
+    pub fn new(
+        m: &'m LoadedModel,
+        req: Request,
+        sink: Box<dyn EventSink>,
+        at: Instant,
+        step: u64,
+        cache: bool,
+    ) -> Self {
+        let prompt_len = req.prompt_ids.len();
+        let max_new = req.max_new_tokens.max(1);
+        let hashes = if cache { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
+        Sequence {
+            sampler: Sampler::new(req.params, &req.prompt_ids),
+            tokens: req.prompt_ids,
+            prompt_len,
+            computed: 0,
+            table: BlockTable::new(),
+            prefilling: true,
+            hashes,
+            published: 0,
+            wants_prompt_logprobs: req.prompt_logprobs,
+            enqueued: at,
+            enqueued_step: step,
+            sink,
+            logprobs: req.prompt_logprobs.then(PromptLogprobs::default),
+            max_new,
+            total: (prompt_len + max_new).min(m.model.config().context),
+            ignore_eos: req.ignore_eos,
+            stops: StopMatcher::new(req.stop),
+            decoder: IncrementalDecoder::new(&m.tokenizer),
+            text: String::new(),
+            started: None,
+            preemptions: 0,
+        }
+    }
+
+    /// Tokens not computed yet.
+    pub fn pending(&self) -> usize {
+        self.tokens.len() - self.computed
+    }
+
+    /// Whether its receiver is gone.
+    pub fn is_closed(&self) -> bool {
+        self.sink.is_closed()
+    }
+
+    /// The logits a step computing its next `n` tokens must return.
+    pub fn logits_for(&self, n: usize) -> Logits {
+        if self.logprobs.is_some() {
+            Logits::All
+        } else if self.computed + n == self.tokens.len() {
+            Logits::Last
+        } else {
+            Logits::None
+        }
+    }
+
+    /// Marks the sequence admitted with `cached` tokens from the prefix cache; the first time, reports
+    /// `Started`. `false` when the receiver is gone.
+    pub fn admit(&mut self, now: Instant, cached: usize) -> bool {
+        self.computed = cached;
+        self.published = cached / BLOCK_SIZE;
+        self.prefilling = true;
+        if self.started.is_some() {
+            return true;
+        }
+        self.started = Some(now);
+        self.sink.send(Event::Started { queue_time: now - self.enqueued, cached_tokens: cached })
+    }
+
+    /// Puts the sequence back to waiting after its blocks were taken (they must be released already): it
+    /// will recompute its prompt and generated tokens, then go on where it stopped.
+    pub fn preempt(&mut self, step: u64) {
+        debug_assert!(self.table.blocks().is_empty());
+        self.computed = 0;
+        self.published = 0;
+        self.preemptions += 1;
+        self.enqueued_step = step;
+        if self.logprobs.is_some() {
+            self.logprobs = Some(PromptLogprobs::default());
+        }
+    }
+
+    /// Names the blocks of prompt tokens computed so far in the prefix cache.
+    pub fn publish(&mut self, pool: &mut BlockAllocator) {
+        let full = (self.computed.min(self.prompt_len) / BLOCK_SIZE).min(self.hashes.len());
+        for i in self.published..full {
+            pool.publish(&self.table, i, self.hashes[i]);
+        }
+        self.published = self.published.max(full);
+    }
+
+    /// Reports an engine error; the request is over.
+    pub fn fail(&mut self, message: String) {
+        self.sink.send(Event::Failed(message));
+    }
+
+    /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for.
+    /// When every token is computed, samples the next one and reports it (and the end, if it is one).
+    pub fn advance(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Progress {
+        let from = self.computed;
+        self.computed += n;
+        let mut logits = logits;
+        if let Some(acc) = &mut self.logprobs {
+            acc.push(&self.tokens[from..self.computed], &logits, m.model.config().vocab);
+            if self.computed < self.tokens.len() {
+                return Progress::Running;
+            }
+            let (values, last) = self.logprobs.take().unwrap_or_default().finish();
+            logits = last;
+            if !self.sink.send(Event::PromptLogprobs(values)) {
+                return Progress::Closed;
+            }
+        }
+        if self.computed < self.tokens.len() {
+            return Progress::Running;
+        }
+        self.prefilling = false;
+        self.sample(&logits, m)
+    }
+
+    /// Samples, records and reports the next token from `logits`, as [`crate::generate::generate`] does.
+    fn sample(&mut self, logits: &[f32], m: &'m LoadedModel) -> Progress {
+        let s = self.sampler.sample(logits);
+        self.sampler.accept(s.token);
+        let token = s.token;
+        self.tokens.push(token);
+        let generated = self.tokens.len() - self.prompt_len;
+        let eos = m.eos.contains(&token);
+        let (mut piece, mut text, mut finish) = (String::new(), String::new(), None);
+        if !self.ignore_eos && eos {
+            // Not part of the text; its own text is still what the token stands for.
+            piece = String::from_utf8_lossy(&m.tokenizer.token_to_piece(token)).into_owned();
+            finish = Some(FinishReason::EosToken);
+        } else if let Some(p) = self.decoder.push(token) {
+            let r = self.stops.push(&p);
+            (piece, text) = (p, r.text);
+            finish = r.stop.map(|_| FinishReason::StopSequence);
+        }
+        if finish.is_none() && (generated >= self.max_new || self.tokens.len() >= self.total) {
+            finish = Some(FinishReason::Length);
+        }
+        if let Some(f) = finish.filter(|&f| f != FinishReason::StopSequence) {
+            let rest = std::mem::replace(&mut self.decoder, IncrementalDecoder::new(&m.tokenizer)).finish();
+            let r = self.stops.push(&rest);
+            text.push_str(&r.text);
+            finish = Some(if r.stop.is_some() { FinishReason::StopSequence } else { f });
+            // Text held back as a possible stop-string start is final now.
+            text.push_str(&self.stops.flush());
+        }
+        self.text.push_str(&text);
+        let special = eos || m.tokenizer.is_control(token);
+        let event = TokenEvent { id: token, logprob: s.logprob, top: s.top, piece, text, special };
+        if !self.sink.send(Event::Token(event)) {
+            return Progress::Closed;
+        }
+        let Some(reason) = finish else { return Progress::Running };
+        let now = Instant::now();
+        self.sink.send(Event::Finished(Finished {
+            reason,
+            generated_tokens: generated,
+            text: std::mem::take(&mut self.text),
+            seed: self.sampler.seed(),
+            inference_time: now - self.started.unwrap_or(now),
+            preemptions: self.preemptions,
+        }));
+        Progress::Finished
+    }
+}
