@@ -143,7 +143,8 @@ fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["generate", "--chat", "hi"]), 2, "no chat template");
     assert_fails(&tgi(["generate", "--threads", "0", "hi"]), 2, "--threads must be at least 1");
     assert_fails(&tgi(["generate", "--dtype", "f8", "hi"]), 2, "expected f32, f16 or bf16");
-    assert_fails(&tgi(["generate", "--kv-cache-dtype", "q4", "hi"]), 2, "expected f32 or f16");
+    assert_fails(&tgi(["generate", "--kv-cache-dtype", "q4", "hi"]), 2, "expected f32, f16, bf16 or q8_0");
+    assert_fails(&tgi(["generate", "--kv-cache-dtype", "q8_0", "hi"]), 2, "multiple of 32; this model's is 8");
     assert_fails(&tgi(["generate", "-n", "0", "hi"]), 2, "--max-new-tokens must be at least 1");
     let heldout = root().join("models/stories-distill-4l/text/heldout.txt");
     let ppl = |ctx: &str| tgi(["perplexity".as_ref(), "--ctx".as_ref(), ctx.as_ref(), heldout.as_os_str()]);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use tgi_engines::device::{ComputeDType, DeviceSpec};
-use tgi_engines::kv::KvDType;
+use tgi_engines::kv::{KvDType, KvError};
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError};
 
 use crate::error::InputError;
@@ -36,7 +36,8 @@ pub struct ModelArgs {
     #[arg(long)]
     pub mlock: bool,
 
-    /// KV cache element type: f32 or f16 [default: f32 for all-f32 weights, else f16, as llama.cpp].
+    /// KV cache element type: f32, f16, bf16 or q8_0 (ggml's 8-bit blocks, about half of f16's memory; CPU
+    /// only, head width a multiple of 32) [default: f32 for all-f32 weights, else f16, as llama.cpp].
     #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<KvDType>())]
     pub kv_cache_dtype: Option<KvDType>,
 }
@@ -73,7 +74,11 @@ impl ModelArgs {
 
 /// Input errors (bad files, unsupported models, missing devices) exit with 2; the rest with 1.
 fn classify(e: ModelError, name: &str) -> anyhow::Error {
-    let input = !matches!(e, ModelError::Candle(_) | ModelError::Mlock(_) | ModelError::Kv(_));
+    let input = match &e {
+        ModelError::Candle(_) | ModelError::Mlock(_) => false,
+        ModelError::Kv(k) => matches!(k, KvError::Unsupported(_)),
+        _ => true,
+    };
     let msg = format!("cannot load {name}: {e}");
     if input {
         InputError(msg).into()

@@ -4,11 +4,14 @@
 use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor};
-use half::f16;
 use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
 use rayon::prelude::*;
+use tgi_formats::quant::quantize_row;
+use tgi_formats::GgmlType;
 
-use super::{BlockTable, HostBuf, KvError};
+use super::{BlockTable, HostBuf, KvError, Q8_BLOCK};
+use crate::kernels::act::Q8_0_BYTES;
 
 /// One sequence's part of a step: its rows in the packed batch and the position of the first.
 #[derive(Clone, Debug)]
@@ -106,6 +109,33 @@ impl Rows for Vec<f16> {
     }
 }
 
+impl Rows for Vec<bf16> {
+    fn read(&self, at: usize, out: &mut [f32]) {
+        self[at..at + out.len()].convert_to_f32_slice(out);
+    }
+    fn round(x: f32) -> f32 {
+        x
+    }
+}
+
+/// A block_q8_0 buffer, addressed by element like the others (`at` and lengths are whole blocks).
+struct Q8<'a>(&'a [u8]);
+
+impl Rows for Q8<'_> {
+    fn read(&self, at: usize, out: &mut [f32]) {
+        let blocks = &self.0[at / Q8_BLOCK * Q8_0_BYTES..][..out.len() / Q8_BLOCK * Q8_0_BYTES];
+        for (b, o) in blocks.chunks_exact(Q8_0_BYTES).zip(out.chunks_exact_mut(Q8_BLOCK)) {
+            let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            for (o, &q) in o.iter_mut().zip(&b[2..]) {
+                *o = q as i8 as f32 * d;
+            }
+        }
+    }
+    fn round(x: f32) -> f32 {
+        x
+    }
+}
+
 /// Writes rows into a host buffer at their slots.
 fn store(buf: &mut HostBuf, rows: &[f32], slots: &[usize], width: usize) {
     for (row, &slot) in slots.iter().enumerate() {
@@ -113,6 +143,11 @@ fn store(buf: &mut HostBuf, rows: &[f32], slots: &[usize], width: usize) {
         match buf {
             HostBuf::F32(b) => b[slot * width..][..width].copy_from_slice(src),
             HostBuf::F16(b) => b[slot * width..][..width].convert_from_f32_slice(src),
+            HostBuf::BF16(b) => b[slot * width..][..width].convert_from_f32_slice(src),
+            HostBuf::Q8_0(b) => {
+                let bytes = width / Q8_BLOCK * Q8_0_BYTES;
+                quantize_row(GgmlType::Q8_0, src, &mut b[slot * bytes..][..bytes]).expect("whole q8_0 blocks");
+            }
         }
     }
 }
@@ -133,13 +168,15 @@ pub(super) fn host(
     let out = match (&*kc, &*vc) {
         (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &qd, plan),
         (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &qd, plan),
+        (HostBuf::BF16(k), HostBuf::BF16(v)) => host_attend(k, v, &qd, plan),
+        (HostBuf::Q8_0(k), HostBuf::Q8_0(v)) => host_attend(&Q8(k), &Q8(v), &qd, plan),
         _ => unreachable!("keys and values share a dtype"),
     };
     Ok(Tensor::from_vec(out, (plan.rows(), plan.heads * plan.head_dim), &Device::Cpu)?)
 }
 
 /// Attention of every (row, KV head) over the cache, in parallel: each cached key and value row is read
-/// (and widened from f16) once for all the query heads that share it.
+/// (and widened from f16/bf16 or dequantized from q8_0) once for all the query heads that share it.
 fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan) -> Vec<f32> {
     let (hd, heads) = (plan.head_dim, plan.heads);
     let width = plan.kv_heads * hd;
@@ -241,7 +278,7 @@ pub(super) fn device(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::BlockAllocator;
+    use crate::kv::{BlockAllocator, KvDType};
 
     fn rand(n: usize, seed: u32) -> Vec<f32> {
         (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect()
@@ -296,5 +333,147 @@ mod tests {
         let v = Tensor::new(&[[1f32, 2., 3., 4.]], &Device::Cpu).unwrap();
         let o = host(&mut hk, &mut hv, &q, &k, &v, &plan).unwrap().to_vec2::<f32>().unwrap();
         assert_eq!(o[0], vec![1., 2., 3., 4., 1., 2., 3., 4.]);
+    }
+
+    /// `x` stored in a one-row host buffer of `dtype` and read back as f32.
+    fn round_trip(x: &[f32], dtype: KvDType) -> Vec<f32> {
+        let mut buf = HostBuf::zeros(x.len(), dtype);
+        store(&mut buf, x, &[0], x.len());
+        let mut out = vec![0f32; x.len()];
+        match &buf {
+            HostBuf::F32(b) => b.read(0, &mut out),
+            HostBuf::F16(b) => b.read(0, &mut out),
+            HostBuf::BF16(b) => b.read(0, &mut out),
+            HostBuf::Q8_0(b) => Q8(b).read(0, &mut out),
+        }
+        out
+    }
+
+    /// Random values in ±1..±4, the magnitude changing every 32 values so q8_0's block scales differ.
+    fn varied(n: usize, seed: u32) -> Vec<f32> {
+        rand(n, seed).iter().enumerate().map(|(i, x)| x * (1 + i / 32 % 4) as f32).collect()
+    }
+
+    /// The outputs of two steps (two sequences prefilling 6 tokens each in interleaved blocks, then one
+    /// decoding) of grouped-query attention with 64-wide heads over a cache of `dtype`, host or tensor path,
+    /// the keys and values first rounded through `through`; and the largest Σ|q| of a query head, |k| and
+    /// |v| of the inputs.
+    fn two_steps(dtype: KvDType, tensor: bool, through: KvDType) -> (Vec<Vec<f32>>, [f32; 3]) {
+        let (heads, kvh, hd, bs) = (4, 2, 64, 4);
+        let mut pool = BlockAllocator::new(16, bs);
+        let (mut a, mut b) = (BlockTable::new(), BlockTable::new());
+        pool.grow(&mut b, 3).unwrap();
+        pool.grow(&mut a, 6).unwrap();
+        pool.grow(&mut b, 7).unwrap();
+        let width = kvh * hd;
+        let (mut hk, mut hv) = (HostBuf::zeros(16 * bs * width, dtype), HostBuf::zeros(16 * bs * width, dtype));
+        let dk = Tensor::zeros((16 * bs, width), dtype.tensor_dtype().unwrap_or(DType::F32), &Device::Cpu).unwrap();
+        let dv = dk.zeros_like().unwrap();
+        let (mut outs, mut maxes) = (Vec::new(), [0f32; 3]);
+        let steps = [vec![(0..6, 0, a.clone()), (6..12, 0, b.clone())], vec![(0..1, 6, b.clone())]];
+        for (n, step) in steps.into_iter().enumerate() {
+            let seqs: Vec<SeqSpan> =
+                step.into_iter().map(|(rows, start, table)| SeqSpan { rows, start, table }).collect();
+            let plan = AttentionPlan::new(seqs, heads, kvh, hd, None);
+            let t = plan.rows();
+            let n = n as u32;
+            let (qd, kd, vd) = (varied(t * heads * hd, 1 + n), varied(t * width, 2 + n), varied(t * width, 3 + n));
+            let amax = |x: &[f32]| x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let qsum = qd.chunks(hd).map(|h| h.iter().map(|x| x.abs()).sum::<f32>()).fold(0f32, f32::max);
+            maxes = [maxes[0].max(qsum), maxes[1].max(amax(&kd)), maxes[2].max(amax(&vd))];
+            let mk = |x: Vec<f32>, w: usize| Tensor::from_vec(x, (t, w), &Device::Cpu).unwrap();
+            let (q, k, v) =
+                (mk(qd, heads * hd), mk(round_trip(&kd, through), width), mk(round_trip(&vd, through), width));
+            let o = if tensor {
+                device(&dk, &dv, &q, &k, &v, &plan).unwrap()
+            } else {
+                host(&mut hk, &mut hv, &q, &k, &v, &plan).unwrap()
+            };
+            outs.push(o.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        }
+        (outs, maxes)
+    }
+
+    /// Worst |difference| between two runs' outputs.
+    fn worst(x: &[Vec<f32>], y: &[Vec<f32>]) -> f32 {
+        x.iter().flatten().zip(y.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max)
+    }
+
+    /// Per-element rounding of the formats: bf16 keeps 8 significant bits (|error| ≤ 2^-8·|x|); q8_0 rounds
+    /// to the nearest step of d = amax/127 of its block of 32 (≤ amax/254), d stored as f16 (another
+    /// 127·d·2^-11 = amax·2^-11).
+    #[test]
+    fn rounding_is_within_format_precision() {
+        let x = varied(4096, 7);
+        for (a, b) in x.iter().zip(round_trip(&x, KvDType::BF16)) {
+            assert!((a - b).abs() <= a.abs() * 2f32.powi(-8), "bf16: {a} vs {b}");
+        }
+        let q8 = round_trip(&x, KvDType::Q8_0);
+        for (x, y) in x.chunks(32).zip(q8.chunks(32)) {
+            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            for (a, b) in x.iter().zip(y) {
+                assert!((a - b).abs() <= amax * (1.0 / 254.0 + 2f32.powi(-11)), "q8_0: {a} vs {b} (amax {amax})");
+            }
+        }
+    }
+
+    /// Attention over a bf16 or q8_0 cache is f32 attention over the keys and values rounded through the
+    /// format, bit for bit: queries and softmax weights stay f32 and only the storage rounds.
+    #[test]
+    fn bf16_and_q8_0_only_round_the_storage() {
+        for dtype in [KvDType::BF16, KvDType::Q8_0] {
+            let (got, _) = two_steps(dtype, false, KvDType::F32);
+            let (want, _) = two_steps(KvDType::F32, false, dtype);
+            assert_eq!(got, want, "{dtype:?}");
+        }
+    }
+
+    /// bf16 and q8_0 caches stay within the worst-case error their rounding allows of the f32 cache. If each
+    /// cached key element is off by at most `ek` and each value by `ev` (see above), every score `scale·q·k`
+    /// moves by at most Δ = scale·Σ|q|·ek, each softmax weight by a factor within e^±2Δ, and the output by at
+    /// most (e^2Δ − 1)(max|v| + ev) + ev. (Typical errors are far smaller: the roundings do not line up.)
+    #[test]
+    fn bf16_and_q8_0_are_within_their_precision_of_f32() {
+        let (exact, [qsum, kmax, vmax]) = two_steps(KvDType::F32, false, KvDType::F32);
+        let scale = 1.0 / 64f32.sqrt();
+        for (dtype, rel) in [(KvDType::BF16, 2f32.powi(-8)), (KvDType::Q8_0, 1.0 / 254.0 + 2f32.powi(-11))] {
+            let (ek, ev) = (rel * kmax, rel * vmax);
+            let delta = scale * qsum * ek;
+            let bound = (2.0 * delta).exp_m1() * (vmax + ev) + ev + 1e-5;
+            let (got, _) = two_steps(dtype, false, KvDType::F32);
+            let err = worst(&got, &exact);
+            assert!(err <= bound, "{dtype:?}: max |diff| {err} > bound {bound}");
+        }
+    }
+
+    /// The tensor path over a bf16 cache matches the host path over one: same stored values, f32 products.
+    #[test]
+    fn bf16_host_and_tensor_paths_agree() {
+        let (host, _) = two_steps(KvDType::BF16, false, KvDType::F32);
+        let (tensor, _) = two_steps(KvDType::BF16, true, KvDType::F32);
+        let err = worst(&host, &tensor);
+        assert!(err < 1e-5, "max |diff| {err}");
+    }
+
+    /// q8_0 rows hold ggml's block_q8_0 (f16 d = amax/127, then round(x/d) as i8) and read back as q·d.
+    #[test]
+    fn q8_0_rows_are_ggml_blocks() {
+        let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) / 8.0).collect();
+        let mut buf = HostBuf::zeros(2 * 64, KvDType::Q8_0);
+        store(&mut buf, &x, &[1], 64);
+        let HostBuf::Q8_0(bytes) = &buf else { unreachable!() };
+        assert!(bytes[..2 * 34].iter().all(|&b| b == 0), "slot 0 untouched");
+        let block = &bytes[2 * 34..3 * 34];
+        let d = 20.0 / 8.0 / 127.0;
+        assert_eq!(f16::from_le_bytes([block[0], block[1]]), f16::from_f32(d));
+        assert_eq!(block[2] as i8, -127);
+        assert_eq!(block[2 + 20] as i8, 0);
+        assert_eq!(block[2 + 21] as i8, (0.125f32 / d).round() as i8);
+        let mut back = vec![0f32; 64];
+        Q8(bytes).read(64, &mut back);
+        for (i, (a, b)) in x.iter().zip(&back).enumerate() {
+            let amax = if i < 32 { 2.5f32 } else { 43.0 / 8.0 };
+            assert!((a - b).abs() <= amax * (1.0 / 254.0 + 2f32.powi(-11)), "{i}: {a} vs {b}");
+        }
     }
 }

@@ -9,6 +9,8 @@ pub use blocks::{BlockAllocator, BlockTable};
 
 use candle_core::{DType, Device, Tensor};
 
+use crate::kernels::act::Q8_0_BYTES;
+
 /// Errors from the KV cache.
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {
@@ -22,6 +24,9 @@ pub enum KvError {
         /// Blocks in the pool.
         total: usize,
     },
+    /// The cache element type cannot serve this model or device.
+    #[error("unsupported KV cache: {0}")]
+    Unsupported(String),
     /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
@@ -43,6 +48,7 @@ pub struct KvShape {
 }
 
 /// The element type keys and values are cached in.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvDType {
     /// 32-bit floats: exact against float32 references.
@@ -50,6 +56,48 @@ pub enum KvDType {
     /// IEEE halves: half the memory; llama.cpp's default, and its numerics (queries and attention weights
     /// are rounded to f16 for the products with the cache, as ggml does).
     F16,
+    /// bfloat16: half the memory with f32's range (8 significant bits); queries and weights stay f32.
+    BF16,
+    /// ggml's block_q8_0 (per 32 values of a head: an f16 scale and 32 int8), llama.cpp's `--cache-type-k/v
+    /// q8_0`: 34 bytes per 32 values. Host (CPU) attention only; the head width must be a multiple of 32.
+    Q8_0,
+}
+
+impl KvDType {
+    /// Cache bytes per token of context: keys and values of every layer.
+    pub fn bytes_per_token(self, layers: usize, kv_heads: usize, head_dim: usize) -> usize {
+        let per_head = match self {
+            KvDType::F32 => head_dim * 4,
+            KvDType::F16 | KvDType::BF16 => head_dim * 2,
+            KvDType::Q8_0 => head_dim.div_ceil(Q8_BLOCK) * Q8_0_BYTES,
+        };
+        2 * layers * kv_heads * per_head
+    }
+
+    /// Whether a cache of this type can hold heads of `head_dim` values, on the host path (`host`) or the
+    /// tensor path.
+    pub fn check(self, head_dim: usize, host: bool) -> Result<(), KvError> {
+        if !host {
+            self.tensor_dtype()?;
+        } else if self == KvDType::Q8_0 && !head_dim.is_multiple_of(Q8_BLOCK) {
+            return Err(KvError::Unsupported(format!(
+                "q8_0 KV needs a head width that is a multiple of {Q8_BLOCK}; this model's is {head_dim}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The tensor element type on the tensor path, which has no q8_0.
+    fn tensor_dtype(self) -> Result<DType, KvError> {
+        match self {
+            KvDType::F32 => Ok(DType::F32),
+            KvDType::F16 => Ok(DType::F16),
+            KvDType::BF16 => Ok(DType::BF16),
+            KvDType::Q8_0 => Err(KvError::Unsupported(
+                "q8_0 KV runs on the CPU only (the GPU/tensor attention path has no q8_0); use f16 or bf16".into(),
+            )),
+        }
+    }
 }
 
 impl std::str::FromStr for KvDType {
@@ -59,10 +107,15 @@ impl std::str::FromStr for KvDType {
         match s.to_ascii_lowercase().as_str() {
             "f32" => Ok(KvDType::F32),
             "f16" => Ok(KvDType::F16),
-            _ => Err(format!("unknown KV cache dtype '{s}': expected f32 or f16")),
+            "bf16" => Ok(KvDType::BF16),
+            "q8_0" => Ok(KvDType::Q8_0),
+            _ => Err(format!("unknown KV cache dtype '{s}': expected f32, f16, bf16 or q8_0")),
         }
     }
 }
+
+/// Values per q8_0 block.
+const Q8_BLOCK: usize = 32;
 
 /// Host storage of one layer's keys or values: `[slots, kv_heads * head_dim]` row-major.
 pub(crate) enum HostBuf {
@@ -70,6 +123,10 @@ pub(crate) enum HostBuf {
     F32(Vec<f32>),
     /// f16 elements.
     F16(Vec<half::f16>),
+    /// bf16 elements.
+    BF16(Vec<half::bf16>),
+    /// block_q8_0 bytes: each row is `kv_heads * head_dim / 32` blocks of 34 bytes.
+    Q8_0(Vec<u8>),
 }
 
 impl HostBuf {
@@ -77,6 +134,8 @@ impl HostBuf {
         match dtype {
             KvDType::F32 => HostBuf::F32(vec![0.0; n]),
             KvDType::F16 => HostBuf::F16(vec![half::f16::ZERO; n]),
+            KvDType::BF16 => HostBuf::BF16(vec![half::bf16::ZERO; n]),
+            KvDType::Q8_0 => HostBuf::Q8_0(vec![0; n / Q8_BLOCK * Q8_0_BYTES]),
         }
     }
 }
@@ -85,7 +144,7 @@ impl HostBuf {
 enum LayerKv {
     /// Host buffers.
     Host { k: HostBuf, v: HostBuf },
-    /// `[slots, kv_heads * head_dim]` tensors in the compute dtype.
+    /// `[slots, kv_heads * head_dim]` tensors in the cache dtype.
     Device { k: Tensor, v: Tensor },
 }
 
@@ -108,20 +167,17 @@ impl KvCache {
     }
 
     fn build(shape: KvShape, device: &Device, dtype: KvDType, host: bool) -> Result<Self, KvError> {
+        dtype.check(shape.head_dim, host)?;
         let slots = shape.num_blocks * shape.block_size;
         let width = shape.kv_heads * shape.head_dim;
-        let dt = match dtype {
-            KvDType::F32 => DType::F32,
-            KvDType::F16 => DType::F16,
-        };
         let layers = (0..shape.layers)
             .map(|_| {
                 Ok(if host {
                     LayerKv::Host { k: HostBuf::zeros(slots * width, dtype), v: HostBuf::zeros(slots * width, dtype) }
                 } else {
                     LayerKv::Device {
-                        k: Tensor::zeros((slots, width), dt, device)?,
-                        v: Tensor::zeros((slots, width), dt, device)?,
+                        k: Tensor::zeros((slots, width), dtype.tensor_dtype()?, device)?,
+                        v: Tensor::zeros((slots, width), dtype.tensor_dtype()?, device)?,
                     }
                 })
             })
@@ -163,5 +219,42 @@ impl KvCache {
             LayerKv::Host { k: kc, v: vc } => attention::host(kc, vc, q, k, v, plan),
             LayerKv::Device { k: kc, v: vc } => attention::device(kc, vc, q, k, v, plan),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_dtypes() {
+        for (s, t) in [("f32", KvDType::F32), ("F16", KvDType::F16), ("bf16", KvDType::BF16), ("q8_0", KvDType::Q8_0)] {
+            assert_eq!(s.parse::<KvDType>(), Ok(t));
+        }
+        assert_eq!(
+            "q4_0".parse::<KvDType>().unwrap_err(),
+            "unknown KV cache dtype 'q4_0': expected f32, f16, bf16 or q8_0"
+        );
+    }
+
+    /// TinyLlama's shape (22 layers, 4 KV heads of 64): 22 KiB per token in f16, 34/64 of that in q8_0.
+    #[test]
+    fn bytes_per_token() {
+        assert_eq!(KvDType::F32.bytes_per_token(22, 4, 64), 2 * 22 * 4 * 64 * 4);
+        assert_eq!(KvDType::F16.bytes_per_token(22, 4, 64), 22528);
+        assert_eq!(KvDType::BF16.bytes_per_token(22, 4, 64), 22528);
+        assert_eq!(KvDType::Q8_0.bytes_per_token(22, 4, 64), 22528 / 64 * 34);
+    }
+
+    /// q8_0 is refused on the tensor path and for heads that are not whole blocks, when the cache is made.
+    #[test]
+    fn q8_0_limits_are_clear_errors() {
+        let shape = |head_dim| KvShape { layers: 1, kv_heads: 2, head_dim, block_size: 4, num_blocks: 2 };
+        assert!(KvCache::new(shape(64), &Device::Cpu, KvDType::Q8_0).is_ok());
+        let err = KvCache::new(shape(8), &Device::Cpu, KvDType::Q8_0).err().unwrap().to_string();
+        assert!(err.contains("multiple of 32; this model's is 8"), "{err}");
+        let err = KvCache::new_tensors(shape(64), &Device::Cpu, KvDType::Q8_0).err().unwrap().to_string();
+        assert!(err.contains("q8_0 KV runs on the CPU only"), "{err}");
+        assert!(KvCache::new_tensors(shape(8), &Device::Cpu, KvDType::BF16).is_ok());
     }
 }

@@ -51,7 +51,7 @@ pub struct Llama {
 impl Llama {
     /// Builds the model from its weights (`rope_factors`: Llama 3 per-frequency divisors, if any). The KV cache
     /// is `kv_dtype`, or by default f32 when every weight is f32 (exact against float32 references) and f16
-    /// otherwise (half the memory, llama.cpp's numerics).
+    /// otherwise (half the memory, llama.cpp's numerics); a type the model or device cannot use is an error.
     pub fn load(
         w: &Weights,
         cfg: LlamaConfig,
@@ -96,6 +96,7 @@ impl Llama {
         let all_f32 = model.linears().all(|l| l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32))
             && model.norm.dtype() == candle_core::DType::F32;
         model.kv_dtype = kv_dtype.unwrap_or(if all_f32 { KvDType::F32 } else { KvDType::F16 });
+        model.kv_dtype.check(model.cfg.head_dim, model.host)?;
         Ok(model)
     }
 
