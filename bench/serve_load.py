@@ -9,6 +9,7 @@ Usage: serve_load.py URL --concurrency C --requests N --prompt-tokens P --max-to
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import time
 
@@ -56,16 +57,19 @@ async def main():
     a = ap.parse_args()
     client = AsyncOpenAI(base_url=a.url + "/v1", api_key="unused", timeout=3600, max_retries=0)
     model = (await client.models.list()).data[0].id
-    # " hello" is one token in Llama's vocabulary: BOS + P-1 of them is a P-token prompt.
-    prompt = "hello" + " hello" * (a.prompt_tokens - 2)
+    # Each of these words is one token in Llama's vocabulary, so BOS + P-1 of them is a P-token prompt; drawn at
+    # random per request (seeded), so that no server gets prefix-cache hits another would not.
+    words = ["hello", "world", "cat", "dog", "sun", "tree", "house", "car"]
+    rng = random.Random(0)
+    prompts = [" ".join(rng.choice(words) for _ in range(a.prompt_tokens - 1)) for _ in range(a.requests)]
     todo = list(range(a.requests))
     results, errors = [], []
 
     async def worker():
         while todo:
-            todo.pop()
+            i = todo.pop()
             try:
-                results.append(await one(client, model, prompt, a.max_tokens))
+                results.append(await one(client, model, prompts[i], a.max_tokens))
             except Exception as e:  # noqa: BLE001 - counted and reported
                 errors.append(repr(e))
 

@@ -88,7 +88,7 @@ fn concurrent_streams_equal_solo_runs_and_are_batched() {
             )
         })
         .collect();
-    let body = |p: &str, n: usize| json!({"inputs": p, "parameters": {"max_new_tokens": n}});
+    let body = |p: &str, n: usize| json!({"inputs": p, "parameters": {"max_new_tokens": n, "details": true}});
     let solo: Vec<String> = prompts
         .iter()
         .map(|(p, n)| {
@@ -99,6 +99,12 @@ fn concurrent_streams_equal_solo_runs_and_are_batched() {
     let g = generate(None, &prompts[5].0, prompts[5].1, false);
     assert_eq!(solo[5], g["text"].as_str().unwrap());
 
+    let batch_sizes = |server: &Server| {
+        let (_, metrics) = get(&server.url("/metrics"));
+        let v = |name| common::server::metric_value(&metrics, name).unwrap();
+        (v("tgi_batch_next_size_sum"), v("tgi_batch_next_size_count"))
+    };
+    let (sum0, count0) = batch_sizes(&server);
     let together: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = prompts
             .iter()
@@ -111,10 +117,9 @@ fn concurrent_streams_equal_solo_runs_and_are_batched() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(together, solo);
-    let (_, metrics) = get(&server.url("/metrics"));
-    let sum = common::server::metric_value(&metrics, "tgi_batch_next_size_sum").unwrap();
-    let count = common::server::metric_value(&metrics, "tgi_batch_next_size_count").unwrap();
-    assert!(sum / count > 2.0, "mean batch size {} — requests were not batched", sum / count);
+    let (sum, count) = batch_sizes(&server);
+    let mean = (sum - sum0) / (count - count0);
+    assert!(mean > 4.0, "mean batch size {mean} while 32 streams ran: they were not batched");
     assert_eq!(server.metric("tgi_kv_blocks_used"), 0.0);
 }
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use tgi_engines::kv::KvDType;
 use tgi_engines::model::LoadedModel;
 use tgi_engines::scheduler::{Scheduler, SchedulerConfig};
 use tokio::net::TcpListener;
@@ -27,7 +26,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let c = loaded.model.config();
     let machine = Machine {
         context: c.context,
-        kv_bytes_per_token: kv_bytes_per_token(&loaded, args.model.kv_cache_dtype),
+        kv_bytes_per_token: kv_bytes_per_token(&loaded),
         mem_available: budget::mem_available(),
         default_max_batch_size: SchedulerConfig::default().max_batch_size,
     };
@@ -76,16 +75,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
     })
 }
 
-/// KV cache bytes per token: keys and values of every layer, in the cache's element type (given, or
-/// f32 for all-f32 weights and f16 otherwise, as the model chooses).
-fn kv_bytes_per_token(m: &LoadedModel, given: Option<KvDType>) -> usize {
+/// KV cache bytes per token: keys and values of every layer, in the cache's element type.
+fn kv_bytes_per_token(m: &LoadedModel) -> usize {
     let c = m.model.config();
-    let all_f32 = m.model.linears().all(|l| l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32));
-    let element = match given.unwrap_or(if all_f32 { KvDType::F32 } else { KvDType::F16 }) {
-        KvDType::F32 => 4,
-        KvDType::F16 => 2,
-    };
-    2 * element * c.layers * c.kv_heads * c.head_dim
+    m.model.kv_dtype().bytes_per_token(c.layers, c.kv_heads, c.head_dim)
 }
 
 /// The startup summary: model, KV budget, batch and request limits.

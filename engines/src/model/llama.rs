@@ -105,6 +105,11 @@ impl Llama {
         &self.cfg
     }
 
+    /// The element type of the KV caches this model makes.
+    pub fn kv_dtype(&self) -> KvDType {
+        self.kv_dtype
+    }
+
     /// The device the model runs on.
     pub fn device(&self) -> &Device {
         &self.device

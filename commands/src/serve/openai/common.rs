@@ -52,6 +52,8 @@ pub struct Checked {
     pub stream: bool,
     /// Send a usage chunk at the end of the stream.
     pub include_usage: bool,
+    /// Keep generating past end-of-sequence tokens.
+    pub ignore_eos: bool,
 }
 
 impl Sampling {
@@ -90,7 +92,7 @@ impl Sampling {
         limits.check_stop(&stop)?;
         let stream = self.stream.unwrap_or(false);
         let include_usage = stream && self.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
-        Ok(Checked { params, stop, n, stream, include_usage })
+        Ok(Checked { params, stop, n, stream, include_usage, ignore_eos: self.ignore_eos.unwrap_or(false) })
     }
 }
 
@@ -116,7 +118,7 @@ impl Checked {
                     },
                     max_new_tokens: b.max_new_tokens,
                     stop: self.stop.clone(),
-                    ignore_eos: false,
+                    ignore_eos: self.ignore_eos,
                     prompt_logprobs,
                     cache_salt: salt,
                 })

@@ -33,8 +33,8 @@ pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
-/// Sampling fields chat and completions share (the OpenAI ones, plus vLLM's `top_k`, `min_p` and
-/// `repetition_penalty`).
+/// Sampling fields chat and completions share (the OpenAI ones, plus vLLM's `top_k`, `min_p`,
+/// `repetition_penalty` and `ignore_eos`).
 #[derive(Debug, Default, Deserialize)]
 pub struct Sampling {
     /// Temperature [default: 1]; 0 is greedy.
@@ -58,6 +58,9 @@ pub struct Sampling {
     /// Repetition penalty (1 = none).
     #[serde(default)]
     pub repetition_penalty: Option<f32>,
+    /// Keep generating past end-of-sequence tokens (vLLM extension; benchmarks use it).
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
     /// Seed; choice `i` of `n` uses `seed + i`.
     #[serde(default)]
     pub seed: Option<u64>,
