@@ -141,6 +141,8 @@ fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["generate", "--top-p", "1.5", "hi"]), 2, "top_p");
     assert_fails(&tgi(["generate", "--device", "cuda", "hi"]), 2, "without cuda support");
     assert_fails(&tgi(["generate", "--chat", "hi"]), 2, "no chat template");
+    assert_fails(&tgi(["generate", "--chat", "--chat-template", "no-such.jinja", "hi"]), 2, "no such file");
+    assert_fails(&tgi(["generate", "--chat", "--chat-template", "{% for m in %}", "hi"]), 2, "--chat-template");
     assert_fails(&tgi(["generate", "--threads", "0", "hi"]), 2, "--threads must be at least 1");
     assert_fails(&tgi(["generate", "--dtype", "f8", "hi"]), 2, "expected f32, f16 or bf16");
     assert_fails(&tgi(["generate", "--kv-cache-dtype", "q4", "hi"]), 2, "expected f32, f16, bf16 or q8_0");

@@ -255,3 +255,18 @@ fn sigterm_drains_in_flight_requests_then_exits_0() {
     assert!(server.wait(Duration::from_secs(30)).success());
     assert!(ureq::get(&url).call().is_err(), "nothing listens after shutdown");
 }
+
+#[test]
+fn chat_template_flag_gives_a_model_without_one_a_chat_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zephyr.jinja");
+    std::fs::write(&file, common::ZEPHYR).unwrap();
+    let f = file.to_str().unwrap();
+    let prompt = "Tell me a story.";
+    let args = ["generate", "--temperature", "0", "-n", "24", "--json", "--chat", "--chat-template", f, prompt];
+    let want: Value = serde_json::from_str(&assert_ok(&tgi(args))).unwrap();
+    let server = Server::start(&["--chat-template", f]);
+    let body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 24, "temperature": 0});
+    let r = post_json(&server.url("/v1/chat/completions"), &body, 200);
+    assert_eq!(r["choices"][0]["message"]["content"], want["text"]);
+}

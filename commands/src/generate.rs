@@ -9,7 +9,7 @@ use tgi_engines::sampling::SamplingParams;
 use tgi_engines::text::chat::Message;
 
 use crate::error::InputError;
-use crate::model_args::ModelArgs;
+use crate::model_args::{ChatTemplateArg, ModelArgs};
 
 /// Arguments of `tgi generate`.
 #[derive(Debug, clap::Args)]
@@ -76,6 +76,9 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub chat: bool,
 
+    #[command(flatten)]
+    pub chat_template: ChatTemplateArg,
+
     /// System message for --chat.
     #[arg(long, value_name = "TEXT", requires = "chat")]
     pub system: Option<String>,
@@ -123,7 +126,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     } else {
         args.prompt.clone()
     };
-    let m = args.model.load()?;
+    let mut m = args.model.load()?;
+    args.chat_template.apply(&mut m)?;
     let prompt_ids = if args.chat {
         let template =
             m.chat_template.as_ref().ok_or_else(|| InputError("--chat: the model has no chat template".into()))?;

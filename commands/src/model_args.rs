@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use tgi_engines::device::{ComputeDType, DeviceSpec};
 use tgi_engines::kv::{KvDType, KvError};
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError};
+use tgi_engines::text::chat::ChatTemplate;
 
 use crate::error::InputError;
 
@@ -103,4 +104,37 @@ pub(crate) fn bundled_path() -> Result<PathBuf> {
 /// FNV-1a, to name the bundled file after its content.
 fn checksum(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c9dc5u32, |h, &b| (h ^ b as u32).wrapping_mul(0x01000193))
+}
+
+/// `--chat-template`: replace (or supply) the model's chat template, as llama.cpp's and vLLM's flag of the same name.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ChatTemplateArg {
+    /// Chat template to use instead of the model's (a Jinja file, or the template text itself), e.g. for a model
+    /// that ships none.
+    #[arg(long, value_name = "FILE|TEMPLATE")]
+    pub chat_template: Option<String>,
+}
+
+impl ChatTemplateArg {
+    /// Installs the given template on `m` (nothing when none was given).
+    pub fn apply(&self, m: &mut LoadedModel) -> Result<()> {
+        let Some(arg) = &self.chat_template else {
+            return Ok(());
+        };
+        let source = if std::path::Path::new(arg).is_file() {
+            std::fs::read_to_string(arg).with_context(|| format!("cannot read the chat template {arg}"))?
+        } else if arg.contains("{{") || arg.contains("{%") {
+            arg.clone()
+        } else {
+            return Err(
+                InputError(format!("--chat-template: no such file '{arg}' (and it is not a Jinja template)")).into()
+            );
+        };
+        let t = &m.tokenizer;
+        let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&t.token_to_piece(id)).into_owned());
+        let template = ChatTemplate::new(&source, text(t.bos_id()), text(t.eos_ids().first().copied()))
+            .map_err(|e| InputError(format!("--chat-template: {e}")))?;
+        m.chat_template = Some(template);
+        Ok(())
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::model_args::ModelArgs;
+use crate::model_args::{ChatTemplateArg, ModelArgs};
 
 /// Arguments of `tgi serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -14,6 +14,7 @@ use crate::model_args::ModelArgs;
     mut_arg("threads", |a| a.env("TGI_THREADS")),
     mut_arg("mlock", |a| a.env("TGI_MLOCK")),
     mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
+    mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /info, /health, /metrics) and OpenAI's \
 (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is at /api-doc/openapi.json.\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
@@ -30,6 +31,9 @@ curl localhost:3000/generate -H 'Content-Type: application/json' \
 pub struct ServeArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub chat_template: ChatTemplateArg,
 
     /// Read settings from this TOML file (keys are the long flag names with underscores).
     #[arg(long, env = "TGI_CONFIG", value_name = "FILE")]

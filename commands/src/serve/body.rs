@@ -86,12 +86,28 @@ pub fn event_stream() -> (HttpResponse, mpsc::Sender<Bytes>) {
 /// Reads the whole request body, refusing more than `limit` bytes.
 pub async fn read(body: Incoming, declared: Option<u64>, limit: usize) -> Result<Bytes, ApiError> {
     if declared.is_some_and(|n| n > limit as u64) {
+        drain(body).await;
         return Err(ApiError::PayloadTooLarge(limit));
     }
     match Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(limit)),
         Err(e) => Err(ApiError::Body(e.to_string())),
+    }
+}
+
+/// Most bytes of a refused body read and discarded before answering.
+const DRAIN_LIMIT: u64 = 16 << 20;
+
+/// Reads and discards (up to [`DRAIN_LIMIT`] bytes, 5 s per frame) a body refused for its size: closing the
+/// connection with unread data makes TCP reset it, and a client still sending would see the reset instead of the 413.
+async fn drain(mut body: Incoming) {
+    let mut seen = 0u64;
+    while seen <= DRAIN_LIMIT {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), body.frame()).await {
+            Ok(Some(Ok(frame))) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
+            _ => break,
+        }
     }
 }
 

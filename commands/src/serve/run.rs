@@ -22,7 +22,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(_) => config::resolve(std::env::args_os().collect())?,
         None => args,
     };
-    let loaded = args.model.load()?;
+    let mut loaded = args.model.load()?;
+    args.chat_template.apply(&mut loaded)?;
     let c = loaded.model.config();
     let machine = Machine {
         context: c.context,
