@@ -2,6 +2,7 @@
 //! (clap) and a `run` function.
 
 pub mod cli;
+pub mod bench;
 pub mod error;
 pub mod generate;
 pub mod model_args;
