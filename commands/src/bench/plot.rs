@@ -1,11 +1,104 @@
-//! Charts of a benchmark report (plotters, PNG and SVG).
+//! Charts of benchmark reports (plotters, PNG and SVG), one series per report: TTFT and ITL
+//! distributions per load level, and for sweeps latency and throughput against load and the
+//! latency-throughput knee. Text uses a bundled DejaVu Sans subset, so no system fonts are needed.
 
+mod axis;
+mod distribution;
+mod figure;
+pub mod levels;
+mod load;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
+use anyhow::Context;
+use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
+use plotters::style::FontStyle;
+
+use self::figure::{Figure, FONT};
 use super::report::BenchReport;
+use crate::output::{finish_writer, AtomicFile};
+use crate::InputError;
+
+pub use self::distribution::fmt_ms;
+
+/// DejaVu Sans cut down to Latin-1 (see `plot/font/LICENSE`).
+static FONT_TTF: &[u8] = include_bytes!("plot/font/DejaVuSans-subset.ttf");
 
 /// Draws every chart of `reports` (one series per report) into `dir`; returns the files written.
+///
+/// The directory is created when missing; charts already there under the same names are
+/// replaced. Each chart is written as `NAME.png` and `NAME.svg`, each atomically. The charts
+/// against load need two or more load levels in some report and are skipped (with a note on
+/// stderr) otherwise.
 pub fn write_charts(reports: &[BenchReport], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let _ = (reports, dir);
-    anyhow::bail!("charts: to be written")
+    let names: Vec<String> = reports.iter().map(|r| r.target.label.clone()).collect();
+    let kind = levels::common_kind(reports, &names)?;
+    register_font()?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(InputError(format!("{}: not a directory", dir.display())).into());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+
+    let what = names.join(" vs ");
+    let mut figures = distribution::figures(reports, kind, &what);
+    if reports.iter().any(levels::is_sweep) {
+        figures.extend(load::figures(reports, kind, &what));
+    } else {
+        eprintln!("charts: one load level, so the charts against load are skipped (sweep --concurrency or --rate to get them)");
+    }
+    let mut written = Vec::new();
+    for fig in &figures {
+        written.extend(write_figure(fig, dir)?);
+    }
+    Ok(written)
 }
+
+fn register_font() -> anyhow::Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| plotters::style::register_font(FONT, FontStyle::Normal, FONT_TTF).is_ok());
+    anyhow::ensure!(ok, "the bundled chart font could not be loaded");
+    Ok(())
+}
+
+/// Renders `fig` to `dir/NAME.svg` and `dir/NAME.png`.
+fn write_figure(fig: &Figure, dir: &Path) -> anyhow::Result<[PathBuf; 2]> {
+    let size = fig.size();
+    let draw_err = |e: String| anyhow::anyhow!("drawing {} failed: {e}", fig.name);
+
+    let mut svg = String::new();
+    figure::draw(fig, &SVGBackend::with_string(&mut svg, size).into_drawing_area()).map_err(draw_err)?;
+    let svg_path = dir.join(format!("{}.svg", fig.name));
+    write_atomic(&svg_path, |w| Ok(w.write_all(svg.as_bytes())?))?;
+
+    let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    figure::draw(fig, &BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area()).map_err(draw_err)?;
+    let png_path = dir.join(format!("{}.png", fig.name));
+    write_atomic(&png_path, |w| {
+        let mut enc = png::Encoder::new(w, size.0, size.1);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Best);
+        let mut png = enc.write_header()?;
+        png.write_image_data(&rgb)?;
+        png.finish()?;
+        Ok(())
+    })?;
+    Ok([png_path, svg_path])
+}
+
+/// Writes `path` through a temporary file renamed into place, replacing an older chart.
+fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let file = AtomicFile::create(path, true, &[])?;
+    let mut w = file.writer()?;
+    fill(&mut w).with_context(|| format!("writing {} failed", path.display()))?;
+    finish_writer(w)?;
+    file.commit()
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
