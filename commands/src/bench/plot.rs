@@ -7,6 +7,7 @@ mod distribution;
 mod figure;
 pub mod levels;
 mod load;
+mod text;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -73,7 +74,9 @@ fn write_figure(fig: &Figure, dir: &Path) -> anyhow::Result<[PathBuf; 2]> {
     write_atomic(&svg_path, |w| Ok(w.write_all(svg.as_bytes())?))?;
 
     let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
-    figure::draw(fig, &BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area()).map_err(draw_err)?;
+    let bitmap = text::TextFix::new(BitMapBackend::with_buffer(&mut rgb, size), FONT_TTF)
+        .map_err(|_| anyhow::anyhow!("the bundled chart font could not be loaded"))?;
+    figure::draw(fig, &bitmap.into_drawing_area()).map_err(draw_err)?;
     let png_path = dir.join(format!("{}.png", fig.name));
     write_atomic(&png_path, |w| {
         let mut enc = png::Encoder::new(w, size.0, size.1);

@@ -59,6 +59,16 @@ impl Axis {
         self
     }
 
+    /// The same axis extended upwards so that the top `share` of it is free (for a legend).
+    pub fn with_headroom(self, share: f64) -> Axis {
+        let grow = share.clamp(0.0, 0.8) / (1.0 - share.clamp(0.0, 0.8));
+        if self.log {
+            Axis::log(self.lo, self.hi * (self.hi / self.lo).powf(grow))
+        } else {
+            Axis::linear(self.lo, self.hi + (self.hi - self.lo) * grow)
+        }
+    }
+
     /// Whether the scale is logarithmic.
     pub fn is_log(&self) -> bool {
         self.log
@@ -182,5 +192,7 @@ mod tests {
         let l = Axis::linear(0.0, 64.0).with_ticks(&[1.0, 8.0, 64.0, 128.0]);
         assert_eq!(l.key_points(BoldPoints(10)), vec![1.0, 8.0, 64.0]);
         assert!(l.key_points(10usize).is_empty());
+        assert_eq!(Axis::linear(0.0, 10.0).with_headroom(0.5).range(), 0.0..20.0);
+        assert_eq!(Axis::log(1.0, 10.0).with_headroom(0.5).range(), 1.0..100.0);
     }
 }

@@ -109,17 +109,18 @@ fn level_panels(m: &Measure, reports: &[BenchReport], samples: &[Option<Vec<f64>
         title: format!("{} histogram, {level}", m.short),
         x: x.clone(),
         y: Axis::fit([0.0, peak], true, false),
+        // The CDF's legend beside it names the colours.
         x_desc: x_desc.clone(),
         y_desc: format!("share of {} (%)", m.unit_of),
         series: hist_series,
         labels: Vec::new(),
-        legend: Some(SeriesLabelPosition::UpperRight),
+        legend: None,
         empty_note: empty_note.clone(),
     };
     let cdf = Panel {
         title: format!("{} CDF, {level}", m.short),
         x,
-        y: Axis::linear(0.0, 100.0),
+        y: Axis::linear(0.0, 100.0).with_ticks(&[0.0, 25.0, 50.0, 75.0, 90.0, 100.0]),
         x_desc,
         y_desc: format!("{} at most x (%)", m.unit_of),
         series: cdf_series,

@@ -26,6 +26,11 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// The share of a panel's plot height that a legend of `entries` lines takes.
+pub fn legend_share(entries: usize) -> f64 {
+    (entries as f64 * 17.0 + 16.0) / (PANEL.1 as f64 - 120.0)
+}
+
 /// One chart file: a title over a grid of panels.
 #[derive(Debug, Clone)]
 pub struct Figure {

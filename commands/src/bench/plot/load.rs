@@ -5,7 +5,7 @@ use plotters::chart::SeriesLabelPosition;
 use plotters::style::RGBColor;
 
 use super::axis::Axis;
-use super::figure::{Figure, Marker, Panel, PointLabel, Series, Style, PALETTE};
+use super::figure::{legend_share, Figure, Marker, Panel, PointLabel, Series, Style, PALETTE};
 use super::levels::LoadKind;
 use crate::bench::report::{BenchReport, Distribution, RunReport, Summary};
 
@@ -23,15 +23,20 @@ const LATENCIES: [Latency; 4] = [
     Latency { short: "E2E", title: "End-to-end latency", of: |s| &s.e2e_ms },
 ];
 
+/// Reads one figure of a distribution.
+type PickFn = fn(&Distribution) -> f64;
+/// Reads one figure of a summary.
+type SummaryFn = fn(&Summary) -> f64;
+
 /// Percentiles drawn against load: name, value, marker, colour when there is one report.
-const PERCENTILES: [(&str, fn(&Distribution) -> f64, Marker, RGBColor); 3] = [
+const PERCENTILES: [(&str, PickFn, Marker, RGBColor); 3] = [
     ("P50", |d| d.p50, Marker::Circle, RGBColor(31, 119, 180)),
     ("P90", |d| d.p90, Marker::Triangle, RGBColor(255, 127, 14)),
     ("P99", |d| d.p99, Marker::Cross, RGBColor(214, 39, 40)),
 ];
 
 /// Throughput measures: title, axis description, value.
-const THROUGHPUTS: [(&str, &str, fn(&Summary) -> f64); 2] = [
+const THROUGHPUTS: [(&str, &str, SummaryFn); 2] = [
     ("Output throughput", "output tokens/s", |s| s.output_tokens_per_s),
     ("Request throughput", "requests/s", |s| s.requests_per_s),
 ];
@@ -69,7 +74,8 @@ fn latency_vs_load(reports: &[BenchReport], kind: LoadKind, what: &str) -> Figur
     let x = load_axis(reports);
     let panels = LATENCIES
         .iter()
-        .map(|lat| {
+        .enumerate()
+        .map(|(n, lat)| {
             let mut series = Vec::new();
             for (i, report) in reports.iter().enumerate() {
                 for (name, pick, marker, pct_color) in PERCENTILES {
@@ -87,7 +93,10 @@ fn latency_vs_load(reports: &[BenchReport], kind: LoadKind, what: &str) -> Figur
                     series.push(Series { label: Some(label), color, style: Style::Markers(marker), points });
                 }
             }
+            // The legend only in the first panel, above the lines; the others share its key.
+            let legend = (n == 0).then_some(SeriesLabelPosition::UpperLeft);
             let y = Axis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), true, true);
+            let y = if n == 0 { y.with_headroom(legend_share(series.len())) } else { y };
             let log_note = if y.is_log() { ", log scale" } else { "" };
             Panel {
                 title: format!("{} ({}) percentiles", lat.title, lat.short),
@@ -97,7 +106,7 @@ fn latency_vs_load(reports: &[BenchReport], kind: LoadKind, what: &str) -> Figur
                 y_desc: format!("{} (ms{log_note})", lat.short),
                 series,
                 labels: Vec::new(),
-                legend: Some(SeriesLabelPosition::UpperLeft),
+                legend,
                 empty_note: "no successful requests".into(),
             }
         })
@@ -109,7 +118,8 @@ fn throughput_vs_load(reports: &[BenchReport], kind: LoadKind, what: &str) -> Fi
     let x = load_axis(reports);
     let panels = THROUGHPUTS
         .iter()
-        .map(|(title, unit, pick)| {
+        .enumerate()
+        .map(|(n, (title, unit, pick))| {
             let series: Vec<Series> = reports
                 .iter()
                 .enumerate()
@@ -128,7 +138,7 @@ fn throughput_vs_load(reports: &[BenchReport], kind: LoadKind, what: &str) -> Fi
                 y_desc: unit.to_string(),
                 series,
                 labels: Vec::new(),
-                legend: Some(SeriesLabelPosition::LowerRight),
+                legend: (n == 0).then_some(SeriesLabelPosition::LowerRight),
                 empty_note: "no runs".into(),
             }
         })
@@ -143,7 +153,8 @@ fn knee(reports: &[BenchReport], kind: LoadKind, what: &str) -> Figure {
     let x = Axis::fit(tput_all, true, false);
     let panels = [&LATENCIES[0], &LATENCIES[1], &LATENCIES[3]]
         .into_iter()
-        .map(|lat| {
+        .enumerate()
+        .map(|(n, lat)| {
             let mut series = Vec::new();
             let mut labels = Vec::new();
             for (i, report) in reports.iter().enumerate() {
@@ -165,7 +176,10 @@ fn knee(reports: &[BenchReport], kind: LoadKind, what: &str) -> Figure {
                     points,
                 });
             }
+            let legend = (n == 0).then_some(SeriesLabelPosition::UpperLeft);
             let y = Axis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), true, true);
+            // Room above the top point for its label, and in the first panel for the legend.
+            let y = y.with_headroom(if n == 0 { legend_share(series.len()) } else { 0.06 });
             let log_note = if y.is_log() { ", log scale" } else { "" };
             Panel {
                 title: format!("P99 {} against output throughput", lat.short),
@@ -175,7 +189,7 @@ fn knee(reports: &[BenchReport], kind: LoadKind, what: &str) -> Figure {
                 y_desc: format!("P99 {} (ms{log_note})", lat.short),
                 series,
                 labels,
-                legend: Some(SeriesLabelPosition::UpperLeft),
+                legend,
                 empty_note: "no successful requests".into(),
             }
         })
