@@ -206,7 +206,7 @@ impl Ctx<'_> {
     /// Runs a measured level and summarises it (with the server's metrics when asked).
     async fn measured(&mut self, level: Level) -> Result<RunReport> {
         let sampler = if self.args.scrape_metrics {
-            Some(scrape::Sampler::start(self.endpoint.clone(), Duration::from_millis(250)).await?)
+            Some(scrape::Sampler::start(self.endpoint.clone(), Duration::from_millis(100)).await?)
         } else {
             None
         };

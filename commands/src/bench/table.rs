@@ -15,6 +15,20 @@ pub fn level_name(concurrency: Option<usize>, rate: Option<f64>) -> String {
     }
 }
 
+/// The server metrics the table shows (batch, queue, KV in use, speculation).
+const SERVER_SHOWN: [&str; 10] = [
+    "batch_current_size",
+    "queue_size",
+    "kv_blocks_used",
+    "num_requests_running",
+    "num_requests_waiting",
+    "requests_processing",
+    "requests_deferred",
+    "kv_cache_usage",
+    "speculat",
+    "accept",
+];
+
 fn right(s: String) -> Cell {
     Cell::new(s).set_alignment(CellAlignment::Right)
 }
@@ -63,9 +77,14 @@ pub fn level_table(run: &RunReport) -> String {
     if let (Some(g), Some(a)) = (s.goodput, s.slo_attainment) {
         out.push_str(&format!("SLO: goodput {g:.2} req/s, attainment {:.1}%\n", a * 100.0));
     }
-    if !s.server.is_empty() {
-        let items: Vec<String> = s.server.iter().map(|(k, v)| format!("{k} = {v:.3}")).collect();
-        out.push_str(&format!("server: {}\n", items.join(", ")));
+    let shown: Vec<String> = s
+        .server
+        .iter()
+        .filter(|(k, _)| SERVER_SHOWN.iter().any(|n| k.contains(n)) && !k.ends_with(":delta"))
+        .map(|(k, v)| format!("{k} = {v:.2}"))
+        .collect();
+    if !shown.is_empty() {
+        out.push_str(&format!("server (all figures in --json): {}\n", shown.join(", ")));
     }
     out
 }
