@@ -258,6 +258,7 @@ mod tests {
                     output_tokens: None,
                     input_tokens: None,
                     error: Some((ErrorKind::Overloaded, "429".into())),
+                    unanswered: false,
                 };
             }
             let mut tokens = Vec::new();
@@ -267,7 +268,15 @@ mod tests {
                 tokio::time::sleep(self.itl).await;
                 tokens.push(Instant::now());
             }
-            Outcome { sent, end: Instant::now(), tokens, output_tokens: None, input_tokens: None, error: None }
+            Outcome {
+                sent,
+                end: Instant::now(),
+                tokens,
+                output_tokens: None,
+                input_tokens: None,
+                error: None,
+                unanswered: false,
+            }
         }
     }
 

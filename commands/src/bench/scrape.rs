@@ -183,7 +183,9 @@ impl Sampler {
 async fn scrape(e: &Endpoint) -> anyhow::Result<Snapshot> {
     match e.call(Method::GET, "/metrics", Vec::new()).await {
         Ok((200, text)) => Ok(parse(&text)),
-        Ok((status, _)) => anyhow::bail!("--scrape-metrics: GET /metrics answered HTTP {status}"),
+        Ok((status, _)) => {
+            anyhow::bail!("--scrape-metrics: GET /metrics answered HTTP {status} (llama-server needs --metrics)")
+        }
         Err((_, m)) => anyhow::bail!("--scrape-metrics: GET /metrics: {m}"),
     }
 }

@@ -124,7 +124,8 @@ async fn respond(s: &mut TcpStream, prompt: &str, t0: Instant) -> bool {
             break;
         }
     }
-    s.write_all(b"0\r\n\r\n").await.is_ok()
+    // "close": a server that drops idle keep-alive connections right after answering.
+    s.write_all(b"0\r\n\r\n").await.is_ok() && prompt != "close"
 }
 
 fn endpoint(port: u16, read_timeout: Duration) -> Arc<Endpoint> {
@@ -175,6 +176,16 @@ fn measures_match_the_script_at_concurrency_16() {
     assert_eq!((dropped.output_tokens, dropped.e2e_ms), (3, None));
     let err = r.records.iter().find(|r| r.error == Some(ErrorKind::Server) && r.output_tokens > 0).unwrap();
     assert!(err.error_message.as_deref().unwrap().contains("out of memory"));
+}
+
+#[test]
+fn a_keep_alive_connection_closed_by_the_server_is_not_an_error() {
+    let port = scripted_server();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let e = endpoint(port, Duration::from_secs(5));
+    let make = move || Client::new(e.clone(), Arc::new(Api::Tgi), false);
+    let r = rt.block_on(run_level(make, prompts(&["close"]), Level::Closed(2), Stop::Requests(12), 0, quiet()));
+    assert!(r.records.iter().all(|r| r.error.is_none()), "{:?}", r.records);
 }
 
 #[test]

@@ -74,19 +74,20 @@ impl Endpoint {
         Ok(sender)
     }
 
-    fn request(&self, method: Method, path: &str, body: Vec<u8>, accept: &str) -> Request<Full<Bytes>> {
+    fn request(&self, method: Method, path: &str, body: impl Into<Bytes>, accept: &str) -> Request<Full<Bytes>> {
         let mut b = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.prefix))
             .header(HOST, &self.authority)
             .header(ACCEPT, accept);
+        let body: Bytes = body.into();
         if !body.is_empty() {
             b = b.header(CONTENT_TYPE, "application/json");
         }
         if let Some(k) = &self.api_key {
             b = b.header(AUTHORIZATION, format!("Bearer {k}"));
         }
-        b.body(Full::new(Bytes::from(body))).expect("a valid request")
+        b.body(Full::new(body)).expect("a valid request")
     }
 
     /// A one-off request on a fresh connection: status and body (at most 16 MiB).
@@ -151,6 +152,8 @@ pub struct Outcome {
     pub input_tokens: Option<u64>,
     /// The failure, if any.
     pub error: Option<Failure>,
+    /// The connection failed before any response came (the request may be sent again).
+    pub unanswered: bool,
 }
 
 /// A streaming client: one keep-alive connection, opened on first use and after the server closes it.
@@ -169,40 +172,55 @@ impl Client {
 
     /// Sends `p` and reads the whole stream.
     pub async fn send(&mut self, p: &Prompt) -> Outcome {
-        let body = self.api.body(p, self.ignore_eos);
+        let body = Bytes::from(self.api.body(p, self.ignore_eos));
         let reused = match self.conn.take() {
             Some(mut c) => c.ready().await.is_ok().then_some(c),
             None => None,
         };
+        let retry = reused.is_some();
         let mut sender = match reused {
             Some(c) => c,
             None => match self.endpoint.connect().await {
                 Ok(c) => c,
-                Err(e) => {
-                    let now = Instant::now();
-                    return Outcome::failed(now, e);
-                }
+                Err(e) => return Outcome::failed(Instant::now(), e),
             },
         };
-        let req = self.endpoint.request(Method::POST, self.api.path(), body, "text/event-stream");
-        let sent = Instant::now();
-        let mut out = Outcome::failed(sent, (ErrorKind::Protocol, String::new()));
-        out.error = self.stream(&mut sender, req, &mut out).await.err();
-        out.end = Instant::now();
+        let mut out = self.attempt(&mut sender, body.clone()).await;
+        if retry && out.unanswered {
+            // The server closed the idle keep-alive connection as the request went out (nothing was answered):
+            // send it once more on a new connection, as HTTP clients do.
+            sender = match self.endpoint.connect().await {
+                Ok(c) => c,
+                Err(e) => return Outcome::failed(Instant::now(), e),
+            };
+            out = self.attempt(&mut sender, body).await;
+        }
         if out.error.is_none() {
             self.conn = Some(sender);
         }
         out
     }
 
-    async fn stream(
-        &self,
-        sender: &mut SendRequest<Full<Bytes>>,
-        req: Request<Full<Bytes>>,
-        out: &mut Outcome,
-    ) -> Result<(), Failure> {
+    /// One try of a request on `sender`.
+    async fn attempt(&self, sender: &mut SendRequest<Full<Bytes>>, body: Bytes) -> Outcome {
+        let req = self.endpoint.request(Method::POST, self.api.path(), body, "text/event-stream");
+        let sent = Instant::now();
+        let mut out = Outcome::failed(sent, (ErrorKind::Protocol, String::new()));
         let limit = self.endpoint.read_timeout;
-        let resp = read_timed(limit, sender.send_request(req)).await?;
+        out.error = match read_timed(limit, sender.send_request(req)).await {
+            Ok(resp) => self.stream(resp, &mut out).await.err(),
+            Err(e) => {
+                out.unanswered = e.0 == ErrorKind::Connection;
+                Some(e)
+            }
+        };
+        out.end = Instant::now();
+        out
+    }
+
+    /// Reads the response `resp` into `out`.
+    async fn stream(&self, resp: hyper::Response<Incoming>, out: &mut Outcome) -> Result<(), Failure> {
+        let limit = self.endpoint.read_timeout;
         let status = resp.status();
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         let mut body = resp.into_body();
@@ -267,7 +285,15 @@ impl Client {
 impl Outcome {
     /// An outcome that failed at `at` before anything was sent.
     fn failed(at: Instant, e: Failure) -> Outcome {
-        Outcome { sent: at, tokens: Vec::new(), end: at, output_tokens: None, input_tokens: None, error: Some(e) }
+        Outcome {
+            sent: at,
+            tokens: Vec::new(),
+            end: at,
+            output_tokens: None,
+            input_tokens: None,
+            error: Some(e),
+            unanswered: false,
+        }
     }
 }
 
