@@ -115,12 +115,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
 /// Probes the target, builds the workload and runs every level.
 async fn bench(args: &BenchArgs, endpoint: Arc<Endpoint>, url: &str) -> Result<BenchReport> {
     let found = detect(&endpoint, args.api, args.endpoint, args.model_name.as_deref(), args.ignore_eos).await?;
-    let needs_counter = args.prompt_file.is_none() || args.tokenizer.is_some();
-    let counter = if needs_counter {
-        workload::counter(args.tokenizer.as_deref(), endpoint.clone(), found.tgi_routes).await?
-    } else {
-        None
-    };
+    // Synthetic prompts need it; ShareGPT replies and file prompts are measured with it when there is one.
+    let counter = workload::counter(args.tokenizer.as_deref(), endpoint.clone(), found.tgi_routes).await?;
     let levels = args.rate.as_ref().map_or(args.concurrency.len().max(1), |r| match r {
         RateSpec::List(v) => v.len(),
         RateSpec::Sweep => args.sweep_points,
