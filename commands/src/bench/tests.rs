@@ -104,7 +104,7 @@ async fn respond(s: &mut TcpStream, prompt: &str, t0: Instant) -> bool {
         format!("{:x}\r\n{event}\r\n", event.len())
     };
     for k in 0..TOKENS {
-        tokio::time::sleep_until(t0 + Duration::from_millis(TTFT_MS + k * ITL_MS)).await;
+        at(t0 + Duration::from_millis(TTFT_MS + k * ITL_MS)).await;
         let last = k + 1 == TOKENS;
         let event = match prompt {
             "drop" if k == 3 => return false,
@@ -126,6 +126,15 @@ async fn respond(s: &mut TcpStream, prompt: &str, t0: Instant) -> bool {
     }
     // "close": a server that drops idle keep-alive connections right after answering.
     s.write_all(b"0\r\n\r\n").await.is_ok() && prompt != "close"
+}
+
+/// Waits until `deadline` to within microseconds: tokio's timer (1 ms ticks, rounding up) gets close, then
+/// yielding polls the rest, so the script's times are the times the bytes go out.
+async fn at(deadline: Instant) {
+    tokio::time::sleep_until(deadline - Duration::from_millis(2)).await;
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
 }
 
 fn endpoint(port: u16, read_timeout: Duration) -> Arc<Endpoint> {
