@@ -16,6 +16,7 @@ fn main() {
         Command::Generate(args) => tgi_commands::generate::run(args),
         Command::Perplexity(args) => tgi_commands::perplexity::run(args),
         Command::Serve(args) => tgi_commands::serve::run(args),
+        Command::Bench(args) => tgi_commands::bench::run(args),
         Command::Completions(args) => {
             cli::completions(args.shell, &mut std::io::stdout());
             Ok(())

@@ -23,6 +23,9 @@ pub enum Command {
     Perplexity(crate::perplexity::PerplexityArgs),
     /// Serve a model over HTTP: TGI's API and OpenAI's, with continuous batching.
     Serve(crate::serve::ServeArgs),
+    /// Benchmark an LLM server (TGI- or OpenAI-compatible, or a model served in-process): TTFT, ITL, TPOT,
+    /// E2E latency and throughput per load level; `tgi bench compare` sets saved runs side by side.
+    Bench(crate::bench::BenchCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
 }

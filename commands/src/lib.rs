@@ -1,8 +1,8 @@
 //! The subcommands of the `tgi` binary: one module per command, each an `Args` struct
 //! (clap) and a `run` function.
 
-pub mod cli;
 pub mod bench;
+pub mod cli;
 pub mod error;
 pub mod generate;
 pub mod model_args;

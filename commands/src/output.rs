@@ -13,9 +13,22 @@ use crate::error::InputError;
 /// Temporary files in flight, removed by the Ctrl-C handler.
 static IN_FLIGHT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Installs a SIGINT/SIGTERM handler that deletes in-flight temporary files and exits 130.
+/// Cleanups the Ctrl-C handler runs first (e.g. stopping a child server).
+static HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// Registers `hook` to run when the process is interrupted (before exiting 130).
+pub fn add_interrupt_hook(hook: fn()) {
+    HOOKS.lock().unwrap_or_else(|e| e.into_inner()).push(hook);
+}
+
+/// Installs a SIGINT/SIGTERM handler that runs the interrupt hooks, deletes in-flight temporary files and
+/// exits 130.
 pub fn install_interrupt_cleanup() {
     let _ = ctrlc::set_handler(|| {
+        let hooks = HOOKS.lock().map(|h| h.clone()).unwrap_or_default();
+        for hook in hooks {
+            hook();
+        }
         if let Ok(paths) = IN_FLIGHT.lock() {
             for p in paths.iter() {
                 let _ = std::fs::remove_file(p);

@@ -1,0 +1,319 @@
+//! The flags of `tgi bench` and the small value types they parse into (lists, durations, token
+//! counts, SLOs).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The measures, as `--help` states them (vLLM's definitions).
+const DEFINITIONS: &str = "\
+Measures (per request, from the client's side; times from the moment the request is written):\n  \
+queue   client queue time: from when the request was due (its arrival, or its client becoming free) to \
+when it was written, waiting for a free slot or a connection; kept out of TTFT\n  \
+TTFT    time to first token: request written -> first chunk carrying a token\n  \
+ITL     inter-token latency: every gap between consecutive token-carrying chunks\n  \
+TPOT    time per output token: (E2E - TTFT) / (output tokens - 1)\n  \
+E2E     end to end: request written -> last byte of the response\n\
+Per load level: req/s, output tok/s and total tok/s over the level's wall time (first request due -> last \
+response), mean/std/min/P50/P90/P95/P99/max of each measure, peak requests in flight, errors by kind (4xx, 429, \
+5xx, timeout, connection, protocol); with --slo, goodput (req/s meeting every SLO) and SLO attainment (fraction of \
+all requests meeting every SLO).\n\n\
+Examples:\n  \
+tgi bench --url http://127.0.0.1:3000 --concurrency 1,4,16 --requests 200\n  \
+tgi bench --model model-q4_k_m.gguf --rate sweep --duration 60s --json run.json --plot charts/\n  \
+tgi bench --url http://127.0.0.1:8080 --api openai --ignore-eos --input-tokens 512 --output-tokens 128:32 \
+--tokenizer TinyLlama/TinyLlama-1.1B-Chat-v1.0\n  \
+tgi bench compare a.json b.json --plot charts/";
+
+/// Arguments of `tgi bench` (a run).
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = DEFINITIONS)]
+pub struct BenchArgs {
+    /// The server to measure (http://host:port). Without it, `--model` is served in-process.
+    #[arg(long, value_name = "URL", help_heading = "Target")]
+    pub url: Option<String>,
+
+    /// The API to speak: tgi (/generate_stream), openai (/v1/completions) or auto (probe /info, then /v1/models).
+    #[arg(long, value_enum, default_value_t = ApiChoice::Auto, help_heading = "Target")]
+    pub api: ApiChoice,
+
+    /// OpenAI endpoint: completions (raw prompt) or chat (/v1/chat/completions, the prompt as one user message).
+    #[arg(long, value_enum, default_value_t = Endpoint::Completions, help_heading = "Target")]
+    pub endpoint: Endpoint,
+
+    /// Bearer token sent as `Authorization: Bearer KEY`.
+    #[arg(long, env = "TGI_API_KEY", value_name = "KEY", hide_env_values = true, help_heading = "Target")]
+    pub api_key: Option<String>,
+
+    /// The `model` field of OpenAI requests [default: the first model /v1/models lists].
+    #[arg(long, value_name = "NAME", help_heading = "Target")]
+    pub model_name: Option<String>,
+
+    /// Serve this model in-process (a `tgi serve` child on a free loopback port) and measure it; a GGUF file,
+    /// HF directory or hub id. Used when no --url is given [default: the bundled demo model].
+    #[arg(short, long, value_name = "MODEL", help_heading = "Target")]
+    pub model: Option<String>,
+
+    /// An extra argument for the in-process `tgi serve` (repeatable), e.g. --serve-arg=--max-batch-size=8.
+    #[arg(long = "serve-arg", value_name = "ARG", allow_hyphen_values = true, help_heading = "Target")]
+    pub serve_args: Vec<String>,
+
+    /// Seconds to wait for the in-process server to become healthy.
+    #[arg(long, default_value_t = 300.0, value_name = "SECS", help_heading = "Target")]
+    pub serve_timeout: f64,
+
+    /// A label for this target in tables, charts and comparisons [default: the model or URL].
+    #[arg(long, value_name = "TEXT", help_heading = "Target")]
+    pub label: Option<String>,
+
+    /// Closed loop: clients each sending their next request when the last ends; a list is a sweep (1,4,16).
+    /// With --rate, the cap on requests in flight (one value).
+    #[arg(short, long, value_name = "N[,N...]", value_delimiter = ',', help_heading = "Load")]
+    pub concurrency: Vec<usize>,
+
+    /// Open loop: mean requests per second, arrivals at random (Poisson, see --burstiness); a list is a sweep;
+    /// `sweep` measures synchronous and maximum throughput and then --sweep-points rates between them.
+    #[arg(long, value_name = "R[,R...]|sweep", help_heading = "Load")]
+    pub rate: Option<RateSpec>,
+
+    /// Rate sweep: number of load levels in all (synchronous, throughput, and evenly spaced rates between).
+    #[arg(long, default_value_t = 10, value_name = "N", help_heading = "Load")]
+    pub sweep_points: usize,
+
+    /// Arrival burstiness: gaps are gamma-distributed with this shape (1 = Poisson, <1 burstier, >1 more even).
+    #[arg(long, default_value_t = 1.0, value_name = "B", help_heading = "Load")]
+    pub burstiness: f64,
+
+    /// Requests measured per load level [default: 100 unless --duration].
+    #[arg(short = 'n', long, value_name = "N", help_heading = "Load")]
+    pub requests: Option<usize>,
+
+    /// Length of each load level instead of a request count, e.g. 60s, 500ms, 2m (requests in flight at the end
+    /// are waited for and counted).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Load")]
+    pub duration: Option<Duration>,
+
+    /// Requests sent (and not measured) before the first load level.
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Load")]
+    pub warmup: usize,
+
+    /// Seed of the arrival times and the synthetic prompts.
+    #[arg(long, default_value_t = 0, help_heading = "Load")]
+    pub seed: u64,
+
+    /// Prompts: plain lines, JSONL ({"prompt": ..., "max_tokens": ...}) or a ShareGPT JSON file.
+    #[arg(long, value_name = "FILE", help_heading = "Workload")]
+    pub prompt_file: Option<PathBuf>,
+
+    /// The format of --prompt-file.
+    #[arg(long, value_enum, default_value_t = DatasetFormat::Auto, help_heading = "Workload")]
+    pub dataset: DatasetFormat,
+
+    /// Synthetic prompts of this many tokens: a count or MEAN:SPREAD (uniform in MEAN +- SPREAD).
+    #[arg(long, value_name = "N|MEAN:SPREAD", default_value = "128", help_heading = "Workload")]
+    pub input_tokens: TokenCount,
+
+    /// Tokens to generate per request (overrides a prompt file's): a count or MEAN:SPREAD [default: 128, or
+    /// the file's].
+    #[arg(long, value_name = "N|MEAN:SPREAD", help_heading = "Workload")]
+    pub output_tokens: Option<TokenCount>,
+
+    /// Tokenizer for synthetic prompts and ShareGPT lengths: tokenizer.json, a model directory, a GGUF file or a
+    /// hub id (from the local Hugging Face cache) [default: the in-process model's, else the server's /tokenize].
+    #[arg(long, value_name = "PATH|ID", help_heading = "Workload")]
+    pub tokenizer: Option<String>,
+
+    /// Ask the server to ignore end-of-sequence so outputs have the requested length (OpenAI API: `ignore_eos`,
+    /// which vLLM, llama.cpp and tgi accept; TGI's own API has no such parameter).
+    #[arg(long, help_heading = "Workload")]
+    pub ignore_eos: bool,
+
+    /// Seconds to wait for a connection.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", help_heading = "Measurement")]
+    pub connect_timeout: f64,
+
+    /// Seconds to wait for the response headers and for each chunk of the stream.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", help_heading = "Measurement")]
+    pub timeout: f64,
+
+    /// Service-level objectives, e.g. ttft=200ms,tpot=50ms,e2e=2s: adds goodput and SLO attainment.
+    #[arg(long, value_name = "SPEC", help_heading = "Measurement")]
+    pub slo: Option<Slo>,
+
+    /// Sample the server's /metrics during each level (batch size, queue, KV, speculation acceptance).
+    #[arg(long, help_heading = "Measurement")]
+    pub scrape_metrics: bool,
+
+    /// Write the report (every request and each level's summary) as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
+
+    /// Write one row per request (with its load level) as CSV.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub csv: Option<PathBuf>,
+
+    /// Draw charts of the run into this directory.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub plot: Option<PathBuf>,
+
+    /// Overwrite existing --json/--csv files.
+    #[arg(long, help_heading = "Output")]
+    pub force: bool,
+
+    /// No progress bar and no tables (only the files asked for, and errors).
+    #[arg(short, long, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+/// Which API the target speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiChoice {
+    /// Probe /info (TGI) then /v1/models (OpenAI).
+    Auto,
+    /// TGI's /generate_stream.
+    Tgi,
+    /// OpenAI's /v1/completions or /v1/chat/completions.
+    Openai,
+}
+
+/// The OpenAI endpoint used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Endpoint {
+    /// /v1/completions with the raw prompt.
+    Completions,
+    /// /v1/chat/completions with the prompt as a user message.
+    Chat,
+}
+
+/// The format of a prompt file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DatasetFormat {
+    /// ShareGPT when the file is a JSON array, JSONL when lines are JSON objects, else plain lines.
+    Auto,
+    /// One prompt per non-empty line.
+    Lines,
+    /// One JSON object per line: prompt (or text/inputs), optional max_tokens (or output_tokens).
+    Jsonl,
+    /// A JSON array of {"conversations": [{"value": prompt}, {"value": reply}, ...]}.
+    Sharegpt,
+}
+
+/// `--rate`: a list of rates or a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RateSpec {
+    /// These rates (requests/s), in order.
+    List(Vec<f64>),
+    /// From synchronous to saturation.
+    Sweep,
+}
+
+impl std::str::FromStr for RateSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "sweep" {
+            return Ok(RateSpec::Sweep);
+        }
+        let rates = s
+            .split(',')
+            .map(|r| match r.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+                _ => Err(format!("'{r}' is not a positive request rate (requests/s) or 'sweep'")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RateSpec::List(rates))
+    }
+}
+
+/// A token count, fixed or drawn uniformly from `mean - spread ..= mean + spread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenCount {
+    /// The mean.
+    pub mean: u64,
+    /// Half the range; 0 for a fixed count.
+    pub spread: u64,
+}
+
+impl std::str::FromStr for TokenCount {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("'{s}' is not a token count (N or MEAN:SPREAD, e.g. 128 or 128:32)");
+        let (m, sp) = s.split_once(':').unwrap_or((s, "0"));
+        let mean: u64 = m.trim().parse().map_err(|_| bad())?;
+        let spread: u64 = sp.trim().parse().map_err(|_| bad())?;
+        if mean == 0 || spread >= mean {
+            return Err(format!("'{s}': the count must be at least 1 and the spread below the mean"));
+        }
+        Ok(TokenCount { mean, spread })
+    }
+}
+
+/// Service-level objectives: a request meets them when each one given holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Slo {
+    /// Most time to first token, ms.
+    pub ttft_ms: Option<f64>,
+    /// Most time per output token, ms.
+    pub tpot_ms: Option<f64>,
+    /// Most end-to-end latency, ms.
+    pub e2e_ms: Option<f64>,
+}
+
+impl std::str::FromStr for Slo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut slo = Slo::default();
+        for part in s.split(',') {
+            let (k, v) =
+                part.split_once('=').ok_or_else(|| format!("'{part}': expected NAME=TIME, e.g. ttft=200ms"))?;
+            let ms = parse_duration(v)?.as_secs_f64() * 1000.0;
+            match k.trim() {
+                "ttft" => slo.ttft_ms = Some(ms),
+                "tpot" => slo.tpot_ms = Some(ms),
+                "e2e" => slo.e2e_ms = Some(ms),
+                other => return Err(format!("unknown SLO '{other}' (ttft, tpot, e2e)")),
+            }
+        }
+        Ok(slo)
+    }
+}
+
+/// Parses `60s`, `500ms`, `2m`, `1h` or bare seconds (`1.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!("'{s}' is not a duration (e.g. 60s, 500ms, 2m)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_values() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("-1s").is_err() && parse_duration("fast").is_err());
+        assert_eq!("128:32".parse::<TokenCount>().unwrap(), TokenCount { mean: 128, spread: 32 });
+        assert_eq!("7".parse::<TokenCount>().unwrap(), TokenCount { mean: 7, spread: 0 });
+        assert!("0".parse::<TokenCount>().is_err() && "8:8".parse::<TokenCount>().is_err());
+        assert_eq!("sweep".parse::<RateSpec>().unwrap(), RateSpec::Sweep);
+        assert_eq!("1,2.5".parse::<RateSpec>().unwrap(), RateSpec::List(vec![1.0, 2.5]));
+        assert!("0".parse::<RateSpec>().is_err());
+        let slo: Slo = "ttft=200ms,tpot=50ms,e2e=2s".parse().unwrap();
+        assert_eq!(slo, Slo { ttft_ms: Some(200.0), tpot_ms: Some(50.0), e2e_ms: Some(2000.0) });
+        assert!("itl=3ms".parse::<Slo>().is_err());
+    }
+}
