@@ -9,6 +9,9 @@
 //! ggml's Q8_0 rounding), and each group of 32 is an exact integer dot product scaled by `absmax · d_x`.
 //! Activation groups are stored odd elements first (`x1 x3 … x31 x0 x2 … x30`), so the low and high nibbles
 //! of 16 weight bytes line up with them without shuffling.
+//!
+//! Rows whose length is not a multiple of 32 (tiny models; rows may then start mid-byte) take an exact f32
+//! path instead: each value decoded as `code[q] · absmax` and multiplied with the unquantized activations.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -40,6 +43,8 @@ pub struct Bnb4View<'a> {
     pub packed: &'a [u8],
     /// One scale per block of the flattened weight.
     pub absmax: &'a [f32],
+    /// The 16 code values.
+    code: [f32; 16],
     /// The code as int8 (`round(code · 127 / max|code|)`).
     code_i8: [i8; 16],
     /// `max|code| / 127`: undoes the int8 code scaling.
@@ -47,8 +52,8 @@ pub struct Bnb4View<'a> {
 }
 
 impl<'a> Bnb4View<'a> {
-    /// Checks the pieces against each other: `cols` a multiple of 32, `blocksize` a power of two of at least
-    /// 32 (every bitsandbytes block size is), and the buffers exactly the sizes the shape implies.
+    /// Checks the pieces against each other: `blocksize` a power of two of at least 32 (every bitsandbytes
+    /// block size is), and the buffers exactly the sizes the shape implies.
     pub fn new(
         rows: usize,
         cols: usize,
@@ -57,15 +62,13 @@ impl<'a> Bnb4View<'a> {
         absmax: &'a [f32],
         code: &[f32; 16],
     ) -> Result<Self, String> {
-        if !cols.is_multiple_of(GROUP) {
-            return Err(format!("4-bit weight: {cols} columns are not a multiple of {GROUP}"));
-        }
         if blocksize < GROUP || !blocksize.is_power_of_two() {
             return Err(format!("4-bit weight: block size {blocksize} is not a power of two of at least {GROUP}"));
         }
         let n = rows.checked_mul(cols).ok_or_else(|| format!("4-bit weight: {rows}×{cols} values overflow"))?;
-        if packed.len() != n / 2 {
-            return Err(format!("4-bit weight: {rows}×{cols} values take {} bytes, the buffer has {}", n / 2, packed.len()));
+        if packed.len() != n.div_ceil(2) {
+            let need = n.div_ceil(2);
+            return Err(format!("4-bit weight: {rows}×{cols} values take {need} bytes, the buffer has {}", packed.len()));
         }
         if absmax.len() != n.div_ceil(blocksize) {
             return Err(format!(
@@ -83,7 +86,7 @@ impl<'a> Bnb4View<'a> {
         } else {
             (code.map(|c| (c * 127.0 / max).round() as i8), max / 127.0)
         };
-        Ok(Bnb4View { rows, cols, block_shift: blocksize.trailing_zeros(), packed, absmax, code_i8, code_scale })
+        Ok(Bnb4View { rows, cols, block_shift: blocksize.trailing_zeros(), packed, absmax, code: *code, code_i8, code_scale })
     }
 
     /// The absmax of the block holding flattened element `e`.
@@ -92,12 +95,21 @@ impl<'a> Bnb4View<'a> {
         self.absmax[e >> self.block_shift]
     }
 
-    /// Dequantizes the whole matrix to f32, exactly (`code[q] · absmax`, the f32 reference; `code` as given
-    /// to [`Bnb4View::new`]).
-    pub fn dequantize(&self, code: &[f32; 16], out: &mut [f32]) {
-        for (t, &b) in self.packed.iter().enumerate() {
-            out[2 * t] = code[(b >> 4) as usize] * self.absmax_at(2 * t);
-            out[2 * t + 1] = code[(b & 15) as usize] * self.absmax_at(2 * t + 1);
+    /// Dequantizes the whole matrix to f32 (`rows · cols` values), exactly: `code[q] · absmax`.
+    pub fn dequantize(&self, out: &mut [f32]) {
+        for (e, o) in out[..self.rows * self.cols].iter_mut().enumerate() {
+            *o = self.code[self.nibble(e) as usize] * self.absmax_at(e);
+        }
+    }
+
+    /// The 4-bit code of flattened element `e`.
+    #[inline(always)]
+    fn nibble(&self, e: usize) -> u8 {
+        let b = self.packed[e / 2];
+        if e % 2 == 0 {
+            b >> 4
+        } else {
+            b & 15
         }
     }
 }
@@ -131,6 +143,12 @@ fn dot_scalar(w: &Bnb4View<'_>, r: usize, xq: &[u8]) -> f32 {
     acc * w.code_scale
 }
 
+/// Row `r` of `w` against the f32 activation row `x`, each weight decoded exactly (any row length).
+fn dot_f32(w: &Bnb4View<'_>, r: usize, x: &[f32]) -> f32 {
+    let first = r * w.cols;
+    x.iter().enumerate().map(|(c, &v)| v * w.code[w.nibble(first + c) as usize] * w.absmax_at(first + c)).sum()
+}
+
 /// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n: `x` is n×cols row-major f32, `y` is n×rows (overwritten).
 /// Runs on the current rayon pool.
 pub fn matmul(w: Bnb4View<'_>, x: &[f32], n: usize, y: &mut [f32]) {
@@ -147,6 +165,14 @@ pub fn matmul_with(backend: Backend, w: Bnb4View<'_>, x: &[f32], n: usize, y: &m
     }
     if cols == 0 {
         y.fill(0.0);
+        return;
+    }
+    if !cols.is_multiple_of(GROUP) {
+        y.par_chunks_mut(rows).zip(x.par_chunks(cols)).for_each(|(y, x)| {
+            for (r, y) in y.iter_mut().enumerate() {
+                *y = dot_f32(&w, r, x);
+            }
+        });
         return;
     }
     #[cfg(target_arch = "x86_64")]
