@@ -115,3 +115,20 @@ fn quantize_flag_errors() {
     let out = tgi(["generate".as_ref(), "-m".as_ref(), nf4.as_os_str(), "--quantize".as_ref(), "q8_0".as_ref(), "hi".as_ref()]);
     assert_fails(&out, 2, "already bitsandbytes 4-bit");
 }
+
+/// In-situ `--quantize nf4|fp4` equals loading `tgi quantize --format nf4|fp4`'s checkpoint, bit for bit (same
+/// codes, same double-quantized absmax, same kernels).
+#[test]
+fn insitu_bnb4_equals_the_quantized_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = model("stories260k/hf");
+    let prompt = [1u32, 403, 407, 261, 378, 300, 299];
+    for format in ["nf4", "fp4"] {
+        let out = dir.path().join(format);
+        let o = tgi(["quantize".as_ref(), hf.as_os_str(), "--format".as_ref(), format.as_ref(), "-o".as_ref(), out.as_os_str()]);
+        common::assert_ok(&o);
+        let want = logits(&open(&out, LoadOptions::default()), &prompt);
+        let insitu = LoadOptions { quantize: Some(format.parse().unwrap()), ..LoadOptions::default() };
+        assert_eq!(logits(&open(&hf, insitu), &prompt), want, "{format}");
+    }
+}
