@@ -39,7 +39,11 @@ pub fn any_bnb4(metas: &HashMap<String, TensorMeta>) -> bool {
 pub fn read(source: &Arc<dyn TensorSource>, weight: &str, rows: usize, cols: usize) -> Result<Bnb4Tensor, ModelError> {
     let w = bnb::read_bnb4(source.as_ref(), weight)?;
     if w.shape != [rows, cols] {
-        return Err(ModelError::Shape { name: weight.to_string(), expected: vec![rows, cols], found: w.shape.to_vec() });
+        return Err(ModelError::Shape {
+            name: weight.to_string(),
+            expected: vec![rows, cols],
+            found: w.shape.to_vec(),
+        });
     }
     Ok(Bnb4Tensor {
         ty: w.ty,

@@ -58,7 +58,8 @@ impl FromStr for Quantize {
                 .map(Quantize::Ggml),
         };
         found.ok_or_else(|| {
-            let hint = if matches!(lower.as_str(), "f32" | "f16" | "bf16") { " (float types: use --dtype)" } else { "" };
+            let hint =
+                if matches!(lower.as_str(), "f32" | "f16" | "bf16") { " (float types: use --dtype)" } else { "" };
             format!("unknown quantization '{s}'{hint}; expected one of: {}", Quantize::names().join(", "))
         })
     }

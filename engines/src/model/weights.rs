@@ -2,13 +2,13 @@
 //! and the model code, which asks for tensors by their Hugging Face names.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use candle_core::{DType as CDType, Device, Tensor};
 use tgi_formats::hf::Architecture;
 use tgi_formats::{DType, GgmlType, TensorMeta, TensorSource};
 
-use super::bnb;
+use super::bnb::{self, Bnb4Tensor};
 use super::bytes::WeightBytes;
 use super::embedding::Embedding;
 use super::insitu::{self, Plan};
@@ -42,6 +42,7 @@ pub struct Weights {
     act: CDType,
     host: bool,
     plan: Option<Plan>,
+    dense_note: Once,
 }
 
 impl Weights {
@@ -58,7 +59,7 @@ impl Weights {
     ) -> Self {
         let metas = source.tensors().into_iter().map(|m| (m.name.clone(), m)).collect();
         let host = device.is_cpu() && !tensor_ops;
-        Weights { source, metas, naming, device, dense, act, host, plan: None }
+        Weights { source, metas, naming, device, dense, act, host, plan: None, dense_note: Once::new() }
     }
 
     /// Quantizes dense tensors as they load, following `plan`.
@@ -150,14 +151,14 @@ impl Weights {
         let weight = format!("{prefix}.weight");
         if bnb::is_bnb4(&self.metas, &weight) {
             let t = bnb::read(&self.source, &weight, rows, cols)?;
-            let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-            return Ok(Linear::new_bnb4(t, rows, cols, bias, &self.device, self.act, self.host)?);
+            return self.bnb4_linear(t, prefix, rows, cols, bias);
         }
         let (ty, name) = self.matrix(&weight, rows, cols)?;
-        if let (Some(Plan::Bnb4(kind)), false, true) = (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers.")) {
+        if let (Some(Plan::Bnb4(kind)), false, true) =
+            (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers."))
+        {
             let t = insitu::encode_bnb4(self.source.as_ref(), &self.metas[&name], *kind)?;
-            let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-            return Ok(Linear::new_bnb4(t, rows, cols, bias, &self.device, self.act, self.host)?);
+            return self.bnb4_linear(t, prefix, rows, cols, bias);
         }
         if !cols.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!(
@@ -168,6 +169,27 @@ impl Weights {
         let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
         let (ty, bytes) = self.bytes(ty, &name, cols)?;
         Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act, self.host)?)
+    }
+
+    /// A layer over 4-bit weights; on a GPU they become dense tensors, which is said once on stderr.
+    fn bnb4_linear(
+        &self,
+        t: Bnb4Tensor,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+        bias: bool,
+    ) -> Result<Linear, ModelError> {
+        if !self.host {
+            self.dense_note.call_once(|| {
+                eprintln!(
+                    "note: {} weights are dequantized to {:?} tensors at load on {:?} (no 4-bit kernel there)",
+                    t.ty, self.act, self.device
+                )
+            });
+        }
+        let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
+        Ok(Linear::new_bnb4(t, rows, cols, bias, &self.device, self.act, self.host)?)
     }
 
     /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.

@@ -68,7 +68,10 @@ impl<'a> Bnb4View<'a> {
         let n = rows.checked_mul(cols).ok_or_else(|| format!("4-bit weight: {rows}×{cols} values overflow"))?;
         if packed.len() != n.div_ceil(2) {
             let need = n.div_ceil(2);
-            return Err(format!("4-bit weight: {rows}×{cols} values take {need} bytes, the buffer has {}", packed.len()));
+            return Err(format!(
+                "4-bit weight: {rows}×{cols} values take {need} bytes, the buffer has {}",
+                packed.len()
+            ));
         }
         if absmax.len() != n.div_ceil(blocksize) {
             return Err(format!(
@@ -81,12 +84,18 @@ impl<'a> Bnb4View<'a> {
         if !max.is_finite() {
             return Err("4-bit weight: the code table is not finite".into());
         }
-        let (code_i8, code_scale) = if max == 0.0 {
-            ([0i8; 16], 0.0)
-        } else {
-            (code.map(|c| (c * 127.0 / max).round() as i8), max / 127.0)
-        };
-        Ok(Bnb4View { rows, cols, block_shift: blocksize.trailing_zeros(), packed, absmax, code: *code, code_i8, code_scale })
+        let (code_i8, code_scale) =
+            if max == 0.0 { ([0i8; 16], 0.0) } else { (code.map(|c| (c * 127.0 / max).round() as i8), max / 127.0) };
+        Ok(Bnb4View {
+            rows,
+            cols,
+            block_shift: blocksize.trailing_zeros(),
+            packed,
+            absmax,
+            code: *code,
+            code_i8,
+            code_scale,
+        })
     }
 
     /// The absmax of the block holding flattened element `e`.
@@ -106,7 +115,7 @@ impl<'a> Bnb4View<'a> {
     #[inline(always)]
     fn nibble(&self, e: usize) -> u8 {
         let b = self.packed[e / 2];
-        if e % 2 == 0 {
+        if e.is_multiple_of(2) {
             b >> 4
         } else {
             b & 15
