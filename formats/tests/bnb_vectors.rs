@@ -161,3 +161,35 @@ fn offset_is_torch_mean() {
         assert_eq!(torch_mean_f32(&x).to_bits(), want.to_bits(), "length {n}: {} vs torch {want}", torch_mean_f32(&x));
     }
 }
+
+/// The checkpoint transformers + bitsandbytes saved for stories260k reads back, every linear weight
+/// decodes close to the float32 original, and its stored double quantization is what ours computes.
+#[test]
+fn reads_transformers_checkpoint() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
+    let saved = SafetensorsSet::open_dir(&models.join("stories260k-nf4-transformers")).unwrap();
+    let orig = SafetensorsSet::open_dir(&models.join("stories260k/hf")).unwrap();
+    let mut linear = 0;
+    for t in orig.tensors() {
+        if !t.name.ends_with("_proj.weight") {
+            continue;
+        }
+        let w = tgi_formats::bnb::read_bnb4(&saved, &t.name).unwrap();
+        assert_eq!((w.ty, w.blocksize, w.dtype.as_str()), (FourBitType::Nf4, 64, "float32"));
+        assert_eq!(w.shape.to_vec(), t.shape);
+        let x = orig.read_f32(&t.name).unwrap();
+        let (packed, absmax) = quantize_4bit(FourBitType::Nf4, 64, &x).unwrap();
+        assert_eq!(&packed[..], &w.packed[..], "{}", t.name);
+        assert_eq!(w.nested.as_ref().unwrap(), &compress_absmax(&absmax), "{}", t.name);
+        let mut out = vec![0.0; w.numel()];
+        w.dequantize_into(&mut out).unwrap();
+        let err: f64 = x.iter().zip(&out).map(|(a, b)| f64::from(a - b).powi(2)).sum();
+        let norm: f64 = x.iter().map(|a| f64::from(*a).powi(2)).sum();
+        assert!((err / norm).sqrt() < 0.12, "{}", t.name);
+        linear += 1;
+    }
+    assert_eq!(linear, 35);
+    assert!(!tgi_formats::bnb::is_bnb4_weight(&saved, "model.embed_tokens.weight"));
+    let e = tgi_formats::bnb::read_bnb4(&saved, "model.norm.weight").unwrap_err();
+    assert!(e.to_string().contains("not a bitsandbytes 4-bit weight"), "{e}");
+}
