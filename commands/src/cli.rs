@@ -15,7 +15,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file.
+    /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file, or a checkpoint into bitsandbytes NF4/FP4.
     Quantize(crate::quantize::QuantizeArgs),
     /// Generate text from a prompt, streaming it as it is produced.
     Generate(crate::generate::GenerateArgs),

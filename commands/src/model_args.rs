@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use tgi_engines::device::{ComputeDType, DeviceSpec};
 use tgi_engines::kv::{KvDType, KvError};
-use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError};
+use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError, Quantize};
 use tgi_engines::text::chat::ChatTemplate;
 
 use crate::error::InputError;
@@ -37,6 +37,14 @@ pub struct ModelArgs {
     #[arg(long)]
     pub mlock: bool,
 
+    /// Quantize a dense (F32/F16/BF16) checkpoint while loading it, tensor by tensor: nf4 or fp4 (bitsandbytes
+    /// 4-bit, block 64, double-quantized absmax; decoder linear layers only, embeddings/lm_head/norms as
+    /// stored), or a llama-quantize preset (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m,
+    /// q5_k_s, q5_k_m, q6_k; q3_k/q4_k/q5_k mean the _m mixes), with the per-tensor types `tgi quantize
+    /// --type` writes.
+    #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<Quantize>())]
+    pub quantize: Option<Quantize>,
+
     /// KV cache element type: f32, f16, bf16 or q8_0 (ggml's 8-bit blocks, about half of f16's memory; CPU
     /// only, head width a multiple of 32) [default: f32 for all-f32 weights, else f16, as llama.cpp].
     #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<KvDType>())]
@@ -67,6 +75,7 @@ impl ModelArgs {
             dtype: self.dtype,
             mlock: self.mlock,
             kv_dtype: self.kv_cache_dtype,
+            quantize: self.quantize,
             cpu_tensor_ops: false,
         };
         model::load(&name, &opts).map_err(|e| classify(e, &name))

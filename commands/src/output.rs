@@ -1,5 +1,5 @@
-//! Safe output files: written beside the target under a temporary name, fsynced, then
-//! renamed into place, so the target path never holds a partial file.
+//! Safe output files and directories: written beside the target under a temporary name, fsynced,
+//! then renamed into place, so the target path never holds a partial output.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use crate::error::InputError;
 
-/// Temporary files in flight, removed by the Ctrl-C handler.
+/// Temporary files and directories in flight, removed by the Ctrl-C handler.
 static IN_FLIGHT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Cleanups the Ctrl-C handler runs first (e.g. stopping a child server).
@@ -22,7 +22,7 @@ pub fn add_interrupt_hook(hook: fn()) {
 }
 
 /// Installs a SIGINT/SIGTERM handler that runs the interrupt hooks, deletes in-flight temporary files and
-/// exits 130.
+/// directories and exits 130.
 pub fn install_interrupt_cleanup() {
     let _ = ctrlc::set_handler(|| {
         let hooks = HOOKS.lock().map(|h| h.clone()).unwrap_or_default();
@@ -31,7 +31,11 @@ pub fn install_interrupt_cleanup() {
         }
         if let Ok(paths) = IN_FLIGHT.lock() {
             for p in paths.iter() {
-                let _ = std::fs::remove_file(p);
+                if p.is_dir() {
+                    let _ = std::fs::remove_dir_all(p);
+                } else {
+                    let _ = std::fs::remove_file(p);
+                }
             }
         }
         std::process::exit(130);
@@ -130,6 +134,110 @@ fn forget(path: &Path) {
     }
 }
 
+/// A directory being written; becomes the target only on `commit`.
+pub struct AtomicDir {
+    target: PathBuf,
+    temp: Option<tempfile::TempDir>,
+    force: bool,
+}
+
+impl AtomicDir {
+    /// Starts writing directory `target`. Refuses an existing target unless `force` (and then only a
+    /// directory), and a target that is one of `inputs` or contains one.
+    pub fn create(target: &Path, force: bool, inputs: &[PathBuf]) -> Result<AtomicDir> {
+        if let Ok(meta) = std::fs::metadata(target) {
+            if !meta.is_dir() {
+                return Err(InputError(format!("{}: exists and is not a directory", target.display())).into());
+            }
+            if let Some(input) = inputs.iter().find(|i| i.ancestors().any(|a| same_file(target, a))) {
+                return Err(InputError(format!(
+                    "{}: the output directory holds the input {}; choose another output path",
+                    target.display(),
+                    input.display()
+                ))
+                .into());
+            }
+            if !force {
+                return Err(
+                    InputError(format!("{}: already exists (use --force to overwrite)", target.display())).into()
+                );
+            }
+        }
+        let parent = parent_dir(target);
+        if !parent.is_dir() {
+            return Err(InputError(format!("{}: directory does not exist", parent.display())).into());
+        }
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let temp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempdir_in(&parent)
+            .with_context(|| format!("cannot create a temporary directory in {}", parent.display()))?;
+        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(temp.path().to_path_buf());
+        Ok(AtomicDir { target: target.to_path_buf(), temp: Some(temp), force })
+    }
+
+    /// The temporary directory to write into.
+    pub fn path(&self) -> &Path {
+        self.temp.as_ref().expect("not committed").path()
+    }
+
+    /// Fsyncs every file (made world-readable, as a copied model directory would be) and renames the directory into place (replacing an old target with `force`).
+    pub fn commit(mut self) -> Result<()> {
+        let temp = self.temp.take().expect("not committed");
+        let temp_path = temp.path().to_path_buf();
+        for entry in std::fs::read_dir(&temp_path)? {
+            let path = entry?.path();
+            File::open(&path)
+                .and_then(|f| f.sync_all())
+                .with_context(|| format!("fsync of {} failed", path.display()))?;
+            let _ = std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644));
+        }
+        let _ = std::fs::set_permissions(&temp_path, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+        let kept = temp.keep();
+        let old = if self.force && self.target.exists() {
+            let old = kept.with_extension("old");
+            std::fs::rename(&self.target, &old)
+                .with_context(|| format!("cannot move the old {} aside", self.target.display()))?;
+            Some(old)
+        } else {
+            None
+        };
+        let moved = std::fs::rename(&kept, &self.target);
+        forget(&temp_path);
+        if let Err(e) = moved {
+            if let Some(old) = &old {
+                let _ = std::fs::rename(old, &self.target);
+            }
+            let _ = std::fs::remove_dir_all(&kept);
+            return Err(e).with_context(|| format!("cannot move the output into {}", self.target.display()));
+        }
+        if let Some(old) = old {
+            let _ = std::fs::remove_dir_all(old);
+        }
+        if let Ok(d) = File::open(parent_dir(&self.target)) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AtomicDir {
+    fn drop(&mut self) {
+        if let Some(t) = &self.temp {
+            forget(t.path());
+        }
+    }
+}
+
+/// The directory holding `path` (`.` for a bare name).
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// Whether two paths name the same file (device and inode), following links.
 fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -148,6 +256,30 @@ pub fn finish_writer(mut w: BufWriter<File>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directory_commit_force_and_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        let d = AtomicDir::create(&target, false, &[]).unwrap();
+        std::fs::write(d.path().join("a.txt"), b"one").unwrap();
+        assert!(!target.exists());
+        d.commit().unwrap();
+        assert_eq!(std::fs::read(target.join("a.txt")).unwrap(), b"one");
+        assert!(AtomicDir::create(&target, false, &[]).is_err());
+        let d = AtomicDir::create(&target, true, &[]).unwrap();
+        std::fs::write(d.path().join("b.txt"), b"two").unwrap();
+        d.commit().unwrap();
+        assert!(!target.join("a.txt").exists() && target.join("b.txt").exists());
+        // An output directory holding the input, a plain file as target: refused.
+        let input = target.join("b.txt");
+        assert!(AtomicDir::create(&target, true, &[input]).is_err());
+        assert!(AtomicDir::create(&target.join("b.txt"), true, &[]).is_err());
+        // Dropped without commit: nothing left behind.
+        drop(AtomicDir::create(&dir.path().join("never"), false, &[]).unwrap());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("out")]);
+    }
 
     #[test]
     fn commit_and_refusals() {

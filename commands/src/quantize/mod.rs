@@ -1,5 +1,7 @@
-//! `tgi quantize`: a Hugging Face checkpoint or a float GGUF file in, a quantized GGUF file out.
+//! `tgi quantize`: a Hugging Face checkpoint or a float GGUF file in, a quantized GGUF file out; or
+//! a Hugging Face checkpoint in, a bitsandbytes NF4/FP4 Hugging Face directory out.
 
+mod bnb;
 mod report;
 
 use std::fs::File;
@@ -29,13 +31,24 @@ use report::{Summary, SummaryHead, TensorReport};
 pub enum Format {
     /// GGUF, as llama.cpp loads it.
     Gguf,
+    /// bitsandbytes 4-bit NormalFloat: a Hugging Face directory as transformers saves load_in_4bit models.
+    Nf4,
+    /// bitsandbytes 4-bit float: the same layout with the FP4 code.
+    Fp4,
+    /// bitsandbytes 4-bit with the type from --quant-type (default nf4).
+    Bnb,
 }
+
+pub use bnb::ComputeDtype;
+use tgi_formats::bnb::FourBitType;
 
 /// Arguments of `tgi quantize`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  tgi quantize models/stories260k/hf --type q8_0 -o stories-q8_0.gguf\n  \
 tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m -o tinyllama-q4_k_m.gguf\n  \
-tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf")]
+tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf\n  \
+tgi quantize models/stories260k/hf --format nf4 -o stories-nf4\n  \
+tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --format fp4 --blocksize 128 --no-double-quant -o tinyllama-fp4")]
 pub struct QuantizeArgs {
     /// The model: a Hugging Face directory (or its model.safetensors, with config.json beside
     /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file with
@@ -46,19 +59,37 @@ pub struct QuantizeArgs {
     #[arg(long, value_enum, default_value_t = Format::Gguf)]
     pub format: Format,
 
-    /// Quantization preset, with llama.cpp's per-tensor rules.
+    /// GGUF quantization preset, with llama.cpp's per-tensor rules [default: q4_k_m].
     #[arg(
         long = "type",
         short = 't',
-        default_value = "q4_k_m",
         value_parser = PossibleValuesParser::new(Preset::ALL.map(|p| p.name()))
             .map(|s| s.parse::<Preset>().expect("listed preset"))
     )]
-    pub preset: Preset,
+    pub preset: Option<Preset>,
 
-    /// Output file [default: <model name>-<type>.gguf in the current directory].
-    #[arg(short, long, value_name = "FILE")]
+    /// Output file for GGUF [default: <model name>-<type>.gguf], output directory for nf4/fp4/bnb
+    /// [default: <model name>-NF4 (or -FP4)], in the current directory.
+    #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+
+    /// bitsandbytes 4-bit type (nf4, fp4) for --format bnb; must agree with --format nf4/fp4.
+    #[arg(long, value_name = "TYPE", value_parser = parse_four_bit_type)]
+    pub quant_type: Option<FourBitType>,
+
+    /// bitsandbytes: values per absmax block (32, 64, 128, ..., 4096) [default: 64].
+    #[arg(long, value_name = "N")]
+    pub blocksize: Option<usize>,
+
+    /// bitsandbytes: store the absmax values as f32 instead of double-quantizing them
+    /// (8-bit, blocks of 256, as bnb_4bit_use_double_quant; on by default).
+    #[arg(long)]
+    pub no_double_quant: bool,
+
+    /// bitsandbytes: bnb_4bit_compute_dtype recorded in config.json [default: the stored dtype of
+    /// the linear weights].
+    #[arg(long, value_enum, value_name = "DTYPE")]
+    pub compute_dtype: Option<ComputeDtype>,
 
     /// Type of output.weight, overriding the preset (e.g. q8_0, f16).
     #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
@@ -98,6 +129,10 @@ fn parse_ggml_type(s: &str) -> Result<GgmlType, String> {
         let names: Vec<String> = GgmlType::ALL.iter().map(|t| t.ggml_name().to_ascii_lowercase()).collect();
         format!("unknown tensor type '{s}'; expected one of: {}", names.join(", "))
     })
+}
+
+fn parse_four_bit_type(s: &str) -> Result<FourBitType, String> {
+    s.parse().map_err(|e: tgi_formats::bnb::BnbError| e.to_string())
 }
 
 fn parse_tensor_type(s: &str) -> Result<TensorTypeRule, String> {
@@ -198,17 +233,31 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         }
         rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("cannot start the thread pool")?;
     }
+    if args.format != Format::Gguf {
+        return run_bnb(args);
+    }
+    for (set, flag) in [
+        (args.quant_type.is_some(), "--quant-type"),
+        (args.blocksize.is_some(), "--blocksize"),
+        (args.no_double_quant, "--no-double-quant"),
+        (args.compute_dtype.is_some(), "--compute-dtype"),
+    ] {
+        if set {
+            return Err(InputError(format!("{flag} applies to --format nf4, fp4 and bnb, not gguf")).into());
+        }
+    }
+    let preset = args.preset.unwrap_or(Preset::Q4_K_M);
     let overrides = TypeOverrides {
         output: args.output_tensor_type,
         token_embedding: args.token_embedding_type,
         patterns: args.tensor_types.iter().map(|r| (r.0.clone(), r.1)).collect(),
     };
     let input = Input::open(&args.model)?;
-    let plan = input.plan(args.preset, &overrides)?;
+    let plan = input.plan(preset, &overrides)?;
     let target = args
         .output
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}-{}.gguf", input.name(), args.preset.name().to_uppercase())));
+        .unwrap_or_else(|| PathBuf::from(format!("{}-{}.gguf", input.name(), preset.name().to_uppercase())));
     let out = AtomicFile::create(&target, args.force, &input.paths())?;
     let writer = GgufWriter::new(out.writer()?, plan.metadata.clone(), plan.tensor_specs())?;
     let progress = Progress::new(args.quiet || args.json, &plan);
@@ -219,7 +268,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     let head = SummaryHead {
         input: args.model.clone(),
         output: target.display().to_string(),
-        preset: args.preset.name().to_string(),
+        preset: preset.name().to_string(),
         input_bytes: input.paths().iter().map(|p| file_size(p)).sum(),
         output_bytes: file_size(&target),
         seconds: started.elapsed().as_secs_f64(),
@@ -231,6 +280,39 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         println!("{}", summary.to_table());
     }
     Ok(())
+}
+
+/// `--format nf4|fp4|bnb`: checks the flag combination and runs the bitsandbytes export.
+fn run_bnb(args: QuantizeArgs) -> Result<()> {
+    for (set, flag) in [
+        (args.preset.is_some(), "--type"),
+        (args.output_tensor_type.is_some(), "--output-tensor-type"),
+        (args.token_embedding_type.is_some(), "--token-embedding-type"),
+        (!args.tensor_types.is_empty(), "--tensor-type"),
+    ] {
+        if set {
+            return Err(InputError(format!("{flag} applies to --format gguf only")).into());
+        }
+    }
+    let ty = match (args.format, args.quant_type) {
+        (Format::Nf4, Some(FourBitType::Fp4)) | (Format::Fp4, Some(FourBitType::Nf4)) => {
+            return Err(InputError(format!(
+                "--quant-type {} contradicts --format {}; use --format bnb --quant-type TYPE",
+                args.quant_type.map_or("", FourBitType::name),
+                if args.format == Format::Nf4 { "nf4" } else { "fp4" }
+            ))
+            .into())
+        }
+        (Format::Fp4, _) => FourBitType::Fp4,
+        (_, ty) => ty.unwrap_or(FourBitType::Nf4),
+    };
+    let opts = bnb::BnbOptions {
+        ty,
+        blocksize: args.blocksize.unwrap_or(64),
+        double_quant: !args.no_double_quant,
+        compute_dtype: args.compute_dtype,
+    };
+    bnb::run(&args.model, args.output, opts, args.force, args.quiet, args.json)
 }
 
 /// Encodes every tensor of the plan while a writer thread writes the previous one, so the

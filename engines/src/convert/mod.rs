@@ -237,6 +237,29 @@ impl ExportPlan {
     }
 }
 
+/// The type llama-quantize's `preset` gives each tensor of a model with the Llama shape `shape`, keyed by GGUF
+/// name; `tensors` are (GGUF name, GGML dims) as the converter sees them, all F32 (in-situ quantization
+/// plans with this, so that it picks exactly the types `tgi quantize` writes).
+pub fn preset_types(
+    tensors: &[(String, Vec<u64>)],
+    preset: Preset,
+    shape: ModelShape,
+) -> Result<Vec<(String, GgmlType)>, ConvertError> {
+    let mut jobs: Vec<TensorJob> = tensors
+        .iter()
+        .map(|(name, dims)| TensorJob {
+            name: name.clone(),
+            input: JobInput::Tensor(name.clone()),
+            source_type: GgmlType::F32,
+            dims: dims.clone(),
+            transform: Transform::None,
+            target: GgmlType::F32,
+        })
+        .collect();
+    assign_types(&mut jobs, preset, &TypeOverrides::default(), shape)?;
+    Ok(jobs.into_iter().map(|j| (j.name, j.target)).collect())
+}
+
 /// Sorts jobs into llama.cpp's order and picks each one's type.
 fn assign_types(
     jobs: &mut [TensorJob],

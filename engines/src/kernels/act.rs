@@ -99,7 +99,7 @@ impl VecType {
 /// Quantizes 32 values to i8 as ggml's AVX2 `quantize_row_q8_0` does: `d = amax/127`,
 /// `q = round_half_even(x · 127/amax)`. Returns the (unrounded) scale and the quants.
 #[inline]
-fn q8_block32(x: &[f32]) -> (f32, [i8; 32]) {
+pub(crate) fn q8_block32(x: &[f32]) -> (f32, [i8; 32]) {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };

@@ -18,7 +18,7 @@ pub type RowDot = unsafe fn(w: &[u8], x: &[u8], xs: usize, nx: usize, cols: usiz
 /// Horizontal sum of 8 f32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_ps(v: __m256) -> f32 {
+pub(super) fn hsum_ps(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -43,7 +43,7 @@ unsafe fn load(p: *const u8) -> __m256i {
 /// Expands 16 bytes of nibbles to 32 bytes: low nibbles first, then high nibbles.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibbles32(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     let q = _mm_loadu_si128(p as *const __m128i);
     let both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
     _mm256_and_si256(both, _mm256_set1_epi8(0x0F))

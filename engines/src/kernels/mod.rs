@@ -6,6 +6,7 @@
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod bnb4;
 mod dense;
 mod scalar;
 #[cfg(test)]
@@ -150,13 +151,13 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
 
 /// `y`'s base pointer, shared by the row tiles that write disjoint elements.
 #[derive(Clone, Copy)]
-struct SyncPtr(*mut f32);
+pub(crate) struct SyncPtr(pub(crate) *mut f32);
 impl SyncPtr {
     /// Writes `v` at element `k`.
     ///
     /// Safety: `k` is inside the buffer and no other thread accesses element `k` meanwhile.
     #[inline]
-    unsafe fn write(self, k: usize, v: f32) {
+    pub(crate) unsafe fn write(self, k: usize, v: f32) {
         self.0.add(k).write(v)
     }
 }

@@ -7,13 +7,17 @@ use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 use tgi_formats::GgmlType;
 
+use super::bnb::Bnb4Tensor;
 use super::bytes::WeightBytes;
+use crate::kernels::bnb4::{self, Bnb4View};
 use crate::kernels::{self, WeightView};
 
 /// A weight matrix in the form its device computes with.
 enum Weight {
     /// Stored bytes multiplied by the host kernels.
     Host { ty: GgmlType, bytes: WeightBytes },
+    /// bitsandbytes 4-bit codes multiplied by the host kernels.
+    Bnb4(Bnb4Tensor),
     /// A dense device tensor `[rows, cols]`.
     Dense(Tensor),
     /// A quantized device tensor.
@@ -60,7 +64,31 @@ impl Linear {
         Ok(Linear { weight, bias, rows, cols })
     }
 
-    /// The stored encoding on the host, `None` on a GPU.
+    /// A layer over bitsandbytes 4-bit weights (`[rows, cols]`): multiplied from the packed codes when `host`,
+    /// else dequantized once to a dense `dense_dtype` tensor on `device` (GPUs have no 4-bit kernel here).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_bnb4(
+        t: Bnb4Tensor,
+        rows: usize,
+        cols: usize,
+        bias: Option<Tensor>,
+        device: &Device,
+        dense_dtype: candle_core::DType,
+        host: bool,
+    ) -> candle_core::Result<Self> {
+        let view = Bnb4View::new(rows, cols, t.blocksize, t.packed.as_slice(), &t.absmax, &t.code)
+            .map_err(candle_core::Error::msg)?;
+        let weight = if host {
+            Weight::Bnb4(t)
+        } else {
+            let mut f = vec![0f32; rows * cols];
+            view.dequantize(&mut f);
+            Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dense_dtype)?)
+        };
+        Ok(Linear { weight, bias, rows, cols })
+    }
+
+    /// The stored encoding on the host, `None` on a GPU or for 4-bit bitsandbytes weights.
     pub fn host_type(&self) -> Option<GgmlType> {
         match &self.weight {
             Weight::Host { ty, .. } => Some(*ty),
@@ -68,10 +96,16 @@ impl Linear {
         }
     }
 
+    /// Whether the weights are bitsandbytes 4-bit codes multiplied on the host.
+    pub fn is_bnb4(&self) -> bool {
+        matches!(self.weight, Weight::Bnb4(_))
+    }
+
     /// Pins host weight bytes in RAM.
     pub fn lock(&self) -> std::io::Result<()> {
         match &self.weight {
             Weight::Host { bytes, .. } => bytes.lock(),
+            Weight::Bnb4(t) => t.packed.lock(),
             _ => Ok(()),
         }
     }
@@ -82,6 +116,11 @@ impl Linear {
             Weight::Host { ty, bytes } => {
                 let view = WeightView { ty: *ty, rows: self.rows, cols: self.cols, data: bytes.as_slice() };
                 x.contiguous()?.apply_op1_no_bwd(&HostMatmul(view))?
+            }
+            Weight::Bnb4(t) => {
+                let view = Bnb4View::new(self.rows, self.cols, t.blocksize, t.packed.as_slice(), &t.absmax, &t.code)
+                    .map_err(candle_core::Error::msg)?;
+                x.contiguous()?.apply_op1_no_bwd(&HostBnb4(view))?
             }
             Weight::Dense(w) => x.broadcast_matmul(&w.t()?)?,
             Weight::Quant(q) => x.apply(q)?,
@@ -121,22 +160,47 @@ impl CustomOp1 for HostMatmul<'_> {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(x) = storage else {
-            candle_core::bail!("host matmul expects f32 activations, got {:?}", storage.dtype())
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("host matmul: input not contiguous")
-        };
-        let x = &x[start..end];
         let w = self.0;
-        let mut dims = layout.dims().to_vec();
-        if dims.last() != Some(&w.cols) {
-            candle_core::bail!("host matmul: input {:?} does not end in {} features", dims, w.cols)
-        }
-        let n = x.len() / w.cols;
-        let mut y = vec![0f32; n * w.rows];
-        kernels::matmul(w, x, n, &mut y);
-        *dims.last_mut().expect("checked above") = w.rows;
-        Ok((CpuStorage::F32(y), Shape::from(dims)))
+        host_fwd(storage, layout, w.rows, w.cols, |x, n, y| kernels::matmul(w, x, n, y))
     }
+}
+
+/// The 4-bit host kernel as a candle op over an f32 activation tensor.
+struct HostBnb4<'a>(Bnb4View<'a>);
+
+impl CustomOp1 for HostBnb4<'_> {
+    fn name(&self) -> &'static str {
+        "tgi-host-bnb4"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let w = self.0;
+        host_fwd(storage, layout, w.rows, w.cols, |x, n, y| bnb4::matmul(w, x, n, y))
+    }
+}
+
+/// Runs `matmul(x, n, y)` over a contiguous f32 input `[.., cols]`, giving `[.., rows]`.
+fn host_fwd(
+    storage: &CpuStorage,
+    layout: &Layout,
+    rows: usize,
+    cols: usize,
+    matmul: impl Fn(&[f32], usize, &mut [f32]),
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let CpuStorage::F32(x) = storage else {
+        candle_core::bail!("host matmul expects f32 activations, got {:?}", storage.dtype())
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("host matmul: input not contiguous")
+    };
+    let x = &x[start..end];
+    let mut dims = layout.dims().to_vec();
+    if dims.last() != Some(&cols) {
+        candle_core::bail!("host matmul: input {:?} does not end in {} features", dims, cols)
+    }
+    let n = x.len() / cols;
+    let mut y = vec![0f32; n * rows];
+    matmul(x, n, &mut y);
+    *dims.last_mut().expect("checked above") = rows;
+    Ok((CpuStorage::F32(y), Shape::from(dims)))
 }

@@ -9,10 +9,12 @@ use tgi_formats::hf::{resolve, GgufVocab, ModelConfig};
 use tgi_formats::{GgufFile, SafetensorsSet, TensorSource};
 
 use super::config::LlamaConfig;
+use super::insitu::{self, Plan, Quantize};
 use super::llama::Llama;
 use super::weights::{Naming, Weights};
-use super::ModelError;
+use super::{bnb, ModelError};
 use crate::convert::metadata::llama3_rope_factors;
+use crate::convert::preset::ModelShape;
 use crate::device::{ComputeDType, DeviceSpec};
 use crate::kv::KvDType;
 use crate::text::chat::ChatTemplate;
@@ -29,6 +31,8 @@ pub struct LoadOptions {
     pub mlock: bool,
     /// KV cache element type (default: f32 for all-f32 weights, else f16).
     pub kv_dtype: Option<KvDType>,
+    /// Quantize a dense checkpoint while loading it (in-situ quantization).
+    pub quantize: Option<Quantize>,
     /// On the CPU, compute through candle's tensor ops (the GPU code path) instead of tgi's kernels;
     /// slower, for checking that path where no GPU is at hand.
     pub cpu_tensor_ops: bool,
@@ -76,9 +80,15 @@ fn load_hf(
     let files = resolve(model)?;
     let hf = ModelConfig::from_file(&files.config)?;
     let cfg = LlamaConfig::from_hf(&hf)?;
+    check_quantization_config(&files.config)?;
     let source: Arc<dyn TensorSource> =
         Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
-    let weights = Weights::new(source, Naming::Hf, device, dense, act, opts.cpu_tensor_ops);
+    let mut weights = Weights::new(source, Naming::Hf, device, dense, act, opts.cpu_tensor_ops);
+    if let Some(q) = opts.quantize {
+        let tied = hf.tie_word_embeddings || !weights.metas().contains_key("lm_head.weight");
+        let plan = plan(q, &weights, &cfg, tied, false)?;
+        weights = weights.with_plan(plan);
+    }
     let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
     let tj = files
         .tokenizer_json
@@ -119,8 +129,39 @@ fn load_gguf(
     let eos = tokenizer.eos_ids().to_vec();
     let naming = Naming::Gguf { arch: cfg.architecture, heads: cfg.heads, kv_heads: cfg.kv_heads };
     let source: Arc<dyn TensorSource> = file;
-    let weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
+    let mut weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
+    if let Some(q) = opts.quantize {
+        let tied = !weights.metas().contains_key("output.weight");
+        let plan = plan(q, &weights, &cfg, tied, true)?;
+        weights = weights.with_plan(plan);
+    }
     let factors = weights.host_vector("rope_freqs.weight")?;
     let model = Llama::load(&weights, cfg, factors, opts.kv_dtype)?;
     Ok(LoadedModel { model, tokenizer, chat_template, eos })
+}
+
+/// Refuses bitsandbytes configurations the engine cannot run (8-bit LLM.int8).
+fn check_quantization_config(path: &Path) -> Result<(), ModelError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
+    tgi_formats::bnb::BnbQuantConfig::from_config(&value)?;
+    Ok(())
+}
+
+/// The in-situ quantization plan for `q` over the model's tensors (refused for an already 4-bit checkpoint).
+fn plan(q: Quantize, weights: &Weights, cfg: &LlamaConfig, tied: bool, gguf_names: bool) -> Result<Plan, ModelError> {
+    if bnb::any_bnb4(weights.metas()) {
+        return Err(ModelError::Unsupported(format!(
+            "--quantize {q}: the checkpoint is already bitsandbytes 4-bit; --quantize needs a dense (F32/F16/BF16) one"
+        )));
+    }
+    Ok(match q {
+        Quantize::Bnb4(ty) => Plan::Bnb4(ty),
+        Quantize::Ggml(preset) => {
+            let shape =
+                ModelShape { n_layer: cfg.layers, n_head: cfg.heads, n_head_kv: cfg.kv_heads, tied_embeddings: tied };
+            Plan::Ggml(insitu::ggml_plan(weights.metas(), preset, shape, cfg.architecture, gguf_names)?)
+        }
+    })
 }

@@ -1,9 +1,11 @@
 //! Models: one implementation per architecture over a linear-layer abstraction shared by every weight format,
 //! and the loader that builds one from a Hugging Face directory, a hub id or a GGUF file.
 
+mod bnb;
 mod bytes;
 mod config;
 mod embedding;
+mod insitu;
 mod linear;
 mod llama;
 mod load;
@@ -11,6 +13,7 @@ mod rope;
 mod weights;
 
 pub use config::{LlamaConfig, RopeStyle};
+pub use insitu::Quantize;
 pub use linear::Linear;
 pub use llama::Llama;
 pub use load::{load, LoadOptions, LoadedModel};
@@ -26,6 +29,9 @@ pub enum ModelError {
     /// A Hugging Face file is missing or malformed.
     #[error(transparent)]
     Hf(#[from] tgi_formats::hf::HfError),
+    /// A bitsandbytes 4-bit weight is malformed.
+    #[error(transparent)]
+    Bnb(#[from] tgi_formats::bnb::BnbError),
     /// A GGUF file could not be read.
     #[error(transparent)]
     Gguf(#[from] tgi_formats::GgufError),

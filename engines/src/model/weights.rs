@@ -2,14 +2,16 @@
 //! and the model code, which asks for tensors by their Hugging Face names.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use candle_core::{DType as CDType, Device, Tensor};
 use tgi_formats::hf::Architecture;
 use tgi_formats::{DType, GgmlType, TensorMeta, TensorSource};
 
+use super::bnb::{self, Bnb4Tensor};
 use super::bytes::WeightBytes;
 use super::embedding::Embedding;
+use super::insitu::{self, Plan};
 use super::linear::Linear;
 use super::ModelError;
 use crate::convert::names::map_name;
@@ -39,6 +41,8 @@ pub struct Weights {
     dense: Option<GgmlType>,
     act: CDType,
     host: bool,
+    plan: Option<Plan>,
+    dense_note: Once,
 }
 
 impl Weights {
@@ -55,7 +59,18 @@ impl Weights {
     ) -> Self {
         let metas = source.tensors().into_iter().map(|m| (m.name.clone(), m)).collect();
         let host = device.is_cpu() && !tensor_ops;
-        Weights { source, metas, naming, device, dense, act, host }
+        Weights { source, metas, naming, device, dense, act, host, plan: None, dense_note: Once::new() }
+    }
+
+    /// Quantizes dense tensors as they load, following `plan`.
+    pub fn with_plan(mut self, plan: Plan) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
+    /// The stored tensors, by stored name.
+    pub fn metas(&self) -> &HashMap<String, TensorMeta> {
+        &self.metas
     }
 
     /// Whether layers run on tgi's host kernels (else on candle tensors).
@@ -106,8 +121,12 @@ impl Weights {
         Ok((ty, m.name.clone()))
     }
 
-    /// The stored bytes of a matrix, converted to the dense dtype when one was asked for.
-    fn bytes(&self, ty: GgmlType, name: &str) -> Result<(GgmlType, WeightBytes), ModelError> {
+    /// The stored bytes of a matrix (`cols` values per row): quantized when the in-situ plan says so, else
+    /// converted to the dense dtype when one was asked for.
+    fn bytes(&self, ty: GgmlType, name: &str, cols: usize) -> Result<(GgmlType, WeightBytes), ModelError> {
+        if let Some(planned) = self.planned(ty, name, cols)? {
+            return Ok(planned);
+        }
         match self.dense {
             Some(want) if !ty.is_quantized() && want != ty => {
                 let f = self.source.read_f32(name)?;
@@ -119,9 +138,28 @@ impl Weights {
         }
     }
 
+    /// The matrix quantized to the type the in-situ GGML plan gives it, if that differs from the stored one.
+    fn planned(&self, ty: GgmlType, name: &str, cols: usize) -> Result<Option<(GgmlType, WeightBytes)>, ModelError> {
+        let Some(Plan::Ggml(types)) = &self.plan else { return Ok(None) };
+        let Some(&target) = types.get(name).filter(|&&t| t != ty) else { return Ok(None) };
+        let out = insitu::encode_ggml(self.source.as_ref(), &self.metas[name], cols, target)?;
+        Ok(Some((target, WeightBytes::Owned(out))))
+    }
+
     /// The linear layer `{prefix}.weight` (`[rows, cols]`), with `{prefix}.bias` when `bias`.
     pub fn linear(&self, prefix: &str, rows: usize, cols: usize, bias: bool) -> Result<Linear, ModelError> {
-        let (ty, name) = self.matrix(&format!("{prefix}.weight"), rows, cols)?;
+        let weight = format!("{prefix}.weight");
+        if bnb::is_bnb4(&self.metas, &weight) {
+            let t = bnb::read(&self.source, &weight, rows, cols)?;
+            return self.bnb4_linear(t, prefix, rows, cols, bias);
+        }
+        let (ty, name) = self.matrix(&weight, rows, cols)?;
+        if let (Some(Plan::Bnb4(kind)), false, true) =
+            (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers."))
+        {
+            let t = insitu::encode_bnb4(self.source.as_ref(), &self.metas[&name], *kind)?;
+            return self.bnb4_linear(t, prefix, rows, cols, bias);
+        }
         if !cols.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!(
                 "tensor '{name}': rows of {cols} are not whole {ty} blocks of {}",
@@ -129,8 +167,29 @@ impl Weights {
             )));
         }
         let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-        let (ty, bytes) = self.bytes(ty, &name)?;
+        let (ty, bytes) = self.bytes(ty, &name, cols)?;
         Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act, self.host)?)
+    }
+
+    /// A layer over 4-bit weights; on a GPU they become dense tensors, which is said once on stderr.
+    fn bnb4_linear(
+        &self,
+        t: Bnb4Tensor,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+        bias: bool,
+    ) -> Result<Linear, ModelError> {
+        if !self.host {
+            self.dense_note.call_once(|| {
+                eprintln!(
+                    "note: {} weights are dequantized to {:?} tensors at load on {:?} (no 4-bit kernel there)",
+                    t.ty, self.act, self.device
+                )
+            });
+        }
+        let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
+        Ok(Linear::new_bnb4(t, rows, cols, bias, &self.device, self.act, self.host)?)
     }
 
     /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.
@@ -157,6 +216,10 @@ impl Weights {
         if !hidden.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!("tensor '{name}': {hidden} is not whole {ty} blocks")));
         }
-        Ok(Embedding::new(ty, WeightBytes::mapped(&self.source, &name)?, vocab, hidden))
+        let (ty, bytes) = match self.planned(ty, &name, hidden)? {
+            Some(planned) => planned,
+            None => (ty, WeightBytes::mapped(&self.source, &name)?),
+        };
+        Ok(Embedding::new(ty, bytes, vocab, hidden))
     }
 }

@@ -14,6 +14,9 @@ use crate::source::{bytes_to_f32, not_found, DType, SourceError, TensorMeta, Ten
 
 #[cfg(test)]
 mod tests;
+mod write;
+
+pub use write::{write_file, TensorOut};
 
 /// File name of a single-file checkpoint.
 pub const SINGLE_FILE: &str = "model.safetensors";
@@ -106,6 +109,16 @@ pub enum SafetensorsError {
     NoCheckpoint {
         /// The directory.
         dir: PathBuf,
+    },
+    /// A tensor whose dtype safetensors cannot hold (a GGUF block type).
+    #[error("{}: tensor '{name}' is {dtype}, which safetensors cannot store", path.display())]
+    UnwritableDtype {
+        /// The file being written.
+        path: PathBuf,
+        /// The tensor.
+        name: String,
+        /// Its dtype.
+        dtype: DType,
     },
     /// `open_files` called with no files.
     #[error("no safetensors files given")]

@@ -1,0 +1,193 @@
+//! bitsandbytes 4-bit checkpoints and in-situ quantization in the engine: transformers-saved NF4/FP4 checkpoints
+//! of the bundled model against transformers + bitsandbytes' own logits (tests/reference/bnb/, made by
+//! make_bnb_refs.py), and `--quantize` against loading the file `tgi quantize` writes.
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_fails, model, quantize, root, tgi};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tgi_engines::kv::BlockTable;
+use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, Quantize, SeqInput};
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn open(path: &Path, opts: LoadOptions) -> LoadedModel {
+    load(path.to_str().unwrap(), &opts).unwrap()
+}
+
+/// Logits of every position after `tokens`.
+fn logits(m: &LoadedModel, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut kv = m.model.new_cache(16, 64).unwrap();
+    let mut t = BlockTable::new();
+    kv.reserve(&mut t, tokens.len()).unwrap();
+    let seq = SeqInput { tokens, start: 0, table: &t, logits: Logits::All };
+    m.model.forward(&mut kv, &[seq]).unwrap().remove(0).chunks(m.model.config().vocab).map(<[f32]>::to_vec).collect()
+}
+
+fn greedy(m: &LoadedModel, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut seq = prompt.to_vec();
+    for _ in 0..n {
+        let l = logits(m, &seq).pop().unwrap();
+        seq.push((0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a))).unwrap() as u32);
+    }
+    seq[prompt.len()..].to_vec()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// transformers-saved NF4 and FP4 checkpoints: through the tensor path (weights dequantized to f32 once, as on
+/// a GPU) the logits equal transformers + bitsandbytes' to float precision (< 1e-4); through the host kernels
+/// (codes and activations rounded to int8, as ggml's kernels round activations) within 0.3, the bound the
+/// Q8_0 host kernels keep to the tensor path (reference_logits.rs), with the same first 8 greedy tokens.
+#[test]
+fn transformers_checkpoints_match_bitsandbytes() {
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/reference/bnb/bnb_logits.json")).unwrap())
+            .unwrap();
+    for (qt, entry) in r["models"].as_object().unwrap() {
+        let dir = root().join(entry["dir"].as_str().unwrap());
+        let sha = format!("{:x}", Sha256::digest(std::fs::read(dir.join("model.safetensors")).unwrap()));
+        assert_eq!(sha, entry["model_safetensors_sha256"].as_str().unwrap(), "{qt} fixture");
+        let host = open(&dir, LoadOptions::default());
+        let dense = open(&dir, LoadOptions { cpu_tensor_ops: true, ..LoadOptions::default() });
+        for p in entry["prompts"].as_array().unwrap() {
+            let prompt = ids(&p["prompt_ids"]);
+            assert_eq!(host.tokenizer.encode(p["prompt"].as_str().unwrap(), true, false).unwrap(), prompt);
+            let want: Vec<f32> =
+                p["last_logits"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            let dd = max_diff(logits(&dense, &prompt).last().unwrap(), &want);
+            let dh = max_diff(logits(&host, &prompt).last().unwrap(), &want);
+            let greedy_ids = ids(&p["greedy_ids"]);
+            let same =
+                greedy(&host, &prompt, greedy_ids.len()).iter().zip(&greedy_ids).take_while(|(a, b)| a == b).count();
+            eprintln!(
+                "{qt} {:?}: max |Δlogit| tensor path {dd:.2e}, host kernels {dh:.2e}; greedy {same}/{} equal",
+                p["prompt"],
+                greedy_ids.len()
+            );
+            assert!(dd < 1e-4, "{qt}: tensor path {dd}");
+            assert!(dh < 0.3, "{qt}: host kernels {dh}");
+            assert_eq!(greedy(&dense, &prompt, greedy_ids.len()), greedy_ids, "{qt}: tensor path greedy ids");
+            assert!(same >= 8, "{qt}: host greedy ids: only {same} equal");
+        }
+    }
+}
+
+/// In-situ `--quantize q8_0` equals loading `tgi quantize --type q8_0`'s GGUF: bit for bit from a GGUF source
+/// (same tensor layout), within 1e-4 from the HF directory (whose Q/K rows are not permuted as GGUF's are, so
+/// the float operations of RoPE differ in order). Same for q4_k_m, whose per-tensor types follow the preset.
+#[test]
+fn insitu_ggml_equals_the_quantized_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = model("stories260k/hf");
+    let f32_gguf = model("stories260k/stories260k-f32.gguf");
+    let prompt = [1u32, 403, 407, 261, 378, 300, 299];
+    for preset in ["q8_0", "q4_k_m"] {
+        let q: Quantize = preset.parse().unwrap();
+        let insitu = LoadOptions { quantize: Some(q), ..LoadOptions::default() };
+        let from_hf = dir.path().join(format!("hf-{preset}.gguf"));
+        quantize(&hf, preset, &from_hf);
+        let want = logits(&open(&from_hf, LoadOptions::default()), &prompt);
+        let got = logits(&open(&hf, insitu), &prompt);
+        let d = want.iter().zip(&got).map(|(a, b)| max_diff(a, b)).fold(0.0, f32::max);
+        eprintln!("{preset} in-situ from HF vs tgi quantize: max |Δlogit| {d:.2e}");
+        assert!(d < 1e-4, "{preset}: {d}");
+
+        let from_gguf = dir.path().join(format!("gguf-{preset}.gguf"));
+        quantize(&f32_gguf, preset, &from_gguf);
+        let want = logits(&open(&from_gguf, LoadOptions::default()), &prompt);
+        let got = logits(&open(&f32_gguf, insitu), &prompt);
+        assert_eq!(want, got, "{preset} in-situ from GGUF");
+    }
+}
+
+/// `--quantize` refuses what it cannot do, with exit 2.
+#[test]
+fn quantize_flag_errors() {
+    let out = tgi(["generate", "--quantize", "q9", "hello"]);
+    assert_fails(&out, 2, "unknown quantization 'q9'");
+    let out = tgi(["generate", "--quantize", "f16", "hello"]);
+    assert_fails(&out, 2, "--dtype");
+    let nf4 = root().join("tests/reference/bnb/stories260k-nf4");
+    let out = tgi([
+        "generate".as_ref(),
+        "-m".as_ref(),
+        nf4.as_os_str(),
+        "--quantize".as_ref(),
+        "q8_0".as_ref(),
+        "hi".as_ref(),
+    ]);
+    assert_fails(&out, 2, "already bitsandbytes 4-bit");
+}
+
+/// In-situ `--quantize nf4|fp4` equals loading `tgi quantize --format nf4|fp4`'s checkpoint, bit for bit (same
+/// codes, same double-quantized absmax, same kernels).
+#[test]
+fn insitu_bnb4_equals_the_quantized_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = model("stories260k/hf");
+    let prompt = [1u32, 403, 407, 261, 378, 300, 299];
+    for format in ["nf4", "fp4"] {
+        let out = dir.path().join(format);
+        let o = tgi([
+            "quantize".as_ref(),
+            hf.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        common::assert_ok(&o);
+        let want = logits(&open(&out, LoadOptions::default()), &prompt);
+        let insitu = LoadOptions { quantize: Some(format.parse().unwrap()), ..LoadOptions::default() };
+        assert_eq!(logits(&open(&hf, insitu), &prompt), want, "{format}");
+    }
+}
+
+/// The README's quality table: perplexity and mean KL divergence from F32 of NF4, FP4 and Q4_K_M on
+/// stories-distill-4l's held-out text (32 chunks of 128 tokens, every next-token prediction of each chunk).
+/// Needs ../shared/models/stories-distill-4l; run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn quality_table() {
+    let sd = root().join("../shared/models/stories-distill-4l");
+    let dir = tempfile::tempdir().unwrap();
+    let base = open(&sd.join("hf"), LoadOptions::default());
+    let text = std::fs::read_to_string(sd.join("text/heldout.txt")).unwrap();
+    let tokens = base.tokenizer.encode(&text, true, false).unwrap();
+    let chunks: Vec<&[u32]> = tokens.chunks_exact(128).take(32).collect();
+    let base_logits: Vec<Vec<Vec<f32>>> = chunks.iter().map(|c| logits(&base, c)).collect();
+    let log_softmax = |l: &[f32]| {
+        let m = l.iter().fold(f32::MIN, |a, &b| a.max(b)) as f64;
+        let z = l.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln() + m;
+        l.iter().map(|&v| v as f64 - z).collect::<Vec<f64>>()
+    };
+    let hf = sd.join("hf");
+    let mut rows = vec![];
+    for (name, args) in [("nf4", ["--format", "nf4"]), ("fp4", ["--format", "fp4"]), ("q4_k_m", ["--type", "q4_k_m"])] {
+        let out = dir.path().join(if name == "q4_k_m" { "q.gguf" } else { name });
+        let argv: [&std::ffi::OsStr; 6] =
+            ["quantize".as_ref(), hf.as_os_str(), args[0].as_ref(), args[1].as_ref(), "-o".as_ref(), out.as_os_str()];
+        common::assert_ok(&tgi(argv));
+        let m = open(&out, LoadOptions::default());
+        let (mut nll, mut kl, mut n) = (0f64, 0f64, 0usize);
+        for (c, bl) in chunks.iter().zip(&base_logits) {
+            for (pos, (q, b)) in logits(&m, c).iter().zip(bl).enumerate().take(c.len() - 1) {
+                let (lq, lb) = (log_softmax(q), log_softmax(b));
+                nll -= lq[c[pos + 1] as usize];
+                kl += lb.iter().zip(&lq).map(|(b, q)| b.exp() * (b - q)).sum::<f64>();
+                n += 1;
+            }
+        }
+        rows.push(format!("| {name} | {:.4} | {:.5} |", (nll / n as f64).exp(), kl / n as f64));
+    }
+    eprintln!("| type | perplexity | mean KL from F32 |\n| --- | --- | --- |\n{}", rows.join("\n"));
+}
