@@ -13,6 +13,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file, or a checkpoint into bitsandbytes NF4/FP4.
