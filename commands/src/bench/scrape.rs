@@ -168,14 +168,24 @@ impl Sampler {
         Ok(Sampler { snaps, stop, task, endpoint })
     }
 
-    /// Takes a last sample and reduces them all.
+    /// Takes a last sample once the server's figures have settled, and reduces them all. A server may count
+    /// a step's tokens after it has sent them, so the last sample is retaken (every 50 ms, for at most a
+    /// second) until two in a row agree.
     pub async fn finish(self) -> BTreeMap<String, f64> {
         let _ = self.stop.send(true);
         let _ = self.task.await;
         let mut snaps = std::mem::take(&mut *self.snaps.lock().expect("poisoned"));
-        if let Ok(last) = scrape(&self.endpoint).await {
-            snaps.push(last);
+        let mut last: Option<Snapshot> = None;
+        for _ in 0..20 {
+            let Ok(snap) = scrape(&self.endpoint).await else { break };
+            let settled = last.as_ref().is_some_and(|l| l.values == snap.values);
+            last = Some(snap);
+            if settled {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        snaps.extend(last);
         reduce(&snaps)
     }
 }
