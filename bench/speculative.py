@@ -5,11 +5,11 @@
 Starts one server per configuration (they idle while another is measured), then for each prompt set and
 concurrency measures the configurations back to back, REPEATS times in rotating order (other work on the
 machine then hits all of them alike), and reports the median decode throughput (generated tokens per second of
-wall time over all clients, greedy /generate requests of MAX_NEW tokens), its ratio to speculation off, and the
-acceptance (accepted / drafted tokens, from each response's `details`).
+wall time over all clients, greedy /generate requests of MAX_NEW tokens), the median over repeats of its ratio
+to speculation off measured in the same repeat, and the acceptance (accepted / drafted tokens, from each response's `details`).
 
 Usage: bench/speculative.py [--tgi BIN] [--model PATH] [--concurrency 1,4,16] [--requests 8] [--max-new 128]
-                            [--repeats 3] [--json OUT]
+                            [--repeats 3] [--configs off,ngram,ngram-fixed] [--extra 'FLAGS'] [--json OUT]
 Standard library only.
 """
 
@@ -27,16 +27,6 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-COPY = [
-    "Lily has a red ball. Lily has a red ball. Lily has a red ball. Lily has a red ball.",
-    "Tom said: the cat sat on the mat. Mom said: the cat sat on the mat. Dad said:",
-    "The dog ran and ran. The dog ran and ran. The dog ran and ran. The dog",
-    "Sara and Tim went to the park. Sara and Tim played on the swings. Sara and Tim went home. Sara and Tim",
-    "Once upon a time there was a little girl. Once upon a time there was a little boy. Once upon a time",
-    "The little bird sang a song. The little bird sang a song. The little bird",
-    "Ben had a toy car. Ben had a toy car. Ben had a toy truck. Ben had a toy",
-    "Mom said yes. Dad said yes. Lily said yes. Tom said",
-]
 STORY = [
     "Once upon a time",
     "One day, a girl named Sue went to the store with her mom",
@@ -47,6 +37,17 @@ STORY = [
     "There was a small boat on the lake",
     "Max found a shiny stone in the garden",
 ]
+
+
+def copy_prompts(url, n_tokens):
+    """Copy-heavy prompts: a story start, the model's own greedy continuation, a blank line and the start again,
+    so that the answer repeats a passage of the prompt (as when a model rewrites a document it was given)."""
+    out = []
+    for start in STORY:
+        r = post(url + "/generate", {"inputs": start, "parameters": {"max_new_tokens": n_tokens}})
+        out.append(start + r["generated_text"] + "\n\n" + start)
+    return out
+
 
 CONFIGS = {
     "off": [],
@@ -118,13 +119,15 @@ def main():
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--extra", default="", help="more `tgi serve` flags for every server (e.g. '--threads 2')")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     names = a.configs.split(",")
-    servers = {n: start(a.tgi, a.model, CONFIGS[n]) for n in names}
+    servers = {n: start(a.tgi, a.model, CONFIGS[n] + a.extra.split()) for n in names}
     rows = []
     try:
-        for set_name, prompts in [("copy-heavy", COPY), ("story", STORY)]:
+        copy = copy_prompts(servers[names[0]][1], a.max_new + 32)
+        for set_name, prompts in [("copy-heavy", copy), ("story", STORY)]:
             for conc in [int(c) for c in a.concurrency.split(",")]:
                 for n in names:  # warm-up
                     measure(servers[n][1], prompts, conc, 1, 16)
@@ -138,12 +141,13 @@ def main():
                         runs[n].append(tps)
                         drafted[n] += d
                         accepted[n] += acc
-                base = statistics.median(runs[names[0]])
                 for n in names:
-                    med = statistics.median(runs[n])
+                    # Each repeat measured every configuration back to back: the median of per-repeat ratios.
+                    ratios = [x / y for x, y in zip(runs[n], runs[names[0]])]
                     rows.append({
-                        "prompts": set_name, "concurrency": conc, "config": n, "tok_s": round(med, 1),
-                        "ratio": round(med / base, 3),
+                        "prompts": set_name, "concurrency": conc, "config": n,
+                        "tok_s": round(statistics.median(runs[n]), 1),
+                        "ratio": round(statistics.median(ratios), 3),
                         "runs": [round(x, 1) for x in runs[n]],
                         "acceptance": round(accepted[n] / drafted[n], 3) if drafted[n] else None,
                         "accepted_per_token": round(accepted[n] / (a.repeats * conc * a.requests * a.max_new), 3),
