@@ -141,12 +141,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TGI_NGRAM_MAX", default_value_t = 3, value_name = "N", requires = "speculate")]
     pub ngram_max: usize,
 
-    /// Steps with more sequences than this do not speculate (a wide step is no longer memory-bound).
-    #[arg(long, env = "TGI_SPECULATE_MAX_BATCH", default_value_t = 8, value_name = "N", requires = "speculate")]
+    /// Steps with more sequences than this do not speculate (a wide step is no longer memory-bound; the default
+    /// is what the bundled model measured on 2 CPU cores, where 4 sequences already lost).
+    #[arg(long, env = "TGI_SPECULATE_MAX_BATCH", default_value_t = 2, value_name = "N", requires = "speculate")]
     pub speculate_max_batch: usize,
 
-    /// Cost of one drafted token relative to a step without it, for the adaptive depth rule.
-    #[arg(long, env = "TGI_SPECULATE_TOKEN_COST", default_value_t = 0.1, value_name = "C", requires = "speculate")]
+    /// Cost of one drafted token relative to a step without it, for the adaptive depth rule (the default is
+    /// what the bundled model measured on 2 CPU cores; memory-bound models on bigger machines can go lower).
+    #[arg(long, env = "TGI_SPECULATE_TOKEN_COST", default_value_t = 0.5, value_name = "C", requires = "speculate")]
     pub speculate_token_cost: f32,
 
     /// Always draft N tokens when a proposal exists, instead of following each sequence's acceptance.
