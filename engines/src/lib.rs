@@ -10,4 +10,5 @@ pub mod model;
 pub mod perplexity;
 pub mod sampling;
 pub mod scheduler;
+pub mod speculative;
 pub mod text;

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use tgi_engines::speculative::SpeculationConfig;
+
+use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
 
 /// Arguments of `tgi serve`.
@@ -119,4 +122,60 @@ pub struct ServeArgs {
     /// Allow cross-origin browser requests from this origin (repeatable; `*` for any).
     #[arg(long, env = "TGI_CORS_ALLOW_ORIGIN", value_name = "ORIGIN", value_delimiter = ',')]
     pub cors_allow_origin: Vec<String>,
+
+    /// Speculative decoding: draft up to N tokens per sequence and step, verified by the model in the batched
+    /// step (greedy output unchanged, sampled output keeps its distribution) [default: off].
+    #[arg(long, env = "TGI_SPECULATE", value_name = "N")]
+    pub speculate: Option<usize>,
+
+    /// How drafts are proposed: `ngram` continues the latest earlier occurrence of the sequence's last tokens
+    /// in its prompt and output (prompt lookup; no extra model).
+    #[arg(long, env = "TGI_SPECULATE_TYPE", value_enum, default_value_t = SpeculateType::Ngram, requires = "speculate")]
+    pub speculate_type: SpeculateType,
+
+    /// Shortest n-gram looked up for n-gram drafts.
+    #[arg(long, env = "TGI_NGRAM_MIN", default_value_t = 1, value_name = "N", requires = "speculate")]
+    pub ngram_min: usize,
+
+    /// Longest n-gram looked up for n-gram drafts (tried first).
+    #[arg(long, env = "TGI_NGRAM_MAX", default_value_t = 3, value_name = "N", requires = "speculate")]
+    pub ngram_max: usize,
+
+    /// Steps with more sequences than this do not speculate (a wide step is no longer memory-bound; the default
+    /// is what the bundled model measured on 2 CPU cores, where 4 sequences already lost).
+    #[arg(long, env = "TGI_SPECULATE_MAX_BATCH", default_value_t = 2, value_name = "N", requires = "speculate")]
+    pub speculate_max_batch: usize,
+
+    /// Cost of one drafted token relative to a step without it, for the adaptive depth rule (the default is
+    /// what the bundled model measured on 2 CPU cores; memory-bound models on bigger machines can go lower).
+    #[arg(long, env = "TGI_SPECULATE_TOKEN_COST", default_value_t = 0.5, value_name = "C", requires = "speculate")]
+    pub speculate_token_cost: f32,
+
+    /// Always draft N tokens when a proposal exists, instead of following each sequence's acceptance.
+    #[arg(long, env = "TGI_SPECULATE_FIXED", requires = "speculate")]
+    pub speculate_fixed: bool,
+}
+
+/// How speculative drafts are proposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpeculateType {
+    /// Prompt lookup: n-grams of the sequence's own prompt and output.
+    Ngram,
+}
+
+impl ServeArgs {
+    /// The speculation settings, `None` without `--speculate`.
+    pub fn speculation(&self) -> Result<Option<SpeculationConfig>, InputError> {
+        let Some(depth) = self.speculate else { return Ok(None) };
+        let cfg = SpeculationConfig {
+            depth,
+            ngram_min: self.ngram_min,
+            ngram_max: self.ngram_max,
+            max_batch: self.speculate_max_batch,
+            token_cost: self.speculate_token_cost,
+            adaptive: !self.speculate_fixed,
+        };
+        cfg.validate().map_err(|e| InputError(format!("--speculate: {e}")))?;
+        Ok(Some(cfg))
+    }
 }

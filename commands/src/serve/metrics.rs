@@ -151,7 +151,36 @@ impl Metrics {
             &[],
             stats.cancelled as f64,
         );
+        speculation(&mut out, stats);
         out.text
+    }
+}
+
+/// Speculative decoding's counters: drafted and accepted tokens, in all and by draft position.
+fn speculation(out: &mut Exposition, stats: &Stats) {
+    let help = "Tokens drafted by speculative decoding and checked by the model";
+    out.counter("tgi_speculated_tokens", help, &[], stats.speculated_tokens as f64);
+    let help = "Drafted tokens the model accepted";
+    out.counter("tgi_speculative_accepted_tokens", help, &[], stats.speculative_accepted_tokens as f64);
+    let help = "Sequence steps that verified a draft";
+    out.counter("tgi_speculative_verifications", help, &[], stats.speculative_verifications as f64);
+    let by_position = [
+        (
+            "tgi_speculated_tokens_by_position",
+            "Drafts that reached a position (1 = first drafted token)",
+            &stats.speculated_by_position,
+        ),
+        (
+            "tgi_speculative_accepted_tokens_by_position",
+            "Drafted tokens accepted, by position",
+            &stats.accepted_by_position,
+        ),
+    ];
+    for (name, help, counts) in by_position {
+        out.header(name, help, "counter");
+        for (i, &n) in counts.iter().enumerate() {
+            out.sample(name, &[("position", &(i + 1).to_string())], n as f64);
+        }
     }
 }
 
@@ -306,6 +335,11 @@ mod tests {
             step_duration_prefill: Histogram::new(vec![0.1]),
             step_duration_decode: Histogram::new(vec![0.1]),
             step_batch_size: Histogram::new(vec![1.0, 2.0]),
+            speculated_tokens: 9,
+            speculative_accepted_tokens: 5,
+            speculative_verifications: 4,
+            speculated_by_position: vec![4, 3, 2],
+            accepted_by_position: vec![3, 2, 0],
         }
     }
 
@@ -329,5 +363,9 @@ mod tests {
         assert!(text.contains("tgi_request_inter_token_latency_duration_count 1\n"));
         assert!(text.contains("tgi_batch_inference_duration_bucket{method=\"decode\",le=\"+Inf\"} 0\n"));
         assert!(text.contains("tgi_kv_blocks_free 5\n"));
+        assert!(text.contains("tgi_speculated_tokens 9\n"));
+        assert!(text.contains("tgi_speculative_accepted_tokens 5\n"));
+        assert!(text.contains("tgi_speculated_tokens_by_position{position=\"3\"} 2\n"), "{text}");
+        assert!(text.contains("tgi_speculative_accepted_tokens_by_position{position=\"1\"} 3\n"));
     }
 }

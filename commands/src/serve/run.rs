@@ -22,6 +22,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(_) => config::resolve(std::env::args_os().collect())?,
         None => args,
     };
+    let speculation = args.speculation()?;
     let mut loaded = args.model.load()?;
     args.chat_template.apply(&mut loaded)?;
     let c = loaded.model.config();
@@ -40,6 +41,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         waiting_served_ratio: args.waiting_served_ratio,
         max_waiting_tokens: args.max_waiting_tokens,
         prefix_caching: !args.no_prefix_caching,
+        speculation,
     };
     let handle = Scheduler::start(model.clone(), cfg.clone()).context("cannot start the scheduler")?;
     let access = Access { api_key: args.api_key.clone(), cors_allow_origin: args.cors_allow_origin.clone() };
@@ -47,6 +49,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         id: args.model.model.clone().unwrap_or_else(|| "stories260k".into()),
         compute_type: args.model.device.to_string(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        speculate: cfg.speculation.as_ref().map(|s| s.depth),
     };
     let summary = summary(&served, &sizes, &cfg, machine.kv_bytes_per_token);
     let state = Arc::new(AppState::new(Arc::new(handle), model, sizes.limits, access, served));
@@ -89,7 +92,8 @@ fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: 
     format!(
         "model {} on {}\nKV cache: {} tokens ({mib:.1} MiB, {kv_bytes} bytes per token), prefix caching {}\n\
          batches: up to {} sequences, {} prefill tokens per step\n\
-         requests: up to {} in flight, {} input tokens, {} total tokens",
+         requests: up to {} in flight, {} input tokens, {} total tokens\n\
+         speculation: {}",
         model.id,
         model.compute_type,
         l.max_batch_total_tokens,
@@ -99,5 +103,16 @@ fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: 
         l.max_concurrent_requests,
         l.max_input_tokens,
         l.max_total_tokens,
+        match &cfg.speculation {
+            None => "off".to_string(),
+            Some(s) => format!(
+                "n-gram ({}..{}-grams), up to {} tokens, {}, off in steps of more than {} sequences",
+                s.ngram_min,
+                s.ngram_max,
+                s.depth,
+                if s.adaptive { format!("adaptive (token cost {})", s.token_cost) } else { "fixed depth".into() },
+                s.max_batch
+            ),
+        },
     )
 }

@@ -50,6 +50,8 @@ pub struct ServedModel {
     pub compute_type: String,
     /// When the server started, Unix seconds (OpenAI's `created` of the model).
     pub created: u64,
+    /// Most tokens drafted per sequence and step when speculative decoding is on.
+    pub speculate: Option<usize>,
 }
 
 impl AppState {

@@ -87,8 +87,15 @@ impl BlockAllocator {
     /// Drops `table`'s hold on each of its blocks, leaving it empty: a block nobody holds any more returns to
     /// the free list, or stays cached (evictable) when a hash names it.
     pub fn release(&mut self, table: &mut BlockTable) {
-        // Last block first, so a chain's tail is evicted before its head.
-        for b in table.blocks.drain(..).rev() {
+        self.truncate(table, 0);
+    }
+
+    /// Drops `table`'s hold on the blocks past the first ones holding `tokens` tokens, last first (so a chain's
+    /// tail is evicted before its head); rolls back speculative positions that were rejected, without copies.
+    pub fn truncate(&mut self, table: &mut BlockTable, tokens: usize) {
+        let keep = self.blocks_for(tokens);
+        while table.blocks.len() > keep {
+            let Some(b) = table.blocks.pop() else { break };
             let i = b as usize;
             self.refs[i] -= 1;
             if self.refs[i] > 0 {
@@ -226,6 +233,29 @@ mod tests {
         assert_eq!(pool.share(&mut d, &[99]), 0);
         assert_eq!(pool.share(&mut d, &[10, 11]), 2);
         assert_eq!(d.blocks(), &[c.blocks()[0], cached_block(&pool, 11)]);
+    }
+
+    #[test]
+    fn truncate_drops_only_the_tail() {
+        let mut pool = BlockAllocator::new(6, 2);
+        let mut a = BlockTable::new();
+        pool.grow(&mut a, 4).unwrap();
+        pool.publish(&a, 0, 10);
+        let mut b = BlockTable::new();
+        assert_eq!(pool.share(&mut b, &[10]), 1);
+        pool.grow(&mut b, 7).unwrap();
+        assert_eq!((b.blocks().len(), pool.used_blocks()), (4, 5));
+        pool.truncate(&mut b, 3);
+        assert_eq!(b.blocks().len(), 2, "positions 0..3 need two blocks");
+        assert_eq!(pool.used_blocks(), 3);
+        pool.truncate(&mut b, 4);
+        assert_eq!(b.blocks().len(), 2, "nothing to drop");
+        pool.truncate(&mut a, 1);
+        assert_eq!(a.blocks().len(), 1);
+        assert_eq!(pool.used_blocks(), 2, "the shared block stays held by both");
+        pool.release(&mut a);
+        pool.release(&mut b);
+        assert_eq!((pool.used_blocks(), pool.cached_blocks()), (0, 1));
     }
 
     /// The block cached under `hash`.

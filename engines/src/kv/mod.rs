@@ -195,6 +195,11 @@ impl KvCache {
         self.allocator.release(table);
     }
 
+    /// Drops `table`'s blocks past those holding `tokens` tokens (rejected speculative positions).
+    pub fn truncate(&mut self, table: &mut BlockTable, tokens: usize) {
+        self.allocator.truncate(table, tokens);
+    }
+
     /// The block pool: usage and the prefix cache.
     pub fn allocator(&self) -> &BlockAllocator {
         &self.allocator

@@ -19,6 +19,7 @@ mod math;
 pub mod stop;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};

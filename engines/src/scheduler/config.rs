@@ -2,6 +2,7 @@
 
 use crate::generate::BLOCK_SIZE;
 use crate::model::ModelError;
+use crate::speculative::SpeculationConfig;
 
 /// How the scheduler batches: sizes of the batch and the KV pool, and when waiting requests join.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,6 +19,8 @@ pub struct SchedulerConfig {
     pub max_waiting_tokens: usize,
     /// Share KV blocks of common prompt prefixes between requests.
     pub prefix_caching: bool,
+    /// Speculative decoding; `None` is off.
+    pub speculation: Option<SpeculationConfig>,
 }
 
 impl Default for SchedulerConfig {
@@ -29,6 +32,7 @@ impl Default for SchedulerConfig {
             waiting_served_ratio: 0.3,
             max_waiting_tokens: 20,
             prefix_caching: true,
+            speculation: None,
         }
     }
 }
@@ -53,6 +57,9 @@ impl SchedulerConfig {
         }
         if !(self.waiting_served_ratio >= 0.0 && self.waiting_served_ratio.is_finite()) {
             return bad("waiting_served_ratio must be a non-negative number");
+        }
+        if let Some(Err(e)) = self.speculation.as_ref().map(SpeculationConfig::validate) {
+            return bad(&e);
         }
         Ok(())
     }

@@ -167,13 +167,28 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Runs one batched step: every decoding sequence's next token, and prefill chunks within the budget.
+    /// Gives each decoding sequence its draft for this step when speculation is on and the batch is narrow
+    /// enough, with the KV blocks the drafted positions need; a draft without blocks is dropped.
+    fn draft(&mut self) {
+        let Some(cfg) = &self.cfg.speculation else { return };
+        let cap = cfg.cap(self.running.len());
+        for s in &mut self.running {
+            let k = s.plan_draft(cfg, cap);
+            if k > 0 && self.kv.reserve(&mut s.table, s.tokens.len() + k).is_err() {
+                s.spec.cancel();
+            }
+        }
+    }
+
+    /// Runs one batched step: every decoding sequence's next token (and the draft it verifies), and prefill
+    /// chunks within the budget.
     fn step(&mut self) {
         self.make_room();
+        self.draft();
         let mut budget = self.cfg.max_batch_prefill_tokens;
         let mut plan = Vec::new();
         for (i, s) in self.running.iter().enumerate() {
-            let n = if s.prefilling { s.pending().min(budget) } else { 1 };
+            let n = s.step_len(budget);
             if s.prefilling {
                 budget -= n;
             }
@@ -189,16 +204,11 @@ impl<'m> Engine<'m> {
             .iter()
             .map(|&(i, n)| {
                 let s = &self.running[i];
-                SeqInput {
-                    tokens: &s.tokens[s.computed..s.computed + n],
-                    start: s.computed,
-                    table: &s.table,
-                    logits: s.logits_for(n),
-                }
+                SeqInput { tokens: s.step_tokens(n), start: s.computed, table: &s.table, logits: s.logits_for(n) }
             })
             .collect();
         let prefill: usize = plan.iter().filter(|&&(i, _)| self.running[i].prefilling).map(|&(_, n)| n).sum();
-        let sampled = plan.iter().filter(|&&(i, n)| n == self.running[i].pending()).count();
+        let lengths: Vec<usize> = self.running.iter().map(|s| s.tokens.len()).collect();
         let out = self.m.model.forward(&mut self.kv, &inputs);
         let mut ends = vec![Progress::Running; self.running.len()];
         match out {
@@ -215,19 +225,28 @@ impl<'m> Engine<'m> {
                     work[i] = Some((n, r));
                 }
                 let m = self.m;
+                let drafts: Vec<usize> = self.running.iter().map(|s| s.spec.draft().len()).collect();
+                let accepted: Vec<usize> = self.running.iter().map(|s| s.spec.accepted).collect();
                 ends = self
                     .running
                     .par_iter_mut()
                     .zip(work)
                     .map(|(s, w)| w.map_or(Progress::Running, |(n, r)| s.advance(n, r, m)))
                     .collect();
+                for (i, s) in self.running.iter_mut().enumerate() {
+                    self.stats.generated_tokens += (s.tokens.len() - lengths[i]) as u64;
+                    if drafts[i] > 0 {
+                        self.stats.record_verification(drafts[i], s.spec.accepted - accepted[i]);
+                        // Rejected positions: their blocks go back; the slots past `computed` are rewritten later.
+                        self.kv.truncate(&mut s.table, s.tokens.len());
+                    }
+                }
                 if self.cfg.prefix_caching {
                     for &(i, _) in &plan {
                         self.running[i].publish(self.kv.allocator_mut());
                     }
                 }
                 self.stats.prefill_tokens += prefill as u64;
-                self.stats.generated_tokens += sampled as u64;
             }
         }
         self.retire(ends);

@@ -10,9 +10,12 @@ mod prefix;
 mod prompt_logprobs;
 mod request;
 mod sequence;
+mod speculation;
 mod stats;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_speculation;
 
 pub use config::SchedulerConfig;
 pub use handle::{Scheduler, SchedulerHandle};

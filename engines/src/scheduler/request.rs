@@ -60,6 +60,10 @@ pub struct Finished {
     pub inference_time: Duration,
     /// Times the sequence was preempted (KV blocks taken back) and resumed.
     pub preemptions: u32,
+    /// Tokens drafted by speculative decoding and checked by the model.
+    pub speculated_tokens: usize,
+    /// Drafted tokens the model accepted (each saved a step).
+    pub accepted_tokens: usize,
 }
 
 /// What the scheduler reports about a request, in order: `Started` once, `PromptLogprobs` once when

@@ -6,10 +6,12 @@ use std::time::Instant;
 use super::prefix::block_hashes;
 use super::prompt_logprobs::PromptLogprobs;
 use super::request::{Event, EventSink, Finished, Request, TokenEvent};
+use super::speculation::Speculation;
 use crate::generate::BLOCK_SIZE;
 use crate::kv::{BlockAllocator, BlockTable};
 use crate::model::{LoadedModel, Logits};
-use crate::sampling::{FinishReason, Sampler, StopMatcher};
+use crate::sampling::{FinishReason, Sampled, Sampler, StopMatcher};
+use crate::speculative::SpeculationConfig;
 use crate::text::tokenizer::IncrementalDecoder;
 
 /// Where a sequence stands after a step.
@@ -64,6 +66,8 @@ pub(super) struct Sequence<'m> {
     started: Option<Instant>,
     /// Times it was preempted.
     preemptions: u32,
+    /// Speculative decoding: the next step's draft, measured acceptance, counts.
+    pub spec: Speculation,
 }
 
 impl<'m> Sequence<'m> {
@@ -102,6 +106,7 @@ impl<'m> Sequence<'m> {
             text: String::new(),
             started: None,
             preemptions: 0,
+            spec: Speculation::default(),
         }
     }
 
@@ -115,9 +120,37 @@ impl<'m> Sequence<'m> {
         self.sink.is_closed()
     }
 
+    /// Proposes a draft of at most `cap` tokens for the next step of a decoding sequence (none while it
+    /// prefills, none past its token limits); returns the draft's length.
+    pub fn plan_draft(&mut self, cfg: &SpeculationConfig, cap: usize) -> usize {
+        if self.prefilling {
+            self.spec.cancel();
+            return 0;
+        }
+        let room = self.total.saturating_sub(self.tokens.len() + 1);
+        self.spec.plan(&self.tokens, cfg, cap, room)
+    }
+
+    /// Tokens the next step computes, given a prefill budget of `budget` tokens.
+    pub fn step_len(&self, budget: usize) -> usize {
+        if self.prefilling {
+            self.pending().min(budget)
+        } else {
+            self.spec.input().len().max(1)
+        }
+    }
+
+    /// The next step's `n` tokens: the pending ones, or the last token and the draft.
+    pub fn step_tokens(&self, n: usize) -> &[u32] {
+        match self.spec.input() {
+            [] => &self.tokens[self.computed..self.computed + n],
+            input => input,
+        }
+    }
+
     /// The logits a step computing its next `n` tokens must return.
     pub fn logits_for(&self, n: usize) -> Logits {
-        if self.logprobs.is_some() {
+        if self.logprobs.is_some() || !self.spec.input().is_empty() {
             Logits::All
         } else if self.computed + n == self.tokens.len() {
             Logits::Last
@@ -169,6 +202,9 @@ impl<'m> Sequence<'m> {
     /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for.
     /// When every token is computed, samples the next one and reports it (and the end, if it is one).
     pub fn advance(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Progress {
+        if !self.spec.input().is_empty() {
+            return self.verify(&logits, m);
+        }
         let from = self.computed;
         self.computed += n;
         let mut logits = logits;
@@ -187,12 +223,46 @@ impl<'m> Sequence<'m> {
             return Progress::Running;
         }
         self.prefilling = false;
-        self.sample(&logits, m)
+        let s = self.sampler.sample(&logits);
+        self.spec.sampled(s.token);
+        self.emit(s, m)
     }
 
-    /// Samples, records and reports the next token from `logits`, as [`crate::generate::generate`] does.
-    fn sample(&mut self, logits: &[f32], m: &'m LoadedModel) -> Progress {
-        let s = self.sampler.sample(logits);
+    /// Takes a verification step's rows (one per input token: the last token, then the draft). Row `i` gives
+    /// the token after draft token `i`; each drafted token is checked against it in order, the penalties
+    /// having seen every token kept before it, until one is rejected (the replacement is kept) or, all
+    /// accepted, the last row samples one more. Each kept token is reported as it is decided; positions past
+    /// the last kept token are left computed but unused (the engine truncates the table).
+    fn verify(&mut self, rows: &[f32], m: &'m LoadedModel) -> Progress {
+        let vocab = m.model.config().vocab;
+        let base = self.computed;
+        let (mut decided, mut accepted) = (0, 0);
+        let mut progress = Progress::Running;
+        self.spec.verifying();
+        for (i, row) in rows.chunks_exact(vocab).enumerate() {
+            let (s, hit) = match self.spec.draft().get(i) {
+                Some(&d) => {
+                    decided += 1;
+                    self.sampler.verify(row, d)
+                }
+                None => (self.sampler.sample(row), false),
+            };
+            if hit {
+                accepted += 1;
+                self.spec.hit();
+            }
+            self.computed = base + i + 1;
+            progress = self.emit(s, m);
+            if progress != Progress::Running || !hit {
+                break;
+            }
+        }
+        self.spec.verified(decided, accepted);
+        progress
+    }
+
+    /// Records and reports a sampled token, as [`crate::generate::generate`] does.
+    fn emit(&mut self, s: Sampled, m: &'m LoadedModel) -> Progress {
         self.sampler.accept(s.token);
         let token = s.token;
         self.tokens.push(token);
@@ -234,6 +304,8 @@ impl<'m> Sequence<'m> {
             seed: self.sampler.seed(),
             inference_time: now - self.started.unwrap_or(now),
             preemptions: self.preemptions,
+            speculated_tokens: self.spec.drafted,
+            accepted_tokens: self.spec.accepted,
         }));
         Progress::Finished
     }

@@ -87,12 +87,23 @@ pub struct Stats {
     pub step_duration_decode: Histogram,
     /// Sequences per step.
     pub step_batch_size: Histogram,
+    /// Tokens drafted by speculative decoding and checked in a step.
+    pub speculated_tokens: u64,
+    /// Drafted tokens accepted.
+    pub speculative_accepted_tokens: u64,
+    /// Steps of a sequence that verified a draft.
+    pub speculative_verifications: u64,
+    /// Per draft position (1-based position = index + 1): drafts that reached that position.
+    pub speculated_by_position: Vec<u64>,
+    /// Per draft position: drafts whose token at that position was accepted.
+    pub accepted_by_position: Vec<u64>,
 }
 
 impl Stats {
     /// Zero counters for a pool of `kv_blocks_total` blocks of `block_size` tokens and batches of at most
     /// `max_batch_size`: step durations bucketed from 1 ms doubling to about 33 s, batch sizes by powers of 2.
-    pub(super) fn new(kv_blocks_total: usize, block_size: usize, max_batch_size: usize) -> Self {
+    /// `depth` is the most tokens drafted per step (0 without speculation).
+    pub(super) fn new(kv_blocks_total: usize, block_size: usize, max_batch_size: usize, depth: usize) -> Self {
         let batch_buckets = max_batch_size.next_power_of_two().trailing_zeros() as usize + 1;
         Stats {
             queue_size: 0,
@@ -112,6 +123,22 @@ impl Stats {
             step_duration_prefill: Histogram::exponential(0.001, 2.0, 16),
             step_duration_decode: Histogram::exponential(0.001, 2.0, 16),
             step_batch_size: Histogram::exponential(1.0, 2.0, batch_buckets),
+            speculated_tokens: 0,
+            speculative_accepted_tokens: 0,
+            speculative_verifications: 0,
+            speculated_by_position: vec![0; depth],
+            accepted_by_position: vec![0; depth],
+        }
+    }
+
+    /// Counts one verification of `drafted` tokens of which the first `accepted` went through.
+    pub(super) fn record_verification(&mut self, drafted: usize, accepted: usize) {
+        self.speculated_tokens += drafted as u64;
+        self.speculative_accepted_tokens += accepted as u64;
+        self.speculative_verifications += 1;
+        for (i, n) in self.speculated_by_position.iter_mut().take(drafted).enumerate() {
+            *n += 1;
+            self.accepted_by_position[i] += u64::from(i < accepted);
         }
     }
 }
@@ -130,7 +157,16 @@ mod tests {
         assert_eq!(h.count, 4);
         assert!((h.sum - 3.65).abs() < 1e-12);
         assert_eq!(Histogram::exponential(0.001, 2.0, 3).bounds, vec![0.001, 0.002, 0.004]);
-        assert_eq!(Stats::new(8, 16, 100).step_batch_size.bounds.last(), Some(&128.0));
-        assert_eq!(Stats::new(8, 16, 1).step_batch_size.bounds, vec![1.0]);
+        assert_eq!(Stats::new(8, 16, 100, 0).step_batch_size.bounds.last(), Some(&128.0));
+        assert_eq!(Stats::new(8, 16, 1, 0).step_batch_size.bounds, vec![1.0]);
+    }
+
+    #[test]
+    fn verifications_count_by_position() {
+        let mut s = Stats::new(8, 16, 4, 3);
+        s.record_verification(3, 1);
+        s.record_verification(2, 2);
+        assert_eq!((s.speculated_tokens, s.speculative_accepted_tokens, s.speculative_verifications), (5, 3, 2));
+        assert_eq!((s.speculated_by_position, s.accepted_by_position), (vec![2, 2, 1], vec![2, 1, 0]));
     }
 }

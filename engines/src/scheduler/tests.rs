@@ -13,7 +13,7 @@ use crate::perplexity::log_prob;
 use crate::sampling::{FinishReason, SamplingParams};
 
 /// The model, loaded once for every test.
-fn model() -> Arc<LoadedModel> {
+pub(super) fn model() -> Arc<LoadedModel> {
     static MODEL: OnceLock<Arc<LoadedModel>> = OnceLock::new();
     MODEL
         .get_or_init(|| {
@@ -45,13 +45,13 @@ impl EventSink for ChannelSink {
 }
 
 /// A sink and the receiver of its events.
-fn sink(close_after: Option<usize>) -> (Box<dyn EventSink>, Receiver<Event>) {
+pub(super) fn sink(close_after: Option<usize>) -> (Box<dyn EventSink>, Receiver<Event>) {
     let (tx, rx) = mpsc::channel();
     (Box::new(ChannelSink { tx, close_after, tokens: 0 }), rx)
 }
 
 /// Every event until the request ends or its sink is dropped.
-fn events(rx: &Receiver<Event>) -> Vec<Event> {
+pub(super) fn events(rx: &Receiver<Event>) -> Vec<Event> {
     let mut out = Vec::new();
     while let Ok(e) = rx.recv_timeout(Duration::from_secs(60)) {
         let end = matches!(e, Event::Finished(_) | Event::Failed(_));
@@ -64,7 +64,7 @@ fn events(rx: &Receiver<Event>) -> Vec<Event> {
 }
 
 /// The stats once nothing is queued or running.
-fn settled(h: &SchedulerHandle) -> Stats {
+pub(super) fn settled(h: &SchedulerHandle) -> Stats {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = h.stats();
@@ -76,7 +76,7 @@ fn settled(h: &SchedulerHandle) -> Stats {
 }
 
 /// A greedy request.
-fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
+pub(super) fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
     Request {
         prompt_ids,
         params: SamplingParams::greedy(),
@@ -123,7 +123,7 @@ fn requests(m: &LoadedModel) -> Vec<Request> {
 }
 
 /// `req` through `generate` alone.
-fn alone(m: &LoadedModel, req: &Request) -> Generated {
+pub(super) fn alone(m: &LoadedModel, req: &Request) -> Generated {
     let g = GenerateRequest {
         prompt_ids: req.prompt_ids.clone(),
         params: req.params.clone(),
@@ -137,7 +137,7 @@ fn alone(m: &LoadedModel, req: &Request) -> Generated {
 
 /// Checks a request's events against `generate` alone: one `Started` first, the same tokens, texts adding up
 /// to the same output, the same finish. Returns the tokens generated.
-fn check(m: &LoadedModel, req: &Request, got: &[Event], what: &str) -> usize {
+pub(super) fn check(m: &LoadedModel, req: &Request, got: &[Event], what: &str) -> usize {
     let want = alone(m, req);
     assert!(matches!(got.first(), Some(Event::Started { .. })), "{what}: {got:?}");
     assert_eq!(got.iter().filter(|e| matches!(e, Event::Started { .. })).count(), 1, "{what}");

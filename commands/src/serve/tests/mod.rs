@@ -98,6 +98,11 @@ impl Engine for MockEngine {
             step_duration_prefill: Histogram::exponential(0.001, 2.0, 4),
             step_duration_decode: Histogram::exponential(0.001, 2.0, 4),
             step_batch_size: Histogram::exponential(1.0, 2.0, 3),
+            speculated_tokens: 0,
+            speculative_accepted_tokens: 0,
+            speculative_verifications: 0,
+            speculated_by_position: Vec::new(),
+            accepted_by_position: Vec::new(),
         }
     }
 }
@@ -155,6 +160,8 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
                 seed,
                 inference_time: Duration::from_millis(5),
                 preemptions: 0,
+                speculated_tokens: 0,
+                accepted_tokens: 0,
             }));
             return;
         }
@@ -196,7 +203,7 @@ impl TestServer {
         let lex = lexicon();
         let mock =
             Arc::new(MockEngine { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
-        let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1 };
+        let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1, speculate: None };
         let state = Arc::new(AppState::new(mock.clone(), lex, limits, access, model));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();

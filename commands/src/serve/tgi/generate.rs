@@ -60,6 +60,7 @@ async fn run(state: &Arc<AppState>, req: &GenerateRequest) -> Result<(GenerateRe
     let winner = candidates.remove(best);
     let lex = state.lexicon.as_ref();
     let generated = winner.finished.generated_tokens;
+    let speculating = state.model.speculate.is_some();
     let details = valid.details.then(|| {
         let others =
             (valid.requests.len() > 1).then(|| candidates.iter().map(|c| best_of_sequence(lex, &valid, c)).collect());
@@ -72,6 +73,8 @@ async fn run(state: &Arc<AppState>, req: &GenerateRequest) -> Result<(GenerateRe
             tokens: seq.tokens,
             best_of_sequences: others,
             top_tokens: seq.top_tokens,
+            speculated_tokens: speculating.then_some(winner.finished.speculated_tokens as u32),
+            accepted_tokens: speculating.then_some(winner.finished.accepted_tokens as u32),
         }
     });
     let response = GenerateResponse { generated_text: text(&valid, &winner.finished), details };
@@ -145,6 +148,7 @@ fn start_stream(state: &Arc<AppState>, req: &GenerateRequest) -> HttpResponse {
                 index: 0,
                 held: None,
                 details: valid.details,
+                speculating: state.model.speculate.is_some(),
                 sampling: valid.sampling,
                 input_length: valid.input_ids.len() as u32,
                 prefix: valid.prefix,
@@ -167,6 +171,8 @@ struct TgiStream {
     /// The latest token, held back until we know whether it is the last.
     held: Option<TokenEvent>,
     details: bool,
+    /// Whether the server speculates (`details` then counts drafted and accepted tokens).
+    speculating: bool,
     sampling: bool,
     input_length: u32,
     prefix: Option<String>,
@@ -201,6 +207,8 @@ impl StreamFormat for TgiStream {
             generated_tokens: f.generated_tokens as u32,
             seed: self.sampling.then_some(f.seed),
             input_length: self.input_length,
+            speculated_tokens: self.speculating.then_some(f.speculated_tokens as u32),
+            accepted_tokens: self.speculating.then_some(f.accepted_tokens as u32),
         });
         let text = match &self.prefix {
             Some(p) => format!("{p}{}", f.text),

@@ -158,6 +158,12 @@ pub struct Details {
     /// Alternatives per token, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub top_tokens: Vec<Vec<Token>>,
+    /// Tokens drafted by speculative decoding and checked by the model (only when the server speculates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculated_tokens: Option<u32>,
+    /// Drafted tokens the model accepted (only when the server speculates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accepted_tokens: Option<u32>,
 }
 
 /// `POST /generate`'s answer.
@@ -181,6 +187,12 @@ pub struct StreamDetails {
     pub seed: Option<u64>,
     /// Prompt tokens.
     pub input_length: u32,
+    /// Tokens drafted by speculative decoding and checked by the model (only when the server speculates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculated_tokens: Option<u32>,
+    /// Drafted tokens the model accepted (only when the server speculates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accepted_tokens: Option<u32>,
 }
 
 /// One `/generate_stream` event.

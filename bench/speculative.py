@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Speculative decoding benchmark: `tgi serve` with speculation off and with each method, on copy-heavy prompts
+(the answer repeats or edits the prompt) and on ordinary story prompts, at several concurrencies.
+
+Starts one server per configuration (they idle while another is measured), then for each prompt set and
+concurrency measures the configurations back to back, REPEATS times in rotating order (other work on the
+machine then hits all of them alike), and reports the median decode throughput (generated tokens per second of
+wall time over all clients, greedy /generate requests of MAX_NEW tokens), the median over repeats of its ratio
+to speculation off measured in the same repeat, and the acceptance (accepted / drafted tokens, from each response's `details`).
+
+Usage: bench/speculative.py [--tgi BIN] [--model PATH] [--concurrency 1,4,16] [--requests 8] [--max-new 128]
+                            [--repeats 3] [--configs off,ngram,ngram-fixed] [--extra 'FLAGS'] [--json OUT]
+Standard library only.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+STORY = [
+    "Once upon a time",
+    "One day, a girl named Sue went to the store with her mom",
+    "The sun was shining and the birds were singing",
+    "Tom and his friend",
+    "In a big forest there lived a bear",
+    "Lily wanted to fly a kite",
+    "There was a small boat on the lake",
+    "Max found a shiny stone in the garden",
+]
+
+
+def copy_prompts(url, n_tokens):
+    """Copy-heavy prompts: a story start, the model's own greedy continuation, a blank line and the start again,
+    so that the answer repeats a passage of the prompt (as when a model rewrites a document it was given)."""
+    out = []
+    for start in STORY:
+        r = post(url + "/generate", {"inputs": start, "parameters": {"max_new_tokens": n_tokens}})
+        out.append(start + r["generated_text"] + "\n\n" + start)
+    return out
+
+
+CONFIGS = {
+    "off": [],
+    "ngram": ["--speculate", "4", "--speculate-type", "ngram"],
+    "ngram-fixed": ["--speculate", "4", "--speculate-type", "ngram", "--speculate-fixed"],
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url, body):
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def start(tgi, model, extra):
+    port = free_port()
+    cmd = [tgi, "serve", "-m", model, "--port", str(port), "--max-concurrent-requests", "64"] + extra
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1)
+            return p, url
+        except Exception:
+            if p.poll() is not None:
+                sys.exit(f"server {cmd} exited: {p.stderr.read()}")
+            time.sleep(0.1)
+    sys.exit(f"server {cmd} did not start")
+
+
+def measure(url, prompts, concurrency, requests, max_new):
+    """Each of `concurrency` clients sends `requests` greedy requests back to back; returns tokens/s over the
+    wall time, drafted and accepted tokens."""
+    lock = threading.Lock()
+    totals = {"tokens": 0, "drafted": 0, "accepted": 0}
+
+    def client(c):
+        for i in range(requests):
+            prompt = prompts[(c * requests + i) % len(prompts)]
+            r = post(url + "/generate", {"inputs": prompt, "parameters": {"max_new_tokens": max_new, "details": True}})
+            d = r["details"]
+            with lock:
+                totals["tokens"] += d["generated_tokens"]
+                totals["drafted"] += d.get("speculated_tokens", 0)
+                totals["accepted"] += d.get("accepted_tokens", 0)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(concurrency)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return totals["tokens"] / wall, totals["drafted"], totals["accepted"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tgi", default=os.path.join(ROOT, "target/release/tgi"))
+    ap.add_argument("--model", default=os.path.join(ROOT, "models/stories260k/stories260k-f32.gguf"))
+    ap.add_argument("--concurrency", default="1,4,16")
+    ap.add_argument("--requests", type=int, default=8, help="requests per client")
+    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--extra", default="", help="more `tgi serve` flags for every server (e.g. '--threads 2')")
+    ap.add_argument("--json", help="write the results here")
+    a = ap.parse_args()
+    names = a.configs.split(",")
+    servers = {n: start(a.tgi, a.model, CONFIGS[n] + a.extra.split()) for n in names}
+    rows = []
+    try:
+        copy = copy_prompts(servers[names[0]][1], a.max_new + 32)
+        for set_name, prompts in [("copy-heavy", copy), ("story", STORY)]:
+            for conc in [int(c) for c in a.concurrency.split(",")]:
+                for n in names:  # warm-up
+                    measure(servers[n][1], prompts, conc, 1, 16)
+                runs = {n: [] for n in names}
+                drafted = {n: 0 for n in names}
+                accepted = {n: 0 for n in names}
+                for r in range(a.repeats):
+                    order = names[r % len(names):] + names[: r % len(names)]
+                    for n in order:
+                        tps, d, acc = measure(servers[n][1], prompts, conc, a.requests, a.max_new)
+                        runs[n].append(tps)
+                        drafted[n] += d
+                        accepted[n] += acc
+                for n in names:
+                    # Each repeat measured every configuration back to back: the median of per-repeat ratios.
+                    ratios = [x / y for x, y in zip(runs[n], runs[names[0]])]
+                    rows.append({
+                        "prompts": set_name, "concurrency": conc, "config": n,
+                        "tok_s": round(statistics.median(runs[n]), 1),
+                        "ratio": round(statistics.median(ratios), 3),
+                        "runs": [round(x, 1) for x in runs[n]],
+                        "acceptance": round(accepted[n] / drafted[n], 3) if drafted[n] else None,
+                        "accepted_per_token": round(accepted[n] / (a.repeats * conc * a.requests * a.max_new), 3),
+                    })
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        for p, _ in servers.values():
+            p.terminate()
+            p.wait()
+    print("| prompts | concurrency | config | decode tok/s (median) | vs off | acceptance | drafted tokens accepted per generated token |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        acc = "-" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
+        print(f"| {r['prompts']} | {r['concurrency']} | {r['config']} | {r['tok_s']:.0f} | {r['ratio']:.2f}x | {acc} | {r['accepted_per_token']:.2f} |")
+    if a.json:
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(rows, f, indent=1)
+        os.replace(tmp, a.json)
+
+
+if __name__ == "__main__":
+    main()

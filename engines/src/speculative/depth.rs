@@ -1,0 +1,90 @@
+//! Per-sequence speculation depth from an exponentially weighted average of measured acceptance.
+
+/// Weight of the newest observation in the acceptance average.
+const RATE: f32 = 0.2;
+
+/// A sequence's measured acceptance and the depth it calls for (see the module docs of
+/// [`crate::speculative`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Depth {
+    /// Average acceptance of a drafted token, given the ones before it were accepted.
+    acceptance: f32,
+}
+
+impl Default for Depth {
+    fn default() -> Self {
+        Depth { acceptance: 0.5 }
+    }
+}
+
+impl Depth {
+    /// The current acceptance estimate.
+    pub fn acceptance(&self) -> f32 {
+        self.acceptance
+    }
+
+    /// The depth in `0..=cap` with the most expected tokens per unit of step cost, `token_cost` being the
+    /// cost of one drafted token relative to a step without any; ties go to the shallower depth.
+    pub fn choose(&self, cap: usize, token_cost: f32) -> usize {
+        let a = self.acceptance.clamp(0.0, 0.999);
+        let (mut best, mut best_score, mut expected, mut power) = (0, 1.0f32, 1.0f32, 1.0f32);
+        for k in 1..=cap {
+            power *= a;
+            expected += power;
+            let score = expected / (1.0 + token_cost * k as f32);
+            if score > best_score * (1.0 + 1e-6) {
+                (best, best_score) = (k, score);
+            }
+        }
+        best
+    }
+
+    /// Records a verification: `accepted` of `drafted` tokens went through (the first rejection ends it).
+    pub fn observe(&mut self, drafted: usize, accepted: usize) {
+        for _ in 0..accepted {
+            self.push(1.0);
+        }
+        if accepted < drafted {
+            self.push(0.0);
+        }
+    }
+
+    /// Records whether a token that would have been drafted was the one generated.
+    pub fn observe_shadow(&mut self, hit: bool) {
+        self.push(if hit { 1.0 } else { 0.0 });
+    }
+
+    fn push(&mut self, x: f32) {
+        self.acceptance += RATE * (x - self.acceptance);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_follows_acceptance_and_cost() {
+        let mut d = Depth::default();
+        // a = 0.5, c = 0.1: 1.5/1.1, 1.75/1.2, 1.875/1.3 -> 2 is best.
+        assert_eq!(d.choose(4, 0.1), 2);
+        assert_eq!(d.choose(1, 0.1), 1);
+        assert_eq!(d.choose(0, 0.1), 0);
+        assert_eq!(d.choose(4, 0.0), 4, "free tokens: as deep as allowed");
+        assert_eq!(d.choose(4, 1.0), 0, "a drafted token costing a whole step never pays");
+        for _ in 0..30 {
+            d.observe(4, 4);
+        }
+        assert!(d.acceptance() > 0.99);
+        assert_eq!(d.choose(4, 0.1), 4);
+        for _ in 0..30 {
+            d.observe(4, 0);
+        }
+        assert!(d.acceptance() < 0.01);
+        assert_eq!(d.choose(4, 0.1), 0);
+        for _ in 0..20 {
+            d.observe_shadow(true);
+        }
+        assert!(d.choose(4, 0.1) >= 3, "shadow hits bring speculation back: {d:?}");
+    }
+}
