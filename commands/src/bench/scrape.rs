@@ -123,8 +123,12 @@ pub fn reduce(snaps: &[Snapshot]) -> BTreeMap<String, f64> {
             }
         }
     }
-    let find = |needle: &str| out.iter().find(|(k, _)| k.ends_with(":delta") && k.contains(needle)).map(|(_, &v)| v);
-    if let (Some(acc), Some(draft)) = (find("accept"), find("draft")) {
+    // Unlabelled counters only (per-position series are not totals).
+    let find = |needle: &str| {
+        out.iter().find(|(k, _)| k.ends_with(":delta") && !k.contains('{') && k.contains(needle)).map(|(_, &v)| v)
+    };
+    // tgi counts drafted tokens as `tgi_speculated_tokens`; vLLM and llama.cpp name them `draft`.
+    if let (Some(acc), Some(draft)) = (find("accept"), find("draft").or_else(|| find("speculated_tokens"))) {
         if draft > 0.0 {
             out.insert("speculative_acceptance".into(), acc / draft);
         }
@@ -225,5 +229,18 @@ mod tests {
         assert_eq!(r["tgi_batch_next_size:mean"], 40.0 / 12.0);
         assert_eq!(r["speculative_acceptance"], 0.5);
         assert!(!r.keys().any(|k| k.contains("request_count") || k.contains("bucket")));
+    }
+    #[test]
+    fn acceptance_from_tgi_counters() {
+        let at = |drafted: f64, accepted: f64| {
+            parse(&format!(
+                "# TYPE tgi_speculated_tokens counter\ntgi_speculated_tokens {drafted}\n\
+                 # TYPE tgi_speculative_accepted_tokens counter\ntgi_speculative_accepted_tokens {accepted}\n\
+                 # TYPE tgi_speculated_tokens_by_position counter\n\
+                 tgi_speculated_tokens_by_position{{position=\"1\"}} 1\n"
+            ))
+        };
+        let r = reduce(&[at(10.0, 5.0), at(50.0, 25.0)]);
+        assert_eq!(r["speculative_acceptance"], 0.5);
     }
 }
