@@ -86,7 +86,9 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     };
     let mut kl = match &args.kl_divergence_base {
         Some(path) if args.kl_divergence => Kl::Compare(BaseReader::open(path, &header)?, KlStats::default()),
-        Some(path) if chunks > 0 => Kl::Save(BaseWriter::create(path, args.force, &[args.file.clone()], &header)?),
+        Some(path) if chunks > 0 => {
+            Kl::Save(BaseWriter::create(path, args.force, std::slice::from_ref(&args.file), &header)?)
+        }
         _ => Kl::None,
     };
     let mut kl_error = None;
