@@ -5,6 +5,7 @@ pub mod bench;
 pub mod cli;
 pub mod error;
 pub mod generate;
+pub mod kl_base;
 pub mod model_args;
 pub mod output;
 pub mod perplexity;

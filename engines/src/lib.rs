@@ -5,6 +5,7 @@ pub mod convert;
 pub mod device;
 pub mod generate;
 pub mod kernels;
+pub mod kld;
 pub mod kv;
 pub mod model;
 pub mod perplexity;

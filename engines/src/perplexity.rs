@@ -40,13 +40,31 @@ pub(crate) fn log_prob(logits: &[f32], target: u32) -> f64 {
     (logits[target as usize] - max) as f64 - sum.ln()
 }
 
+/// Chunks that `perplexity` scores for a text of `text_tokens` tokens.
+pub fn chunk_count(text_tokens: usize, opts: &PerplexityOptions) -> usize {
+    let available = text_tokens / opts.ctx.max(1);
+    opts.max_chunks.map_or(available, |c| c.min(available))
+}
+
 /// Perplexity of `tokens` (the whole text, tokenized with BOS as the model asks), calling `progress` after
 /// each batch with (chunks done, chunks total).
 pub fn perplexity(
     m: &LoadedModel,
     tokens: &[u32],
     opts: PerplexityOptions,
+    progress: impl FnMut(usize, usize),
+) -> Result<Perplexity, ModelError> {
+    perplexity_observed(m, tokens, opts, progress, |_, _| {})
+}
+
+/// [`perplexity`], also calling `observe` with the logits and the next token of every scored position, in
+/// order (chunk by chunk, position by position).
+pub fn perplexity_observed(
+    m: &LoadedModel,
+    tokens: &[u32],
+    opts: PerplexityOptions,
     mut progress: impl FnMut(usize, usize),
+    mut observe: impl FnMut(&[f32], u32),
 ) -> Result<Perplexity, ModelError> {
     let cfg = m.model.config();
     let ctx = opts.ctx;
@@ -56,8 +74,7 @@ pub fn perplexity(
             cfg.context
         )));
     }
-    let available = tokens.len() / ctx;
-    let chunks = opts.max_chunks.map_or(available, |c| c.min(available));
+    let chunks = chunk_count(tokens.len(), &opts);
     if chunks == 0 {
         return Err(ModelError::Config(format!(
             "the text has {} tokens; at least {} (one chunk of --ctx {ctx}) are needed",
@@ -96,7 +113,9 @@ pub fn perplexity(
             let vocab = rows.len() / ctx;
             for j in first..ctx - 1 {
                 let target = tokens[c * ctx + j + 1];
-                let lp = log_prob(&rows[j * vocab..(j + 1) * vocab], target);
+                let row = &rows[j * vocab..(j + 1) * vocab];
+                let lp = log_prob(row, target);
+                observe(row, target);
                 nll -= lp;
                 nll2 += lp * lp;
                 count += 1;
