@@ -1,24 +1,9 @@
 use super::*;
 
 /// bitsandbytes' NF4 code.
-const NF4: [f32; 16] = [
-    -1.0,
-    -0.696_192_8,
-    -0.525_073_05,
-    -0.394_917_5,
-    -0.284_441_38,
-    -0.184_773_43,
-    -0.091_050_036,
-    0.0,
-    0.079_580_3,
-    0.160_930_2,
-    0.246_112_3,
-    0.337_915_24,
-    0.440_709_83,
-    0.562_617,
-    0.722_956_84,
-    1.0,
-];
+fn nf4() -> [f32; 16] {
+    tgi_formats::bnb::code(tgi_formats::bnb::FourBitType::Nf4)
+}
 
 /// bitsandbytes' FP4 code (its table divided by 12).
 const FP4: [f32; 16] = [
@@ -116,7 +101,7 @@ fn check(rows: usize, cols: usize, blocksize: usize, n: usize, code: &[f32; 16])
 #[test]
 fn nf4_matches_the_reference_for_every_row_count() {
     for n in [1, 2, 3, 4, 5, 9] {
-        check(37, 256, 64, n, &NF4);
+        check(37, 256, 64, n, &nf4());
     }
 }
 
@@ -124,15 +109,15 @@ fn nf4_matches_the_reference_for_every_row_count() {
 fn fp4_and_other_block_sizes() {
     check(16, 128, 64, 3, &FP4);
     for bs in [32, 128, 256, 4096] {
-        check(19, 512, bs, 2, &NF4);
+        check(19, 512, bs, 2, &nf4());
     }
 }
 
 #[test]
 fn blocks_straddling_rows() {
     // 96 columns in blocks of 64: every other block spans two rows.
-    check(11, 96, 64, 4, &NF4);
-    check(5, 160, 128, 1, &NF4);
+    check(11, 96, 64, 4, &nf4());
+    check(5, 160, 128, 1, &nf4());
 }
 
 #[test]
@@ -140,14 +125,15 @@ fn int8_path_costs_little_precision() {
     // The int8 arithmetic against exact f32 (dequantized weight · unquantized x) on TinyLlama's row length,
     // compared with NF4's own error (exact dequantized weight against the unquantized one).
     let (rows, cols) = (64, 2048);
-    let err = check(rows, cols, 64, 1, &NF4);
+    let err = check(rows, cols, 64, 1, &nf4());
     let w = values(rows * cols, 0x9E37_79B9 + cols as u64);
-    let (packed, absmax) = quantize(&w, 64, &NF4);
-    let view = Bnb4View::new(rows, cols, 64, &packed, &absmax, &NF4).unwrap();
+    let (packed, absmax) = quantize(&w, 64, &nf4());
+    let code = nf4();
+    let view = Bnb4View::new(rows, cols, 64, &packed, &absmax, &code).unwrap();
     let x = values(cols, 78);
     let exact: Vec<f64> = (0..rows).map(|r| (0..cols).map(|c| x[c] as f64 * w[r * cols + c] as f64).sum()).collect();
-    let nf4: Vec<f32> = reference(&view, &x, 1).iter().map(|&v| v as f32).collect();
-    let nf4_err = rel_err(&nf4, &exact);
+    let coded: Vec<f32> = reference(&view, &x, 1).iter().map(|&v| v as f32).collect();
+    let nf4_err = rel_err(&coded, &exact);
     // Measured: int8 path 0.85% of the output norm, NF4 itself 9-10%.
     assert!(err < 1.2e-2 && err < 0.15 * nf4_err, "int8 {err}, nf4 {nf4_err}");
 }
@@ -157,8 +143,9 @@ fn rows_not_a_multiple_of_32_take_the_exact_path() {
     // stories260k's down_proj: rows of 172; and an odd row length, whose rows start mid-byte.
     for (rows, cols) in [(64, 172), (7, 45)] {
         let w = values(rows * cols, 5);
-        let (packed, absmax) = quantize(&w, 64, &NF4);
-        let view = Bnb4View::new(rows, cols, 64, &packed, &absmax, &NF4).unwrap();
+        let (packed, absmax) = quantize(&w, 64, &nf4());
+        let code = nf4();
+        let view = Bnb4View::new(rows, cols, 64, &packed, &absmax, &code).unwrap();
         let x = values(3 * cols, 6);
         let want = reference(&view, &x, 3);
         for backend in [Backend::Scalar, super::super::backend()] {
@@ -171,7 +158,7 @@ fn rows_not_a_multiple_of_32_take_the_exact_path() {
 
 #[test]
 fn bad_shapes_are_refused() {
-    let code = NF4;
+    let code = nf4();
     assert!(Bnb4View::new(2, 64, 48, &[0; 64], &[1.0; 3], &code).unwrap_err().contains("power of two"));
     assert!(Bnb4View::new(2, 64, 64, &[0; 63], &[1.0; 2], &code).unwrap_err().contains("bytes"));
     assert!(Bnb4View::new(2, 64, 64, &[0; 64], &[1.0; 3], &code).unwrap_err().contains("absmax"));
