@@ -1,6 +1,7 @@
 //! Checkpoint I/O and quantized encodings for tgi: safetensors, GGUF, Hugging Face model
 //! directories and the GGML block types. Knows no model architectures and runs no model.
 
+pub mod awq;
 pub mod bnb;
 pub mod convert;
 pub mod ggml_type;
