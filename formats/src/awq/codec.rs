@@ -116,10 +116,10 @@ fn unpack(word: i32, j: usize) -> u8 {
 
 /// Checks that `[out, in]` can be stored with groups of `group_size`.
 fn check_shape(out_features: usize, in_features: usize, group_size: usize) -> Result<(), AwqError> {
-    if group_size == 0 || in_features % group_size != 0 {
+    if group_size == 0 || !in_features.is_multiple_of(group_size) {
         return Err(AwqError::GroupSize { in_features, group_size });
     }
-    if out_features % 8 != 0 {
+    if !out_features.is_multiple_of(8) {
         return Err(AwqError::OutFeatures(out_features));
     }
     Ok(())
