@@ -7,11 +7,11 @@ set -euo pipefail
 TGI=${TGI:-target/release/tgi}
 MODEL=${MODEL:-bench/out/tinyllama-q4_k_m.tgi.gguf}
 OUT=${OUT:-bench/out/tune}
-SLO=${SLO:-ttft=3s,tpot=250ms,e2e=30s}
+SLO=${SLO:-ttft=20s,tpot=1s,e2e=60s}
 mkdir -p "$OUT"
 WORKLOAD=(-n 8 -c 4 --input-tokens 64 --output-tokens 32)
 "$TGI" tune -m "$MODEL" --profile x86-4c8g --slo "$SLO" "${WORKLOAD[@]}" \
-  --max-batch-size 1,4 --speculate none,ngram:4 --budget 4 \
+  --threads 1,2 --max-batch-size 1,4 --budget 4 \
   --out "$OUT/best.toml" --journal "$OUT/trials.jsonl" --json "$OUT/tune.json" --plot "$OUT/charts" --no-install
 BENCH=(-m "$MODEL" "${WORKLOAD[@]}" --ignore-eos --warmup 2 --slo "$SLO" --force)
 "$TGI" bench "${BENCH[@]}" --label "serve defaults" --json "$OUT/defaults.json"

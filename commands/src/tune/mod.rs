@@ -35,6 +35,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         return Ok(());
     }
     validate(&args)?;
+    isolate_trials();
     let spec = args.profile.as_deref().expect("clap requires --profile");
     let profile = Profile::resolve(spec)?;
     let machine = Machine::this();
@@ -143,6 +144,21 @@ pub fn run(args: TuneArgs) -> Result<()> {
         install(&profile.name, &text)?;
     }
     Ok(())
+}
+
+/// Keeps `TGI_*` settings in this environment (a `TGI_CONFIG`, `TGI_PROFILE`, `TGI_MAX_BATCH_SIZE`, ...) out of
+/// the trials' servers, so that each runs exactly its configuration; `TGI_API_KEY` stays (bench sends it too).
+fn isolate_trials() {
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("TGI_") && k != "TGI_API_KEY")
+        .collect();
+    for k in &names {
+        std::env::remove_var(k);
+    }
+    if !names.is_empty() {
+        eprintln!("tgi tune: ignoring {} for the trials' servers", names.join(", "));
+    }
 }
 
 /// Checks what clap cannot.

@@ -145,7 +145,7 @@ pub fn pareto_figure(records: &[TrialRecord], slo: &ProfileSlo, title: &str) -> 
         Series {
             label: Some("Pareto front".into()),
             color: RGBColor(127, 127, 127),
-            style: Style::Line,
+            style: Style::Markers(Marker::Triangle),
             points: front,
         },
         Series {
