@@ -17,6 +17,7 @@ fn main() {
         Command::Perplexity(args) => tgi_commands::perplexity::run(args),
         Command::Serve(args) => tgi_commands::serve::run(args),
         Command::Bench(args) => tgi_commands::bench::run(args),
+        Command::Tune(args) => tgi_commands::tune::run(args),
         Command::Completions(args) => {
             cli::completions(args.shell, &mut std::io::stdout());
             Ok(())

@@ -28,6 +28,9 @@ pub enum Command {
     /// Benchmark an LLM server (TGI- or OpenAI-compatible, or a model served in-process): TTFT, ITL, TPOT,
     /// E2E latency and throughput per load level; `tgi bench compare` sets saved runs side by side.
     Bench(crate::bench::BenchCommand),
+    /// Sweep serving parameters for a hardware profile (each configuration served and measured), rank them against
+    /// the profile's SLOs and write the best as a `tgi serve --config` file.
+    Tune(crate::tune::TuneArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
 }

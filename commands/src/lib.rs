@@ -11,6 +11,7 @@ pub mod output;
 pub mod perplexity;
 pub mod quantize;
 pub mod serve;
+pub mod tune;
 
 pub use cli::{Cli, Command};
 pub use error::{exit_code, InputError};

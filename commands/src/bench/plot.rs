@@ -2,9 +2,9 @@
 //! distributions per load level, and for sweeps latency and throughput against load and the
 //! latency-throughput knee. Text uses a bundled DejaVu Sans subset, so no system fonts are needed.
 
-mod axis;
+pub(crate) mod axis;
 mod distribution;
-mod figure;
+pub(crate) mod figure;
 pub mod levels;
 mod load;
 mod text;
@@ -36,12 +36,6 @@ static FONT_TTF: &[u8] = include_bytes!("plot/font/DejaVuSans-subset.ttf");
 pub fn write_charts(reports: &[BenchReport], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let names: Vec<String> = reports.iter().map(|r| r.target.label.clone()).collect();
     let kind = levels::common_kind(reports, &names)?;
-    register_font()?;
-    if dir.exists() && !dir.is_dir() {
-        return Err(InputError(format!("{}: not a directory", dir.display())).into());
-    }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-
     let what = names.join(" vs ");
     let mut figures = distribution::figures(reports, kind, &what);
     if reports.iter().any(levels::is_sweep) {
@@ -49,8 +43,18 @@ pub fn write_charts(reports: &[BenchReport], dir: &Path) -> anyhow::Result<Vec<P
     } else {
         eprintln!("charts: one load level, so the charts against load are skipped (sweep --concurrency or --rate to get them)");
     }
+    write_figures(&figures, dir)
+}
+
+/// Draws `figures` into `dir` (created when missing) as PNG and SVG; returns the files written.
+pub(crate) fn write_figures(figures: &[Figure], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    register_font()?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(InputError(format!("{}: not a directory", dir.display())).into());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut written = Vec::new();
-    for fig in &figures {
+    for fig in figures {
         written.extend(write_figure(fig, dir)?);
     }
     Ok(written)

@@ -79,10 +79,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         )?),
     };
     let url = args.url.clone().or_else(|| server.as_ref().map(|s| s.url.clone())).expect("one of them");
-    let mut endpoint = Endpoint::parse(&url, connect, read).map_err(InputError)?;
-    endpoint.api_key = args.api_key.clone();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let report = rt.block_on(bench(&args, Arc::new(endpoint), &url));
+    let report = measure(&args, &url);
     let report = match (report, &server) {
         (Err(e), Some(s)) if !s.log_tail().is_empty() => {
             return Err(e.context(format!("server log:\n{}", s.log_tail())))
@@ -110,6 +107,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
         anyhow::bail!("all {total} requests failed{why}");
     }
     Ok(())
+}
+
+/// Measures the server at `url` as `args` say: every level's report, no files written (`tgi tune`'s trials too).
+pub(crate) fn measure(args: &BenchArgs, url: &str) -> Result<BenchReport> {
+    let (connect, read) = (Duration::from_secs_f64(args.connect_timeout), Duration::from_secs_f64(args.timeout));
+    let mut endpoint = Endpoint::parse(url, connect, read).map_err(InputError)?;
+    endpoint.api_key = args.api_key.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(bench(args, Arc::new(endpoint), url))
 }
 
 /// Probes the target, builds the workload and runs every level.

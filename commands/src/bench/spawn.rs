@@ -88,6 +88,17 @@ impl LocalServer {
         }
     }
 
+    /// The child's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        CHILD.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(Child::id)
+    }
+
+    /// The child's peak resident memory so far (VmHWM in /proc/PID/status), KiB; `None` off Linux.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+    }
+
     /// What the server last wrote to stderr.
     pub fn log_tail(&self) -> String {
         self.log.lock().unwrap_or_else(|e| e.into_inner()).join("\n")

@@ -22,12 +22,13 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
 (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is at /api-doc/openapi.json.\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
-which beats the file, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \
+which beats the file, which beats the tuned --profile, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \
 finish (up to --shutdown-timeout).\n\nExamples:\n  \
 tgi serve\n  \
 tgi serve -m model-q4_k_m.gguf --port 8080 --max-concurrent-requests 64\n  \
 TGI_API_KEY=secret tgi serve -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --hostname 0.0.0.0\n  \
 tgi serve --config serve.toml\n  \
+tgi serve --profile x86-4c8g\n  \
 curl localhost:3000/generate -H 'Content-Type: application/json' \
 -d '{\"inputs\": \"Once upon a time\", \"parameters\": {\"max_new_tokens\": 20}}'"
 )]
@@ -41,6 +42,12 @@ pub struct ServeArgs {
     /// Read settings from this TOML file (keys are the long flag names with underscores).
     #[arg(long, env = "TGI_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Apply the configuration `tgi tune --profile NAME` found for a hardware profile
+    /// ($XDG_CONFIG_HOME/tgi/tuned/NAME.toml, else ~/.config/tgi/tuned/NAME.toml); without one, the profile's
+    /// own baseline (its threads, within this machine). Flags, the environment and --config beat it.
+    #[arg(long, env = "TGI_PROFILE", value_name = "NAME")]
+    pub profile: Option<String>,
 
     /// The address to listen on.
     #[arg(long, env = "TGI_HOSTNAME", default_value = "127.0.0.1", value_name = "HOST")]

@@ -1,8 +1,11 @@
 //! `--config FILE.toml`: settings under the long flag names with underscores (what `tgi tune`
-//! writes). A flag beats its `TGI_*` environment variable, which beats the file, which beats the
-//! default: the file's values are appended as flags for exactly the settings that came from neither
-//! the command line nor the environment, and the command line is parsed again.
+//! writes), and `--profile NAME`: the configuration `tgi tune` wrote for that hardware profile (or
+//! the profile's baseline). A flag beats its `TGI_*` environment variable, which beats the file,
+//! which beats the profile, which beats the default: the files' values are appended as flags for
+//! exactly the settings that came from neither the command line, the environment nor an earlier
+//! layer, and the command line is parsed again.
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 
 use anyhow::{Context, Result};
@@ -11,38 +14,83 @@ use clap::{ArgAction, ArgMatches, FromArgMatches};
 
 use super::args::ServeArgs;
 use crate::error::InputError;
+use crate::tune::profile::{tuned_path, Machine, Profile};
 
-/// The serve arguments of the command line `argv` (`tgi serve ...`), with the `--config` file
-/// (when given) filling in what the flags and the environment left unset.
+/// The serve arguments of the command line `argv` (`tgi serve ...`), with the `--config` file and then
+/// the `--profile`'s tuned configuration (when given) filling in what the flags and the environment left unset.
 pub fn resolve(argv: Vec<OsString>) -> Result<ServeArgs> {
     // `tgi serve ARGS` parsed as a command named `serve`.
     let argv: Vec<OsString> = argv.into_iter().skip(1).collect();
     let cmd = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
     let given = cmd.clone().try_get_matches_from(&argv).map_err(|e| InputError(e.to_string()))?;
     let args = ServeArgs::from_arg_matches(&given).map_err(|e| InputError(e.to_string()))?;
-    let Some(path) = &args.config else { return Ok(args) };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(|e| InputError(format!("{e:#}")))?;
-    let extra = file_flags(&cmd, &given, &text).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let mut layers = Vec::new();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(|e| InputError(format!("{e:#}")))?;
+        let table: toml::Table =
+            text.parse().map_err(|e: toml::de::Error| InputError(format!("{}: {e}", path.display())))?;
+        layers.push((path.display().to_string(), table));
+    }
+    if let Some(name) = &args.profile {
+        let (origin, table, note) = profile_layer(name)?;
+        eprintln!("{note}");
+        layers.push((origin, table));
+    }
+    if layers.is_empty() {
+        return Ok(args);
+    }
     let mut full = argv;
-    full.extend(extra);
-    let matches = cmd.try_get_matches_from(&full).map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    let mut taken = HashSet::new();
+    for (origin, table) in &layers {
+        let extra = file_flags(&cmd, &given, table, &taken).map_err(|e| InputError(format!("{origin}: {e}")))?;
+        full.extend(extra);
+        taken.extend(table.keys().cloned());
+    }
+    let matches = cmd.try_get_matches_from(&full).map_err(|e| InputError(format!("{}: {e}", layers[0].0)))?;
     ServeArgs::from_arg_matches(&matches).map_err(|e| InputError(e.to_string()).into())
 }
 
-/// The file's settings as flags, for those not set on the command line or in the environment.
-fn file_flags(serve: &clap::Command, given: &ArgMatches, text: &str) -> Result<Vec<OsString>, String> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+/// `--profile NAME`: the tuned configuration when `tgi tune` wrote one, else the profile's baseline; with
+/// where it came from and a line for the log.
+fn profile_layer(name: &str) -> Result<(String, toml::Table, String), InputError> {
+    let plain = !name.contains('/') && !name.ends_with(".toml");
+    if let Some(path) = tuned_path(name).filter(|p| plain && p.is_file()) {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|e| InputError(format!("cannot read {origin}: {e}")))?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| InputError(format!("{origin}: {e}")))?;
+        let note = format!("profile {name}: applying the tuned configuration {origin}");
+        return Ok((origin, table, note));
+    }
+    let profile = Profile::resolve(name)?;
+    let table = profile.baseline(&Machine::this());
+    let settings: Vec<String> = table.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let where_ = tuned_path(&profile.name).map_or("no config directory".into(), |p| p.display().to_string());
+    let note = format!(
+        "profile {name}: no tuned configuration ({where_}; run tgi tune --profile {name}); applying the profile's baseline: {}",
+        settings.join(", ")
+    );
+    Ok((format!("profile {name}"), table, note))
+}
+
+/// The file's settings as flags, for those not set on the command line, in the environment or in `taken`
+/// (an earlier layer).
+fn file_flags(
+    serve: &clap::Command,
+    given: &ArgMatches,
+    table: &toml::Table,
+    taken: &HashSet<String>,
+) -> Result<Vec<OsString>, String> {
     let mut flags = Vec::new();
-    for (key, value) in &table {
+    for (key, value) in table {
         let long = key.replace('_', "-");
         let arg = serve
             .get_arguments()
-            .find(|a| a.get_long() == Some(long.as_str()) && long != "config")
+            .find(|a| a.get_long() == Some(long.as_str()) && long != "config" && long != "profile")
             .ok_or_else(|| format!("unknown setting `{key}`"))?;
         let from = given.value_source(arg.get_id().as_str());
-        if matches!(from, Some(ValueSource::CommandLine | ValueSource::EnvVariable)) {
+        if matches!(from, Some(ValueSource::CommandLine | ValueSource::EnvVariable)) || taken.contains(key) {
             continue;
         }
         let scalar = |v: &toml::Value| match v {
@@ -108,5 +156,34 @@ mod tests {
         assert!(resolve(argv(&["--config", cfg])).is_err());
         assert!(resolve(argv(&["--config", "/nonexistent.toml"])).is_err());
         assert_eq!(resolve(argv(&[])).unwrap().port, 3000);
+    }
+
+    #[test]
+    fn profile_layer_under_config() {
+        let dir = tempfile::tempdir().unwrap();
+        // Only this test reads XDG_CONFIG_HOME.
+        std::env::set_var("XDG_CONFIG_HOME", dir.path());
+        let tuned = dir.path().join("tgi/tuned");
+        std::fs::create_dir_all(&tuned).unwrap();
+        std::fs::write(tuned.join("x86-4c8g.toml"), "threads = 1\nmax_batch_size = 7\nmax_best_of = 3\n").unwrap();
+        let cfg = dir.path().join("serve.toml");
+        std::fs::write(&cfg, "max_batch_size = 9\n").unwrap();
+        let cfg = cfg.to_str().unwrap();
+        let a = resolve(argv(&["--profile", "x86-4c8g", "--config", cfg, "--max-best-of", "2"])).unwrap();
+        assert_eq!(a.max_batch_size, Some(9), "--config beats the profile");
+        assert_eq!(a.model.threads, Some(1), "the tuned profile beats the default");
+        assert_eq!(a.max_best_of, 2, "a flag beats the profile");
+        let a = resolve(argv(&["--profile", "x86-4c8g", "--threads", "2"])).unwrap();
+        assert_eq!((a.model.threads, a.max_batch_size), (Some(2), Some(7)));
+        // No tuned file: the profile's baseline, its threads within this machine's cores.
+        let a = resolve(argv(&["--profile", "rpi5"])).unwrap();
+        let cores = std::thread::available_parallelism().unwrap().get();
+        assert_eq!((a.model.threads, a.max_batch_size), (Some(4.min(cores)), None));
+        let e = resolve(argv(&["--profile", "nope"])).unwrap_err().to_string();
+        assert!(e.contains("no profile 'nope'"), "{e}");
+        std::fs::write(tuned.join("bad.toml"), "profile = \"x\"\n").unwrap();
+        let e = resolve(argv(&["--profile", "bad"])).unwrap_err().to_string();
+        assert!(e.contains("unknown setting `profile`"), "{e}");
+        std::env::remove_var("XDG_CONFIG_HOME");
     }
 }

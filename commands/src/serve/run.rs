@@ -18,9 +18,10 @@ use crate::error::InputError;
 
 /// Runs `tgi serve`.
 pub fn run(args: ServeArgs) -> Result<()> {
-    let args = match args.config {
-        Some(_) => config::resolve(std::env::args_os().collect())?,
-        None => args,
+    let args = if args.config.is_some() || args.profile.is_some() {
+        config::resolve(std::env::args_os().collect())?
+    } else {
+        args
     };
     let speculation = args.speculation()?;
     let mut loaded = args.model.load()?;

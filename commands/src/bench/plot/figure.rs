@@ -107,6 +107,8 @@ pub enum Style {
     Line,
     /// A line with a marker at each point.
     Markers(Marker),
+    /// Markers only (a scatter).
+    Points(Marker),
     /// A closed outline (a histogram's steps) filled translucently.
     Filled,
 }
@@ -177,8 +179,10 @@ fn draw_panel<DB: DrawingBackend>(p: &Panel, area: &DrawingArea<DB, Shift>) -> D
                 chart.draw_series(std::iter::once(Polygon::new(s.points.clone(), fill))).map_err(err)?;
                 chart.draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(1))).map_err(err)?
             }
-            Style::Markers(m) => {
-                chart.draw_series(LineSeries::new(s.points.iter().copied(), line)).map_err(err)?;
+            Style::Markers(m) | Style::Points(m) => {
+                if matches!(s.style, Style::Markers(_)) {
+                    chart.draw_series(LineSeries::new(s.points.iter().copied(), line)).map_err(err)?;
+                }
                 let fill = color.filled();
                 let pts = s.points.iter().copied();
                 match m {
@@ -198,6 +202,14 @@ fn draw_panel<DB: DrawingBackend>(p: &Panel, area: &DrawingArea<DB, Shift>) -> D
                 Style::Filled => anno.legend(move |(x, y)| {
                     EmptyElement::at((x, y)) + Rectangle::new([(0, -5), (20, 5)], color.mix(0.4).filled())
                 }),
+                Style::Points(Marker::Circle) => {
+                    anno.legend(move |(x, y)| EmptyElement::at((x, y)) + Circle::new((10, 0), 4, color.filled()))
+                }
+                Style::Points(Marker::Triangle) => anno
+                    .legend(move |(x, y)| EmptyElement::at((x, y)) + TriangleMarker::new((10, 0), 6, color.filled())),
+                Style::Points(Marker::Cross) => {
+                    anno.legend(move |(x, y)| EmptyElement::at((x, y)) + Cross::new((10, 0), 5, color.stroke_width(2)))
+                }
                 Style::Markers(Marker::Circle) => anno
                     .legend(move |(x, y)| EmptyElement::at((x, y)) + line() + Circle::new((10, 0), 4, color.filled())),
                 Style::Markers(Marker::Triangle) => anno.legend(move |(x, y)| {
