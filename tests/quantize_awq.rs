@@ -79,13 +79,21 @@ fn read_back(source: &Path, out: &Path, group: usize, dump: &Path) -> usize {
     linears
 }
 
-/// Runs tests/python/awq_unpack.py; skipped with a note when python3 with numpy is not there.
-fn python_check(source: &Path, out: &Path, dump: &Path) {
+/// Whether python3 with numpy is there; prints a note when not.
+fn have_numpy() -> bool {
     let probe = Command::new("python3").args(["-c", "import numpy"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
+    let ok = probe.is_ok_and(|o| o.status.success());
+    if !ok {
         eprintln!(
             "note: python3 with numpy not found (pip install -r tests/python/requirements.txt): skipping awq_unpack.py"
         );
+    }
+    ok
+}
+
+/// Runs tests/python/awq_unpack.py (skipped with a note without python3 and numpy).
+fn python_check(source: &Path, out: &Path, dump: &Path) {
+    if !have_numpy() {
         return;
     }
     let o = Command::new("python3")
@@ -105,6 +113,25 @@ fn python_check(source: &Path, out: &Path, dump: &Path) {
 
 fn sha256(path: &Path) -> String {
     Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The committed third-party load `tests/reference/awq/{file}` was made from exactly this output,
+/// and records agreement.
+fn assert_reference(file: &str, out: &Path) {
+    let path = root().join("tests/reference/awq").join(file);
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        reference["model_safetensors_sha256"].as_str().unwrap(),
+        sha256(&out.join("model.safetensors")),
+        "the output changed: rerun tests/reference/awq/check_gptqmodel.py (see tests/reference/awq/README.md)"
+    );
+    assert_eq!(reference["quantization_config"], config(out)["quantization_config"]);
+    let dequant = reference["awq_weight_dequantize_vs_numpy_unpack_max_abs"].as_object().unwrap();
+    assert_eq!(dequant.len(), 28);
+    assert!(dequant.values().all(|d| d.as_f64() == Some(0.0)), "{file}: gptqmodel dequantizes differently");
+    let tolerance = reference["gptqmodel_vs_dense_dequantized_f32"]["max"].as_f64().unwrap();
+    assert!(tolerance < 0.02, "{file}: gptqmodel logits {tolerance} from the dense model");
+    assert_eq!(reference["argmax_agreement_gptqmodel_vs_dense_dequantized"], 1.0);
 }
 
 #[test]
@@ -151,15 +178,7 @@ fn rtn_writes_the_autoawq_gemm_layout() {
     assert_eq!(read_back(&hf, &out, 128, &dump), 28);
     python_check(&hf, &out, &dump);
 
-    // The third-party load in tests/reference/awq was made from exactly this output.
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/reference/awq/gptqmodel_load.json")).unwrap())
-            .unwrap();
-    assert_eq!(
-        reference["model_safetensors_sha256"].as_str().unwrap(),
-        sha256(&out.join("model.safetensors")),
-        "the output changed: rerun tests/reference/awq/check_gptqmodel.py (see its README)"
-    );
+    assert_reference("gptqmodel_load.json", &out);
 }
 
 #[test]
@@ -179,6 +198,7 @@ fn symmetric_group_32_reads_back() {
     std::fs::create_dir(&dump).unwrap();
     assert_eq!(read_back(&hf, &out, 32, &dump), 28);
     python_check(&hf, &out, &dump);
+    assert_reference("gptqmodel_load_sym_g32.json", &out);
     // --zero-point after --no-zero-point wins; --force replaces the directory.
     quantize_awq(&hf, &out, &["--no-zero-point", "--zero-point", "--force"]);
     assert_eq!(config(&out)["quantization_config"]["zero_point"], true);
@@ -222,6 +242,35 @@ fn refuses_bad_input_before_writing() {
     let gguf = model("stories260k/stories260k-f32.gguf");
     assert_fails(&q(&[gguf.to_str().unwrap(), "--format", "awq", "-o", o]), 2, "needs a Hugging Face checkpoint");
     assert_eq!(files_in(tmp.path()), Vec::<String>::new(), "nothing written");
+}
+
+#[test]
+fn the_unpacker_catches_one_flipped_bit() {
+    if !have_numpy() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("awq");
+    let hf = model("stories-distill-4l/hf");
+    quantize_awq(&hf, &out, &[]);
+    let file = out.join("model.safetensors");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let at = 8 + n + header["model.layers.1.mlp.gate_proj.qweight"]["data_offsets"][0].as_u64().unwrap() as usize;
+    bytes[at + 100] ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let o = Command::new("python3")
+        .arg(root().join("tests/python/awq_unpack.py"))
+        .arg("--source")
+        .arg(&hf)
+        .arg("--awq")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a corrupted qweight passed");
+    assert!(stderr.contains("model.layers.1.mlp.gate_proj: qweight differs"), "{stderr}");
 }
 
 /// A copy of stories-distill-4l whose last layer holds a NaN: the error comes after the first

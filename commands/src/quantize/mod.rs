@@ -338,7 +338,7 @@ fn check_flags(args: &QuantizeArgs) -> Result<()> {
     ];
     for (flags, applies, ours) in groups {
         if let Some((_, flag)) = flags.iter().find(|(set, _)| *set).filter(|_| !ours) {
-            return Err(InputError(format!("{flag} applies to {applies}, not --format {format}")).into());
+            return Err(InputError(format!("{flag} applies to {applies}, not {format}")).into());
         }
     }
     Ok(())

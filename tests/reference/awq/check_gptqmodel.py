@@ -5,16 +5,21 @@ Records in a JSON file (gptqmodel_load.json beside this script by default):
   - the versions, the SHA-256 of the model.safetensors loaded (tests/quantize_awq.rs checks that
     `tgi quantize` still writes exactly that file), the quantization_config and the gptqmodel
     kernel classes chosen;
-  - per quantized module, max |dequantize_weight() - numpy unpack| (tests/python/awq_unpack.py's
-    independent unpacker, as float16 like the kernel's weights);
+  - per quantized module, max |awq_weight_dequantize() - numpy unpack| (gptqmodel's copy of AutoAWQ's
+    dequantize_gemm on the loaded buffers vs tests/python/awq_unpack.py's independent unpacker, as
+    float16 like the kernel's weights);
   - logits for a fixed prompt from (a) transformers + gptqmodel on our directory (float16), (b) the
     dense float32 model whose linears are the numpy-dequantized weights and whose other tensors are
     our float16 values, (c) the float32 source model; and the max/mean |a - b|, |a - c|, |b - c|.
     (a) vs (b) is the loader tolerance: same weights, float16 vs float32 arithmetic.
 
-usage (torch venv):
+usage (torch venv; the two committed JSON files):
   tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o /tmp/awq-ref
   python tests/reference/awq/check_gptqmodel.py --source models/stories-distill-4l/hf --awq /tmp/awq-ref
+  tgi quantize models/stories-distill-4l/hf --format awq --no-zero-point --group-size 32 -o /tmp/awq-sym
+  python tests/reference/awq/check_gptqmodel.py --source models/stories-distill-4l/hf --awq /tmp/awq-sym \
+      --out tests/reference/awq/gptqmodel_load_sym_g32.json \
+      --command "tgi quantize models/stories-distill-4l/hf --format awq --no-zero-point --group-size 32 -o DIR"
 """
 
 import argparse
@@ -59,6 +64,8 @@ def main():
     ap.add_argument("--source", required=True)
     ap.add_argument("--awq", required=True)
     ap.add_argument("--out", default=os.path.join(HERE, "gptqmodel_load.json"))
+    ap.add_argument("--command", default="tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o DIR",
+                    help="the tgi command that wrote --awq, recorded in the JSON")
     args = ap.parse_args()
 
     import gptqmodel
@@ -78,9 +85,10 @@ def main():
     awq = unpack.read_safetensors(os.path.join(args.awq, "model.safetensors"))
     kernels, dequant = set(), {}
     for name, m in model.named_modules():
-        if hasattr(m, "qweight") and hasattr(m, "dequantize_weight"):
+        if hasattr(m, "qweight") and hasattr(m, "awq_weight_dequantize"):
             kernels.add(type(m).__name__)
-            theirs = m.dequantize_weight().detach().to(torch.float32).numpy()  # [in, out]
+            # AutoAWQ's dequantize_gemm on the loaded buffers (before the first forward repacks them).
+            theirs = m.awq_weight_dequantize("cpu", torch.float32).detach().numpy()  # [in, out]
             ours = unpack.dequantize(
                 awq[name + ".qweight"], awq[name + ".qzeros"], awq[name + ".scales"], group, unpack.AWQ_REVERSE_ORDER
             )  # [out, in], f32
@@ -112,7 +120,7 @@ def main():
     result = {
         "script": "tests/reference/awq/check_gptqmodel.py",
         "source": os.path.relpath(os.path.abspath(args.source), os.path.join(HERE, "..", "..", "..")),
-        "command": "tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o DIR",
+        "command": args.command,
         "model_safetensors_sha256": sha256(os.path.join(args.awq, "model.safetensors")),
         "quantization_config": qc,
         "versions": {
@@ -126,7 +134,7 @@ def main():
         "kernels": sorted(kernels),
         "load_seconds": round(load_s, 1),
         "forward_seconds": round(forward_s, 2),
-        "dequantize_weight_vs_numpy_unpack_max_abs": dequant,
+        "awq_weight_dequantize_vs_numpy_unpack_max_abs": dequant,
         "prompt": PROMPT,
         "prompt_ids": ids[0].tolist(),
         "logits_gptqmodel_f16": [[round(float(x), 5) for x in row] for row in awq_logits],
@@ -138,8 +146,8 @@ def main():
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
-    short = {k: v for k, v in result.items() if not k.startswith("logits") and k != "dequantize_weight_vs_numpy_unpack_max_abs"}
-    short["dequantize_weight_max_abs_over_modules"] = max(dequant.values())
+    short = {k: v for k, v in result.items() if not k.startswith("logits") and k != "awq_weight_dequantize_vs_numpy_unpack_max_abs"}
+    short["awq_weight_dequantize_max_abs_over_modules"] = max(dequant.values())
     print(json.dumps(short, indent=1))
 
 
