@@ -4,7 +4,8 @@
 //! `scales` (F16 `[in/group, out]`); everything else in F16.
 //!
 //! Decoder layers are encoded one at a time: a [`LayerWeights`] hands over each layer's linear weights
-//! and norms as f32 and the codec rounds them to nearest per group. Without a zero point the codes are
+//! and norms as f32, the codec rounds them to nearest per group, and the tensors go straight to the
+//! file (its header declares them all up front), so memory holds about one layer, not the model. Without a zero point the codes are
 //! symmetric (`scale = max|w| / 7`) but stored offset by 8 with zero point 8, since the GEMM layout
 //! always carries zeros.
 
@@ -12,6 +13,8 @@ mod layers;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -20,13 +23,13 @@ use half::f16;
 use rayon::prelude::*;
 use tgi_engines::convert::encode::ErrorStats;
 use tgi_formats::awq::{AwqConfig, AwqTensor, VALID_GROUP_SIZES};
-use tgi_formats::safetensors::{write_file, TensorOut};
+use tgi_formats::safetensors::{StreamWriter, TensorOut};
 use tgi_formats::source::{DType, TensorSource};
 
 use super::hf_dir::{dir_bytes, error_stats, print_summary, progress_bar, report_row, FloatCheckpoint, WEIGHTS};
 use super::report::{Summary, SummaryHead, TensorReport};
 use crate::error::InputError;
-use crate::output::AtomicDir;
+use crate::output::{finish_writer, AtomicDir};
 pub use layers::{AwqPlan, Layer, LayerTensors, LayerWeights, Linear, StoredWeights};
 
 /// How the weights are chosen before they are rounded.
@@ -90,7 +93,11 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, 
     let mut weights: Box<dyn LayerWeights + '_> = match opts.method {
         AwqMethod::Rtn => Box::new(StoredWeights { source: &input.weights }),
     };
-    let mut tensors: Vec<(String, TensorOut<'static>)> = Vec::new();
+    let shapes: HashMap<&str, &[usize]> = input.metas.iter().map(|m| (m.name.as_str(), m.shape.as_slice())).collect();
+    let file = File::create(out.path().join(WEIGHTS)).with_context(|| format!("cannot create {WEIGHTS}"))?;
+    let metadata = HashMap::from([("format".into(), "pt".into())]);
+    let mut writer =
+        StreamWriter::new(BufWriter::with_capacity(1 << 20, file), &declare(&plan, &shapes, opts), metadata)?;
     let mut rows = Vec::with_capacity(input.metas.len());
     for layer in &plan.layers {
         progress.set_message(format!("layer {}", layer.index));
@@ -107,13 +114,15 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, 
             .collect();
         for e in encoded {
             let (group, row) = e?;
-            tensors.extend(group);
+            for (name, t) in group {
+                writer.write(&name, &t.data)?;
+            }
             rows.push((row, true));
         }
         for norm in &layer.norms {
-            let v = layer_values(&values, norm, input.metas.iter().find(|m| &m.name == norm).map_or(0, numel))?;
-            let (t, row) = f16_tensor(norm, &[v.len()], v)?;
-            tensors.push((norm.clone(), t));
+            let v = layer_values(&values, norm, shapes[norm.as_str()].iter().product())?;
+            let (t, row) = f16_tensor(norm, shapes[norm.as_str()], v)?;
+            writer.write(norm, &t.data)?;
             rows.push((row, false));
             progress.inc(v.len() as u64);
         }
@@ -124,13 +133,11 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, 
         input.weights.read_f32_into(&meta.name, &mut values)?;
         input.weights.release(&meta.name);
         let (t, row) = f16_tensor(&meta.name, &meta.shape, &values)?;
-        tensors.push((meta.name.clone(), t));
+        writer.write(&meta.name, &t.data)?;
         rows.push((row, false));
         progress.inc(values.len() as u64);
     }
-    progress.set_message(format!("writing {WEIGHTS}"));
-    write_file(&out.path().join(WEIGHTS), &tensors, HashMap::from([("format".into(), "pt".into())]))?;
-    drop(tensors);
+    finish_writer(writer.finish()?)?;
     let mut config = input.config.clone();
     config["quantization_config"] = opts.config().to_json();
     config["torch_dtype"] = "float16".into();
@@ -158,8 +165,22 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, 
     print_summary(&summary, json, quiet)
 }
 
-fn numel(meta: &tgi_formats::source::TensorMeta) -> usize {
-    meta.shape.iter().product()
+/// Every tensor of the output with its dtype and shape, in the order they are encoded: layer by
+/// layer each linear's `qweight`, `qzeros`, `scales`, then the layer's norms; then the other tensors.
+fn declare(plan: &AwqPlan, shapes: &HashMap<&str, &[usize]>, opts: AwqOptions) -> Vec<(String, DType, Vec<usize>)> {
+    let g = opts.group_size;
+    let mut out = Vec::new();
+    for layer in &plan.layers {
+        for l in &layer.linears {
+            let (o, i, m) = (l.out_features, l.in_features, l.module());
+            out.push((format!("{m}.qweight"), DType::I32, vec![i, o / 8]));
+            out.push((format!("{m}.qzeros"), DType::I32, vec![i / g, o / 8]));
+            out.push((format!("{m}.scales"), DType::F16, vec![i / g, o]));
+        }
+        out.extend(layer.norms.iter().map(|n| (n.clone(), DType::F16, shapes[n.as_str()].to_vec())));
+    }
+    out.extend(plan.others.iter().map(|m| (m.name.clone(), DType::F16, m.shape.clone())));
+    out
 }
 
 /// The values a [`LayerWeights`] gave for `name`, checked to hold `len` of them.

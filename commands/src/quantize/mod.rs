@@ -331,17 +331,15 @@ fn check_flags(args: &QuantizeArgs) -> Result<()> {
         Format::Bnb => "bnb",
         Format::Awq => "awq",
     };
-    let groups: [(&[(bool, &str)], &str, bool); 3] = [
-        (&gguf, "--format gguf only", args.format == Format::Gguf),
-        (&bnb, "--format nf4, fp4 and bnb", matches!(args.format, Format::Nf4 | Format::Fp4 | Format::Bnb)),
-        (&awq, "--format awq only", args.format == Format::Awq),
-    ];
-    for (flags, applies, ours) in groups {
-        if let Some((_, flag)) = flags.iter().find(|(set, _)| *set).filter(|_| !ours) {
-            return Err(InputError(format!("{flag} applies to {applies}, not {format}")).into());
+    let foreign = |flags: &[(bool, &'static str)], applies: &str, ours: bool| -> Result<()> {
+        match flags.iter().find(|(set, _)| *set) {
+            Some((_, flag)) if !ours => Err(InputError(format!("{flag} applies to {applies}, not {format}")).into()),
+            _ => Ok(()),
         }
-    }
-    Ok(())
+    };
+    foreign(&gguf, "--format gguf only", args.format == Format::Gguf)?;
+    foreign(&bnb, "--format nf4, fp4 and bnb", matches!(args.format, Format::Nf4 | Format::Fp4 | Format::Bnb))?;
+    foreign(&awq, "--format awq only", args.format == Format::Awq)
 }
 
 /// `--format awq`: runs the AWQ export.

@@ -2,7 +2,7 @@
 """Third-party load of a `tgi quantize --format awq` directory: transformers + gptqmodel on CPU.
 
 Records in a JSON file (gptqmodel_load.json beside this script by default):
-  - the versions, the SHA-256 of the model.safetensors loaded (tests/quantize_awq.rs checks that
+  - transformers' loading info (no missing, unexpected or mismatched keys, asserted), the versions, the SHA-256 of the model.safetensors loaded (tests/quantize_awq.rs checks that
     `tgi quantize` still writes exactly that file), the quantization_config and the gptqmodel
     kernel classes chosen;
   - per quantized module, max |awq_weight_dequantize() - numpy unpack| (gptqmodel's copy of AutoAWQ's
@@ -79,8 +79,12 @@ def main():
     ids = tok(PROMPT, return_tensors="pt").input_ids
 
     t0 = time.time()
-    model = AutoModelForCausalLM.from_pretrained(args.awq, device_map="cpu", dtype=torch.float16)
+    model, info = AutoModelForCausalLM.from_pretrained(
+        args.awq, device_map="cpu", dtype=torch.float16, output_loading_info=True
+    )
     load_s = time.time() - t0
+    loading = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    assert not any(loading.values()), loading
     model.eval()
     awq = unpack.read_safetensors(os.path.join(args.awq, "model.safetensors"))
     kernels, dequant = set(), {}
@@ -132,6 +136,7 @@ def main():
         },
         "cpu": platform.processor() or platform.machine(),
         "kernels": sorted(kernels),
+        "loading_info": loading,
         "load_seconds": round(load_s, 1),
         "forward_seconds": round(forward_s, 2),
         "awq_weight_dequantize_vs_numpy_unpack_max_abs": dequant,
