@@ -47,9 +47,16 @@ pub struct Layer {
 /// The values of one layer's tensors (linear weights `[out, in]` row-major, norms), by full name.
 pub type LayerTensors = HashMap<String, Vec<f32>>;
 
-/// Where the values of each decoder layer's linears and norms come from, one layer at a time.
+/// Where the values of each decoder layer's linears and norms come from, one layer at a time, in
+/// index order: the seam between the export and a method that rewrites weights before rounding.
+/// An activation-aware search returns each linear's weight with its input channels multiplied by
+/// the scales it found (and clipped), and the op before it (the norm, or `v_proj`/`up_proj`'s
+/// output rows) divided by the same scales; the export then rounds, packs and writes what it is
+/// given. Every name of `layer.linears` and `layer.norms` must be present with the checkpoint's
+/// number of values (checked).
 pub trait LayerWeights {
-    /// The f32 values to store for every tensor of `layer` (its linears and norms), keyed by name.
+    /// The f32 values to store for every tensor of `layer` (linear weights `[out, in]` row-major,
+    /// norms), keyed by full name.
     fn layer(&mut self, layer: &Layer) -> Result<LayerTensors>;
 }
 
