@@ -17,7 +17,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file, or a checkpoint into bitsandbytes NF4/FP4.
+    /// Convert a Hugging Face checkpoint or a GGUF file into a quantized GGUF file, or a checkpoint into bitsandbytes NF4/FP4 or AWQ.
     Quantize(crate::quantize::QuantizeArgs),
     /// Generate text from a prompt, streaming it as it is produced.
     Generate(crate::generate::GenerateArgs),

@@ -12,10 +12,12 @@ use memmap2::Mmap;
 
 use crate::source::{bytes_to_f32, not_found, DType, SourceError, TensorMeta, TensorSource};
 
+mod stream;
 #[cfg(test)]
 mod tests;
 mod write;
 
+pub use stream::{StreamError, StreamWriter};
 pub use write::{write_file, TensorOut};
 
 /// File name of a single-file checkpoint.
