@@ -9,7 +9,7 @@ mod insitu;
 mod linear;
 mod llama;
 mod load;
-mod rope;
+pub(crate) mod rope;
 mod weights;
 
 pub use config::{LlamaConfig, RopeStyle};
