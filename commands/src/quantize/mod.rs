@@ -1,7 +1,9 @@
 //! `tgi quantize`: a Hugging Face checkpoint or a float GGUF file in, a quantized GGUF file out; or
-//! a Hugging Face checkpoint in, a bitsandbytes NF4/FP4 Hugging Face directory out.
+//! a Hugging Face checkpoint in, a bitsandbytes NF4/FP4 or an AWQ Hugging Face directory out.
 
+pub mod awq;
 mod bnb;
+mod hf_dir;
 mod report;
 
 use std::fs::File;
@@ -37,8 +39,11 @@ pub enum Format {
     Fp4,
     /// bitsandbytes 4-bit with the type from --quant-type (default nf4).
     Bnb,
+    /// AWQ 4-bit in AutoAWQ's GEMM layout: a Hugging Face directory that transformers (gptqmodel), vLLM and TGI load.
+    Awq,
 }
 
+pub use awq::AwqMethod;
 pub use bnb::ComputeDtype;
 use tgi_formats::bnb::FourBitType;
 
@@ -48,7 +53,8 @@ use tgi_formats::bnb::FourBitType;
 tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m -o tinyllama-q4_k_m.gguf\n  \
 tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf\n  \
 tgi quantize models/stories260k/hf --format nf4 -o stories-nf4\n  \
-tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --format fp4 --blocksize 128 --no-double-quant -o tinyllama-fp4")]
+tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --format fp4 --blocksize 128 --no-double-quant -o tinyllama-fp4\n  \
+tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o stories-awq")]
 pub struct QuantizeArgs {
     /// The model: a Hugging Face directory (or its model.safetensors, with config.json beside
     /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file with
@@ -69,7 +75,7 @@ pub struct QuantizeArgs {
     pub preset: Option<Preset>,
 
     /// Output file for GGUF [default: <model name>-<type>.gguf], output directory for nf4/fp4/bnb
-    /// [default: <model name>-NF4 (or -FP4)], in the current directory.
+    /// [default: <model name>-NF4 (or -FP4)] and awq [default: <model name>-AWQ], in the current directory.
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
 
@@ -90,6 +96,28 @@ pub struct QuantizeArgs {
     /// the linear weights].
     #[arg(long, value_enum, value_name = "DTYPE")]
     pub compute_dtype: Option<ComputeDtype>,
+
+    /// AWQ: bits per weight; only 4 (the GEMM layout) [default: 4].
+    #[arg(long, value_name = "N")]
+    pub bits: Option<u32>,
+
+    /// AWQ: input channels sharing one scale and zero point (32, 64, 128) [default: 128].
+    #[arg(long, value_name = "N")]
+    pub group_size: Option<usize>,
+
+    /// AWQ: asymmetric quantization with a zero point per group (the default).
+    #[arg(long, overrides_with = "no_zero_point")]
+    pub zero_point: bool,
+
+    /// AWQ: symmetric quantization (scale max|w|/7); the codes are stored offset by 8 with zero
+    /// point 8, as the GEMM layout always carries zero points.
+    #[arg(long, overrides_with = "zero_point")]
+    pub no_zero_point: bool,
+
+    /// AWQ: how the weights are chosen before rounding; rtn rounds the stored weights to nearest
+    /// per group [default: rtn].
+    #[arg(long, value_enum, value_name = "METHOD")]
+    pub method: Option<AwqMethod>,
 
     /// Type of output.weight, overriding the preset (e.g. q8_0, f16).
     #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
@@ -233,18 +261,11 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         }
         rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("cannot start the thread pool")?;
     }
-    if args.format != Format::Gguf {
-        return run_bnb(args);
-    }
-    for (set, flag) in [
-        (args.quant_type.is_some(), "--quant-type"),
-        (args.blocksize.is_some(), "--blocksize"),
-        (args.no_double_quant, "--no-double-quant"),
-        (args.compute_dtype.is_some(), "--compute-dtype"),
-    ] {
-        if set {
-            return Err(InputError(format!("{flag} applies to --format nf4, fp4 and bnb, not gguf")).into());
-        }
+    check_flags(&args)?;
+    match args.format {
+        Format::Gguf => {}
+        Format::Awq => return run_awq(args),
+        Format::Nf4 | Format::Fp4 | Format::Bnb => return run_bnb(args),
     }
     let preset = args.preset.unwrap_or(Preset::Q4_K_M);
     let overrides = TypeOverrides {
@@ -282,18 +303,60 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--format nf4|fp4|bnb`: checks the flag combination and runs the bitsandbytes export.
-fn run_bnb(args: QuantizeArgs) -> Result<()> {
-    for (set, flag) in [
+/// Refuses flags that belong to another `--format`.
+fn check_flags(args: &QuantizeArgs) -> Result<()> {
+    let gguf = [
         (args.preset.is_some(), "--type"),
         (args.output_tensor_type.is_some(), "--output-tensor-type"),
         (args.token_embedding_type.is_some(), "--token-embedding-type"),
         (!args.tensor_types.is_empty(), "--tensor-type"),
-    ] {
-        if set {
-            return Err(InputError(format!("{flag} applies to --format gguf only")).into());
+    ];
+    let bnb = [
+        (args.quant_type.is_some(), "--quant-type"),
+        (args.blocksize.is_some(), "--blocksize"),
+        (args.no_double_quant, "--no-double-quant"),
+        (args.compute_dtype.is_some(), "--compute-dtype"),
+    ];
+    let awq = [
+        (args.bits.is_some(), "--bits"),
+        (args.group_size.is_some(), "--group-size"),
+        (args.zero_point, "--zero-point"),
+        (args.no_zero_point, "--no-zero-point"),
+        (args.method.is_some(), "--method"),
+    ];
+    let format = match args.format {
+        Format::Gguf => "gguf",
+        Format::Nf4 => "nf4",
+        Format::Fp4 => "fp4",
+        Format::Bnb => "bnb",
+        Format::Awq => "awq",
+    };
+    let groups: [(&[(bool, &str)], &str, bool); 3] = [
+        (&gguf, "--format gguf only", args.format == Format::Gguf),
+        (&bnb, "--format nf4, fp4 and bnb", matches!(args.format, Format::Nf4 | Format::Fp4 | Format::Bnb)),
+        (&awq, "--format awq only", args.format == Format::Awq),
+    ];
+    for (flags, applies, ours) in groups {
+        if let Some((_, flag)) = flags.iter().find(|(set, _)| *set).filter(|_| !ours) {
+            return Err(InputError(format!("{flag} applies to {applies}, not {format}")).into());
         }
     }
+    Ok(())
+}
+
+/// `--format awq`: runs the AWQ export.
+fn run_awq(args: QuantizeArgs) -> Result<()> {
+    let opts = awq::AwqOptions {
+        bits: args.bits.unwrap_or(4),
+        group_size: args.group_size.unwrap_or(128),
+        zero_point: !args.no_zero_point,
+        method: args.method.unwrap_or(AwqMethod::Rtn),
+    };
+    awq::run(&args.model, args.output, opts, args.force, args.quiet, args.json)
+}
+
+/// `--format nf4|fp4|bnb`: runs the bitsandbytes export.
+fn run_bnb(args: QuantizeArgs) -> Result<()> {
     let ty = match (args.format, args.quant_type) {
         (Format::Nf4, Some(FourBitType::Fp4)) | (Format::Fp4, Some(FourBitType::Nf4)) => {
             return Err(InputError(format!(
