@@ -25,6 +25,9 @@ fn is_decoder_linear(name: &str) -> bool {
     name.starts_with("model.layers.") && name.ends_with("_proj.weight")
 }
 
+/// Named output tensors.
+type Named = Vec<(String, TensorOut<'static>)>;
+
 /// One output tensor: dtype, shape, bytes.
 fn out(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> TensorOut<'static> {
     TensorOut { dtype, shape, data: Cow::Owned(data) }
@@ -44,7 +47,7 @@ fn le_f16(v: impl IntoIterator<Item = f32>) -> Vec<u8> {
 fn write_awq(src: &Path, dst: &Path, cfg: AwqConfig, dense: Option<&Path>) {
     let set = SafetensorsSet::open_dir(src).unwrap();
     let tensors = set.tensors();
-    let parts: Vec<(Vec<(String, TensorOut)>, Vec<(String, TensorOut)>)> = tensors
+    let parts: Vec<(Named, Named)> = tensors
         .par_iter()
         .map(|m| {
             let w = set.read_f32(&m.name).unwrap();
@@ -56,7 +59,10 @@ fn write_awq(src: &Path, dst: &Path, cfg: AwqConfig, dense: Option<&Path>) {
                 let awq = vec![
                     (format!("{prefix}.qweight"), out(DType::I32, vec![cols, rows / 8], le_i32(&t.qweight))),
                     (format!("{prefix}.qzeros"), out(DType::I32, vec![g, rows / 8], le_i32(&t.qzeros))),
-                    (format!("{prefix}.scales"), out(DType::F16, vec![g, rows], le_f16(t.scales.iter().map(|s| s.to_f32())))),
+                    (
+                        format!("{prefix}.scales"),
+                        out(DType::F16, vec![g, rows], le_f16(t.scales.iter().map(|s| s.to_f32()))),
+                    ),
                 ];
                 let deq = if dense.is_some() {
                     let bytes = t.dequantize().iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -142,7 +148,8 @@ fn awq_checkpoint_matches_its_dense_weights() {
         write_awq(&stories(), &awq, cfg, Some(&dense));
         let (ah, at) = (open(&awq, false), open(&awq, true));
         let (dh, dt) = (open(&dense, false), open(&dense, true));
-        let (la, lt, ldh, ldt) = (logits(&ah, &prompt), logits(&at, &prompt), logits(&dh, &prompt), logits(&dt, &prompt));
+        let (la, lt, ldh, ldt) =
+            (logits(&ah, &prompt), logits(&at, &prompt), logits(&dh, &prompt), logits(&dt, &prompt));
         let tensor = max_diff(&lt, &ldt);
         let host = max_diff(&la, &ldh);
         let ga = greedy(&ah, &prompt, 24);

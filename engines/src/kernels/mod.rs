@@ -111,11 +111,18 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
     let vt = VecType::for_weight(w.ty);
     let xs = vt.row_bytes(cols);
     let wb = w.row_bytes();
-    with_quantized(x, n, cols, xs, |s, d| vt.quantize_row(s, d), |xq| {
-        tiled_rows(rows, n, y, |r, i, nx, out| {
-            kernel.run(&w.data[r * wb..(r + 1) * wb], &xq[i * xs..], xs, nx, cols, out)
-        })
-    });
+    with_quantized(
+        x,
+        n,
+        cols,
+        xs,
+        |s, d| vt.quantize_row(s, d),
+        |xq| {
+            tiled_rows(rows, n, y, |r, i, nx, out| {
+                kernel.run(&w.data[r * wb..(r + 1) * wb], &xq[i * xs..], xs, nx, cols, out)
+            })
+        },
+    );
 }
 
 /// Quantizes the `n` activation rows of `x` (`cols` values each) with `quantize` into `xs` bytes each, in a
@@ -148,7 +155,12 @@ pub(crate) fn with_quantized<R>(
 /// over the activations up to 4 rows at a time (they stay in L1 while the tile's weight rows, at most 64, sit
 /// in L2). `dot(r, i, nx, out)` puts weight row `r` against activation rows `i..i + nx` into `out[..nx]`,
 /// which lands in `y[(i + j) · rows + r]` (`y` is `n × rows`).
-pub(crate) fn tiled_rows(rows: usize, n: usize, y: &mut [f32], dot: impl Fn(usize, usize, usize, &mut [f32; 4]) + Sync) {
+pub(crate) fn tiled_rows(
+    rows: usize,
+    n: usize,
+    y: &mut [f32],
+    dot: impl Fn(usize, usize, usize, &mut [f32; 4]) + Sync,
+) {
     assert_eq!(y.len(), n * rows, "y must be n×rows");
     let threads = rayon::current_num_threads().max(1);
     let tile_r = rows.div_ceil(threads * 8).clamp(4, 64);

@@ -81,7 +81,9 @@ impl AwqMatrix {
             ("scales", scales.len(), groups * rows * 2),
         ] {
             if have != want {
-                return Err(format!("AWQ weight {rows}×{cols} in groups of {group}: {name} has {have} bytes, expected {want}"));
+                return Err(format!(
+                    "AWQ weight {rows}×{cols} in groups of {group}: {name} has {have} bytes, expected {want}"
+                ));
             }
         }
         let (words, row_bytes) = (rows / 8, cols / 2);
@@ -219,9 +221,14 @@ pub fn matmul_with(backend: Backend, m: &AwqMatrix, x: &[f32], n: usize, y: &mut
     #[cfg(not(target_arch = "x86_64"))]
     assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
     let xs = m.x_row_bytes();
-    with_quantized(x, n, cols, xs, |s, d| quantize_x(s, d, m.group), |xq| {
-        tiled_rows(rows, n, y, |r, i, nx, out| row_dot(backend, m, r, &xq[i * xs..], xs, nx, out))
-    });
+    with_quantized(
+        x,
+        n,
+        cols,
+        xs,
+        |s, d| quantize_x(s, d, m.group),
+        |xq| tiled_rows(rows, n, y, |r, i, nx, out| row_dot(backend, m, r, &xq[i * xs..], xs, nx, out)),
+    );
 }
 
 /// Row `r` against `nx` (1..=4) quantized activation rows `xs` bytes apart.

@@ -63,7 +63,10 @@ fn check(rows: usize, cols: usize, group: usize, n: usize, zero_point: bool) -> 
         matmul_with(Backend::Avx2, &m, &x, n, &mut ya);
         for (k, (a, s)) in ya.iter().zip(&ys).enumerate() {
             // Same integer sums per group; only the f32 accumulation order differs.
-            assert!((a - s).abs() <= 1e-4 * (1.0 + s.abs()), "{rows}×{cols} g {group} n {n} [{k}]: avx2 {a} scalar {s}");
+            assert!(
+                (a - s).abs() <= 1e-4 * (1.0 + s.abs()),
+                "{rows}×{cols} g {group} n {n} [{k}]: avx2 {a} scalar {s}"
+            );
         }
     }
     err
