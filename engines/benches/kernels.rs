@@ -92,7 +92,14 @@ fn main() {
                 let t = AwqTensor::quantize(&values(rows * cols, 42), rows, cols, 128, true).expect("awq");
                 let le = |v: &[i32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
                 let scales: Vec<u8> = t.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
-                let m = AwqMatrix::from_gemm(rows, cols, 128, &le(&t.qweight), &le(&t.qzeros), &scales).expect("awq");
+                let (qw, qz) = (le(&t.qweight), le(&t.qzeros));
+                let start = Instant::now();
+                let m = AwqMatrix::from_gemm(rows, cols, 128, &qw, &qz, &scales).expect("awq");
+                println!(
+                    "awq    {:>12} repacked at load in {:.1} ms",
+                    format!("{rows}×{cols}"),
+                    start.elapsed().as_secs_f64() * 1e3
+                );
                 let bytes = m.buffers().iter().map(|b| b.len()).sum();
                 row(name, rows, cols, bytes, &ns, |x, n, y| awq::matmul(&m, x, n, y));
             } else {

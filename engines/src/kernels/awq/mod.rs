@@ -89,17 +89,21 @@ impl AwqMatrix {
         let (words, row_bytes) = (rows / 8, cols / 2);
         let mut packed = vec![0u8; rows * row_bytes];
         if row_bytes > 0 {
-            // 64 output rows per task: each reads 32 bytes of every qweight row and fills its rows' codes.
+            // 64 output rows per task: for each block of 32 inputs and pack of 8 outputs, the 32 words of
+            // qweight become 16 contiguous bytes in each of the 8 rows.
             packed.par_chunks_mut(64 * row_bytes).enumerate().for_each(|(t, dst)| {
                 let (o0, n) = (64 * t, dst.len() / row_bytes);
-                for i in 0..cols {
-                    let at = i / BLOCK * 16 + i % 16;
-                    let shift = if i % BLOCK < 16 { 0 } else { 4 };
+                let mut w = [0u32; BLOCK];
+                for blk in 0..cols / BLOCK {
                     for c in o0 / 8..(o0 + n) / 8 {
-                        let w = word(qweight, i * words + c);
+                        for (k, w) in w.iter_mut().enumerate() {
+                            *w = word(qweight, (BLOCK * blk + k) * words + c);
+                        }
                         for (k, &j) in AWQ_ORDER.iter().enumerate() {
-                            let q = ((w >> (4 * k)) & 15) as u8;
-                            dst[(8 * c + j - o0) * row_bytes + at] |= q << shift;
+                            let at = (8 * c + j - o0) * row_bytes + 16 * blk;
+                            for (b, d) in dst[at..at + 16].iter_mut().enumerate() {
+                                *d = ((w[b] >> (4 * k)) & 15) as u8 | (((w[b + 16] >> (4 * k)) & 15) as u8) << 4;
+                            }
                         }
                     }
                 }
