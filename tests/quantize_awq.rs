@@ -354,7 +354,11 @@ fn calibration_files_and_refusals() {
         all.extend_from_slice(args);
         tgi(all)
     };
-    assert_fails(&q(&["--method", "rtn", "--calib-samples", "4"]), 2, "--calib-samples applies to --method awq, not rtn");
+    assert_fails(
+        &q(&["--method", "rtn", "--calib-samples", "4"]),
+        2,
+        "--calib-samples applies to --method awq, not rtn",
+    );
     assert_fails(&q(&["--calib-file", "/nonexistent.txt"]), 2, "--calib-file /nonexistent.txt");
     let bad = tmp.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"text\": \"a\"}\n{\"body\": \"b\"}\n").unwrap();
@@ -363,5 +367,9 @@ fn calibration_files_and_refusals() {
     let long = ["--calib-file", txt.to_str().unwrap(), "--calib-samples", "1", "--calib-seq-len", "1024"];
     assert_fails(&q(&long), 2, "exceed the model's context of 512");
     assert_fails(&q(&["--calib-samples", "0"]), 2, "must be at least 1");
-    assert_fails(&tgi(["quantize", d, "--calib-samples", "4", "-o", o]), 2, "--calib-samples applies to --format awq only");
+    assert_fails(
+        &tgi(["quantize", d, "--calib-samples", "4", "-o", o]),
+        2,
+        "--calib-samples applies to --format awq only",
+    );
 }

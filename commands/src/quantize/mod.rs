@@ -395,7 +395,10 @@ fn run_awq(args: QuantizeArgs) -> Result<()> {
         return Err(InputError(format!("{flag} applies to --method awq, not rtn")).into());
     }
     if calib.samples == 0 || calib.seq_len == 0 || calib.search_samples == 0 {
-        return Err(InputError("--calib-samples, --calib-seq-len and --calib-search-samples must be at least 1".into()).into());
+        return Err(InputError(
+            "--calib-samples, --calib-seq-len and --calib-search-samples must be at least 1".into(),
+        )
+        .into());
     }
     awq::run(&args.model, args.output, opts, &calib, args.force, args.quiet, args.json)
 }

@@ -43,9 +43,9 @@ pub fn calibration(input: &FloatCheckpoint, opts: &CalibOptions) -> Result<Calib
     let (name, texts) = match &opts.file {
         Some(path) => {
             let name = path.display().to_string();
-            let content = std::fs::read_to_string(path)
-                .map_err(|e| InputError(format!("--calib-file {name}: {e}")))?;
-            let texts = parse_texts(&name, &content, TextFormat::from_path(path)).map_err(|e| InputError(e.to_string()))?;
+            let content = std::fs::read_to_string(path).map_err(|e| InputError(format!("--calib-file {name}: {e}")))?;
+            let texts =
+                parse_texts(&name, &content, TextFormat::from_path(path)).map_err(|e| InputError(e.to_string()))?;
             (name, texts)
         }
         None => (DEFAULT_NAME.to_string(), parse_texts(DEFAULT_NAME, DEFAULT_TEXT, TextFormat::Plain)?),
@@ -56,7 +56,11 @@ pub fn calibration(input: &FloatCheckpoint, opts: &CalibOptions) -> Result<Calib
 
 /// One line saying which calibration set is used.
 pub fn describe(c: &Calibration, asked: usize) -> String {
-    let short = if c.blocks.len() < asked { format!(" (the text fills only {} of {asked})", c.blocks.len()) } else { String::new() };
+    let short = if c.blocks.len() < asked {
+        format!(" (the text fills only {} of {asked})", c.blocks.len())
+    } else {
+        String::new()
+    };
     format!("{}: {} samples x {} tokens = {} tokens{short}", c.name, c.blocks.len(), c.seq_len, c.tokens())
 }
 
