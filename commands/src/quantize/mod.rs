@@ -326,6 +326,9 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Flags of one format (set, name), where they apply, and whether the format is the one asked for.
+type FlagGroup<'a> = (&'a [(bool, &'a str)], &'a str, bool);
+
 /// Refuses flags that belong to another `--format`.
 fn check_flags(args: &QuantizeArgs) -> Result<()> {
     let gguf = [
@@ -358,7 +361,7 @@ fn check_flags(args: &QuantizeArgs) -> Result<()> {
         Format::Bnb => "bnb",
         Format::Awq => "awq",
     };
-    let groups: [(&[(bool, &str)], &str, bool); 3] = [
+    let groups: [FlagGroup<'_>; 3] = [
         (&gguf, "--format gguf only", args.format == Format::Gguf),
         (&bnb, "--format nf4, fp4 and bnb", matches!(args.format, Format::Nf4 | Format::Fp4 | Format::Bnb)),
         (&awq, "--format awq only", args.format == Format::Awq),
