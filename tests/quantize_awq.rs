@@ -186,7 +186,7 @@ fn symmetric_group_32_reads_back() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("awq-sym");
     let hf = model("stories-distill-4l/hf");
-    let summary = quantize_awq(&hf, &out, &["--no-zero-point", "--group-size", "32", "--bits", "4"]);
+    let summary = quantize_awq(&hf, &out, &["--method", "rtn", "--no-zero-point", "--group-size", "32", "--bits", "4"]);
     assert_eq!(summary["preset"], "awq 4-bit gemm (group 32, no zero point, method rtn)");
     let q = &config(&out)["quantization_config"];
     assert_eq!((q["group_size"].as_u64(), q["zero_point"].as_bool()), (Some(32), Some(false)));
@@ -200,7 +200,7 @@ fn symmetric_group_32_reads_back() {
     python_check(&hf, &out, &dump);
     assert_reference("gptqmodel_load_sym_g32.json", &out);
     // --zero-point after --no-zero-point wins; --force replaces the directory.
-    quantize_awq(&hf, &out, &["--no-zero-point", "--zero-point", "--force"]);
+    quantize_awq(&hf, &out, &["--method", "rtn", "--no-zero-point", "--zero-point", "--force"]);
     assert_eq!(config(&out)["quantization_config"]["zero_point"], true);
 }
 
@@ -252,7 +252,7 @@ fn the_unpacker_catches_one_flipped_bit() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("awq");
     let hf = model("stories-distill-4l/hf");
-    quantize_awq(&hf, &out, &[]);
+    quantize_awq(&hf, &out, &["--method", "rtn"]);
     let file = out.join("model.safetensors");
     let mut bytes = std::fs::read(&file).unwrap();
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
@@ -302,4 +302,74 @@ fn failure_midway_leaves_nothing() {
     assert_fails(&o, 2, "model.layers.3.mlp.up_proj.weight");
     assert!(String::from_utf8_lossy(&o.stderr).contains("non-finite"));
     assert_eq!(files_in(tmp.path()), ["poisoned"], "no output and no temporary directory");
+}
+
+/// `--method awq` (the default) on the built-in calibration text: a few seconds on the bundled model; the
+/// summary names the calibration set, the layout is the same as round-to-nearest's, and the norms carry the
+/// folded scales.
+#[test]
+fn awq_search_runs_on_the_builtin_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = model("stories-distill-4l/hf");
+    let out = tmp.path().join("awq");
+    let summary = quantize_awq(&hf, &out, &["--calib-samples", "4", "--calib-seq-len", "64"]);
+    assert_eq!(
+        summary["preset"],
+        "awq 4-bit gemm (group 128, zero point, method awq; calibration tgi-default (built-in, CC0): \
+         4 samples x 64 tokens = 256 tokens)"
+    );
+    let rtn = tmp.path().join("rtn");
+    quantize_awq(&hf, &rtn, &["--method", "rtn"]);
+    let (a, r) = (SafetensorsSet::open_dir(&out).unwrap(), SafetensorsSet::open_dir(&rtn).unwrap());
+    let metas = |s: &SafetensorsSet| {
+        let mut m: Vec<(String, Vec<usize>)> = s.tensors().into_iter().map(|m| (m.name, m.shape)).collect();
+        m.sort();
+        m
+    };
+    assert_eq!(metas(&a), metas(&r));
+    assert_eq!(config(&out)["quantization_config"], config(&rtn)["quantization_config"]);
+    let norm = "model.layers.0.input_layernorm.weight";
+    assert_ne!(a.read_f32(norm).unwrap(), r.read_f32(norm).unwrap(), "scales folded into the norm");
+    assert_eq!(a.read_f32("model.norm.weight").unwrap(), r.read_f32("model.norm.weight").unwrap());
+}
+
+#[test]
+fn calibration_files_and_refusals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = model("stories-distill-4l/hf");
+    let d = hf.to_str().unwrap();
+    let jsonl = tmp.path().join("calib.jsonl");
+    let text = std::fs::read_to_string(model("stories-distill-4l/text/calibration.txt")).unwrap();
+    let lines: Vec<String> = text.lines().take(40).map(|l| json!({ "text": l }).to_string()).collect();
+    std::fs::write(&jsonl, lines.join("\n")).unwrap();
+    let out = tmp.path().join("awq");
+    let j = jsonl.to_str().unwrap();
+    let summary = quantize_awq(&hf, &out, &["--calib-file", j, "--calib-samples", "2", "--calib-seq-len", "128"]);
+    let preset = summary["preset"].as_str().unwrap();
+    assert!(preset.ends_with(&format!("calibration {j}: 2 samples x 128 tokens = 256 tokens)")), "{preset}");
+    let o = tmp.path().join("x");
+    let o = o.to_str().unwrap();
+    let q = |args: &[&str]| {
+        let mut all = vec!["quantize", d, "--format", "awq", "-o", o];
+        all.extend_from_slice(args);
+        tgi(all)
+    };
+    assert_fails(
+        &q(&["--method", "rtn", "--calib-samples", "4"]),
+        2,
+        "--calib-samples applies to --method awq, not rtn",
+    );
+    assert_fails(&q(&["--calib-file", "/nonexistent.txt"]), 2, "--calib-file /nonexistent.txt");
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"text\": \"a\"}\n{\"body\": \"b\"}\n").unwrap();
+    assert_fails(&q(&["--calib-file", bad.to_str().unwrap()]), 2, "line 2: no string field \"text\"");
+    let txt = model("stories-distill-4l/text/calibration.txt");
+    let long = ["--calib-file", txt.to_str().unwrap(), "--calib-samples", "1", "--calib-seq-len", "1024"];
+    assert_fails(&q(&long), 2, "exceed the model's context of 512");
+    assert_fails(&q(&["--calib-samples", "0"]), 2, "must be at least 1");
+    assert_fails(
+        &tgi(["quantize", d, "--calib-samples", "4", "-o", o]),
+        2,
+        "--calib-samples applies to --format awq only",
+    );
 }

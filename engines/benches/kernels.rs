@@ -1,10 +1,12 @@
 //! `cargo bench -p tgi-engines --bench kernels`: µs per `matmul` call, GB/s of weight bytes
 //! and batching speed-up for TinyLlama-1.1B shapes. Set RAYON_NUM_THREADS to size the pool;
-//! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table.
+//! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table (`awq`: AWQ, group 128, zero point).
 
 use std::time::{Duration, Instant};
 
+use tgi_engines::kernels::awq::{self, AwqMatrix};
 use tgi_engines::kernels::{backend, matmul, WeightView};
+use tgi_formats::awq::AwqTensor;
 use tgi_formats::quant::quantize_row;
 use tgi_formats::GgmlType;
 
@@ -78,39 +80,60 @@ fn main() {
     let list = |var: &str, default: &str| -> Vec<String> {
         std::env::var(var).unwrap_or_else(|_| default.into()).split(',').map(|s| s.trim().to_string()).collect()
     };
-    let types: Vec<GgmlType> =
-        list("KERNELS_TYPES", "q4_k,q6_k,q8_0,f16,f32").iter().map(|s| GgmlType::parse(s).expect("type")).collect();
+    let types = list("KERNELS_TYPES", "q4_k,q6_k,q8_0,f16,f32,awq");
     let ns: Vec<usize> = list("KERNELS_N", "1,4,16,128").iter().map(|s| s.parse().expect("n")).collect();
     let shapes = [(2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048)];
     println!("backend {:?}, {} threads", backend(), rayon::current_num_threads());
     println!("memory read bandwidth (256 MiB, u64 sum over the pool): {:.1} GB/s", read_bandwidth());
     println!("{:<6} {:>12} {:>5} {:>11} {:>8} {:>9}", "type", "rows×cols", "n", "µs/call", "GB/s", "vs n×n=1");
-    for &ty in &types {
+    for name in &types {
         for &(rows, cols) in &shapes {
-            let data = weights(ty, rows, cols);
-            let w = WeightView::new(ty, rows, cols, &data).unwrap();
-            let mut t1 = None;
-            for &n in &ns {
-                let x = values(n * cols, 7 + n as u64);
-                let mut y = vec![0f32; n * rows];
-                let t = best_of(Duration::from_millis(400), || matmul(w, &x, n, &mut y)).as_secs_f64();
-                if n == 1 {
-                    t1 = Some(t);
-                }
-                let speedup = match t1 {
-                    Some(t1) if n > 1 => format!("{:.2}×", n as f64 * t1 / t),
-                    _ => String::new(),
-                };
+            if name == "awq" {
+                let t = AwqTensor::quantize(&values(rows * cols, 42), rows, cols, 128, true).expect("awq");
+                let le = |v: &[i32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+                let scales: Vec<u8> = t.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+                let (qw, qz) = (le(&t.qweight), le(&t.qzeros));
+                let start = Instant::now();
+                let m = AwqMatrix::from_gemm(rows, cols, 128, &qw, &qz, &scales).expect("awq");
                 println!(
-                    "{:<6} {:>12} {:>5} {:>11.1} {:>8.1} {:>9}",
-                    ty.ggml_name(),
+                    "awq    {:>12} repacked at load in {:.1} ms",
                     format!("{rows}×{cols}"),
-                    n,
-                    t * 1e6,
-                    data.len() as f64 / t / 1e9,
-                    speedup
+                    start.elapsed().as_secs_f64() * 1e3
                 );
+                let bytes = m.buffers().iter().map(|b| b.len()).sum();
+                row(name, rows, cols, bytes, &ns, |x, n, y| awq::matmul(&m, x, n, y));
+            } else {
+                let ty = GgmlType::parse(name).expect("type");
+                let data = weights(ty, rows, cols);
+                let w = WeightView::new(ty, rows, cols, &data).unwrap();
+                row(ty.ggml_name(), rows, cols, data.len(), &ns, |x, n, y| matmul(w, x, n, y));
             }
         }
+    }
+}
+
+/// Times `f(x, n, y)` for each activation row count `n` and prints a table row for each.
+fn row(name: &str, rows: usize, cols: usize, bytes: usize, ns: &[usize], f: impl Fn(&[f32], usize, &mut [f32])) {
+    let mut t1 = None;
+    for &n in ns {
+        let x = values(n * cols, 7 + n as u64);
+        let mut y = vec![0f32; n * rows];
+        let t = best_of(Duration::from_millis(400), || f(&x, n, &mut y)).as_secs_f64();
+        if n == 1 {
+            t1 = Some(t);
+        }
+        let speedup = match t1 {
+            Some(t1) if n > 1 => format!("{:.2}×", n as f64 * t1 / t),
+            _ => String::new(),
+        };
+        println!(
+            "{:<6} {:>12} {:>5} {:>11.1} {:>8.1} {:>9}",
+            name,
+            format!("{rows}×{cols}"),
+            n,
+            t * 1e6,
+            bytes as f64 / t / 1e9,
+            speedup
+        );
     }
 }

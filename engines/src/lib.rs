@@ -1,6 +1,7 @@
 //! The tgi engine: conversion plans, text handling (tokenizer, chat templates) and sampling;
 //! models, KV cache and scheduler build on the same crate.
 
+pub mod awq;
 pub mod convert;
 pub mod device;
 pub mod generate;

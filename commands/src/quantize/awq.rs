@@ -10,6 +10,7 @@
 //! always carries zeros.
 
 mod layers;
+mod searched;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -31,10 +32,13 @@ use super::report::{Summary, SummaryHead, TensorReport};
 use crate::error::InputError;
 use crate::output::{finish_writer, AtomicDir};
 pub use layers::{AwqPlan, Layer, LayerTensors, LayerWeights, Linear, StoredWeights};
+pub use searched::{CalibOptions, SearchedWeights};
 
 /// How the weights are chosen before they are rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum AwqMethod {
+    /// Activation-aware: AutoAWQ's scale and clip search on calibration text, then round-to-nearest.
+    Awq,
     /// Round-to-nearest of the weights as stored, per group (no activation-aware search).
     Rtn,
 }
@@ -43,6 +47,7 @@ impl AwqMethod {
     /// The name on the command line.
     fn name(self) -> &'static str {
         match self {
+            AwqMethod::Awq => "awq",
             AwqMethod::Rtn => "rtn",
         }
     }
@@ -80,24 +85,52 @@ impl AwqOptions {
     }
 }
 
-/// Runs the AWQ export of `model` into directory `output`.
-pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, quiet: bool, json: bool) -> Result<()> {
+/// Runs the AWQ export of `model` into directory `output`; `calib` is used by `--method awq`.
+#[allow(clippy::too_many_arguments)] // the command's flags, passed through
+pub fn run(
+    model: &str,
+    output: Option<PathBuf>,
+    opts: AwqOptions,
+    calib: &CalibOptions,
+    force: bool,
+    quiet: bool,
+    json: bool,
+) -> Result<()> {
     let started = Instant::now();
     opts.check()?;
     let input = FloatCheckpoint::open(model, "awq")?;
     let plan = AwqPlan::new(&input.metas, opts.group_size)?;
+    let calibration = match opts.method {
+        AwqMethod::Awq => Some(searched::calibration(&input, calib)?),
+        AwqMethod::Rtn => None,
+    };
+    let calib_line = calibration.as_ref().map(|c| searched::describe(c, calib.samples));
+    if let (Some(line), false) = (&calib_line, quiet || json) {
+        eprintln!("calibration: {line}");
+    }
     let target = output.unwrap_or_else(|| PathBuf::from(format!("{}-AWQ", input.name)));
     let out = AtomicDir::create(&target, force, &input.files.weights)?;
 
     let progress = progress_bar(quiet || json, &input.metas);
-    let mut weights: Box<dyn LayerWeights + '_> = match opts.method {
-        AwqMethod::Rtn => Box::new(StoredWeights { source: &input.weights }),
+    let mut weights: Box<dyn LayerWeights + '_> = match &calibration {
+        Some(c) => Box::new(SearchedWeights::new(
+            &input,
+            c,
+            opts.group_size,
+            opts.zero_point,
+            calib.search_samples,
+            progress.clone(),
+        )?),
+        None => Box::new(StoredWeights { source: &input.weights }),
     };
     let shapes: HashMap<&str, &[usize]> = input.metas.iter().map(|m| (m.name.as_str(), m.shape.as_slice())).collect();
     let file = File::create(out.path().join(WEIGHTS)).with_context(|| format!("cannot create {WEIGHTS}"))?;
     let metadata = HashMap::from([("format".into(), "pt".into())]);
     let mut writer =
         StreamWriter::new(BufWriter::with_capacity(1 << 20, file), &declare(&plan, &shapes, opts), metadata)?;
+    drop(calibration);
+    // Tensors outside the linears and norms that a layer's weights changed (a v_proj bias under v -> o scaling).
+    let mut changed: HashMap<String, Vec<f32>> = HashMap::new();
     let mut rows = Vec::with_capacity(input.metas.len());
     for layer in &plan.layers {
         progress.set_message(format!("layer {}", layer.index));
@@ -126,12 +159,19 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, 
             rows.push((row, false));
             progress.inc(v.len() as u64);
         }
+        changed.extend(values.into_iter().filter(|(name, _)| name.ends_with(".bias")));
     }
+    drop(weights);
     let mut values = Vec::new();
     for meta in &plan.others {
         progress.set_message(meta.name.clone());
-        input.weights.read_f32_into(&meta.name, &mut values)?;
-        input.weights.release(&meta.name);
+        match changed.remove(&meta.name) {
+            Some(v) => values = v,
+            None => {
+                input.weights.read_f32_into(&meta.name, &mut values)?;
+                input.weights.release(&meta.name);
+            }
+        }
         let (t, row) = f16_tensor(&meta.name, &meta.shape, &values)?;
         writer.write(&meta.name, &t.data)?;
         rows.push((row, false));
@@ -150,11 +190,12 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: AwqOptions, force: bool, 
         input: model.to_string(),
         output: target.display().to_string(),
         preset: format!(
-            "awq {}-bit gemm (group {}, {}zero point, method {})",
+            "awq {}-bit gemm (group {}, {}zero point, method {}{})",
             opts.bits,
             opts.group_size,
             if opts.zero_point { "" } else { "no " },
-            opts.method.name()
+            opts.method.name(),
+            calib_line.map(|l| format!("; calibration {l}")).unwrap_or_default()
         ),
         input_bytes: input.input_bytes(),
         output_bytes: dir_bytes(&target)?,

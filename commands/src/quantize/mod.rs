@@ -54,7 +54,9 @@ tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m -o tinyllama-q4_k_
 tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf\n  \
 tgi quantize models/stories260k/hf --format nf4 -o stories-nf4\n  \
 tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --format fp4 --blocksize 128 --no-double-quant -o tinyllama-fp4\n  \
-tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o stories-awq")]
+tgi quantize models/stories-distill-4l/hf --format awq -o stories-awq\n  \
+tgi quantize models/stories-distill-4l/hf --format awq --calib-file calib.jsonl --calib-samples 64 -o stories-awq\n  \
+tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o stories-awq-rtn")]
 pub struct QuantizeArgs {
     /// The model: a Hugging Face directory (or its model.safetensors, with config.json beside
     /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file with
@@ -114,10 +116,31 @@ pub struct QuantizeArgs {
     #[arg(long, overrides_with = "zero_point")]
     pub no_zero_point: bool,
 
-    /// AWQ: how the weights are chosen before rounding; rtn rounds the stored weights to nearest
-    /// per group [default: rtn].
+    /// AWQ: how the weights are chosen before rounding: awq runs AutoAWQ's activation-aware scale
+    /// and clip search on calibration text; rtn rounds the stored weights to nearest per group
+    /// [default: awq].
     #[arg(long, value_enum, value_name = "METHOD")]
     pub method: Option<AwqMethod>,
+
+    /// AWQ calibration text: plain text (one text per non-empty line) or, for .jsonl/.json, JSON
+    /// Lines with a "text" field [default: a built-in public-domain (CC0) English text].
+    #[arg(long, value_name = "FILE")]
+    pub calib_file: Option<PathBuf>,
+
+    /// AWQ: calibration samples (blocks of --calib-seq-len tokens, cut from the concatenated
+    /// texts; texts longer than a block are skipped, as AutoAWQ does) [default: 128].
+    #[arg(long, value_name = "N")]
+    pub calib_samples: Option<usize>,
+
+    /// AWQ: tokens per calibration sample [default: 512].
+    #[arg(long, value_name = "N")]
+    pub calib_seq_len: Option<usize>,
+
+    /// AWQ: the scale search measures each candidate's loss on the first N calibration samples
+    /// (the activation statistics use all of them; the clip search strides over all tokens),
+    /// which bounds its cost on CPUs [default: 8].
+    #[arg(long, value_name = "N")]
+    pub calib_search_samples: Option<usize>,
 
     /// Type of output.weight, overriding the preset (e.g. q8_0, f16).
     #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
@@ -323,6 +346,10 @@ fn check_flags(args: &QuantizeArgs) -> Result<()> {
         (args.zero_point, "--zero-point"),
         (args.no_zero_point, "--no-zero-point"),
         (args.method.is_some(), "--method"),
+        (args.calib_file.is_some(), "--calib-file"),
+        (args.calib_samples.is_some(), "--calib-samples"),
+        (args.calib_seq_len.is_some(), "--calib-seq-len"),
+        (args.calib_search_samples.is_some(), "--calib-search-samples"),
     ];
     let format = match args.format {
         Format::Gguf => "gguf",
@@ -348,9 +375,30 @@ fn run_awq(args: QuantizeArgs) -> Result<()> {
         bits: args.bits.unwrap_or(4),
         group_size: args.group_size.unwrap_or(128),
         zero_point: !args.no_zero_point,
-        method: args.method.unwrap_or(AwqMethod::Rtn),
+        method: args.method.unwrap_or(AwqMethod::Awq),
     };
-    awq::run(&args.model, args.output, opts, args.force, args.quiet, args.json)
+    let calib = awq::CalibOptions {
+        file: args.calib_file,
+        samples: args.calib_samples.unwrap_or(128),
+        seq_len: args.calib_seq_len.unwrap_or(512),
+        search_samples: args.calib_search_samples.unwrap_or(tgi_engines::awq::DEFAULT_SEARCH_SAMPLES),
+    };
+    let calib_set = [
+        (calib.file.is_some(), "--calib-file"),
+        (args.calib_samples.is_some(), "--calib-samples"),
+        (args.calib_seq_len.is_some(), "--calib-seq-len"),
+        (args.calib_search_samples.is_some(), "--calib-search-samples"),
+    ];
+    if let (AwqMethod::Rtn, Some((_, flag))) = (opts.method, calib_set.iter().find(|(set, _)| *set)) {
+        return Err(InputError(format!("{flag} applies to --method awq, not rtn")).into());
+    }
+    if calib.samples == 0 || calib.seq_len == 0 || calib.search_samples == 0 {
+        return Err(InputError(
+            "--calib-samples, --calib-seq-len and --calib-search-samples must be at least 1".into(),
+        )
+        .into());
+    }
+    awq::run(&args.model, args.output, opts, &calib, args.force, args.quiet, args.json)
 }
 
 /// `--format nf4|fp4|bnb`: runs the bitsandbytes export.

@@ -100,14 +100,21 @@ impl VecType {
 /// `q = round_half_even(x · 127/amax)`. Returns the (unrounded) scale and the quants.
 #[inline]
 pub(crate) fn q8_block32(x: &[f32]) -> (f32, [i8; 32]) {
+    let mut q = [0u8; 32];
+    let d = q8_into(x, &mut q);
+    (d, q.map(|b| b as i8))
+}
+
+/// [`q8_block32`]'s rounding for any number of values under one scale: the i8 quants of `x` into `q` (as
+/// bytes), returning the scale `d = amax/127`.
+#[inline]
+pub(crate) fn q8_into(x: &[f32], q: &mut [u8]) -> f32 {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-    let mut q = [0i8; 32];
     for (q, &v) in q.iter_mut().zip(x) {
-        *q = (v * id).round_ties_even() as i32 as i8;
+        *q = (v * id).round_ties_even() as i32 as i8 as u8;
     }
-    (d, q)
+    amax / 127.0
 }
 
 /// Encodes one Q8_0 activation block (34 bytes).

@@ -6,6 +6,7 @@
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod awq;
 pub mod bnb4;
 mod dense;
 mod scalar;
@@ -109,7 +110,31 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
     let kernel = Kernel::select(backend, w.ty);
     let vt = VecType::for_weight(w.ty);
     let xs = vt.row_bytes(cols);
+    let wb = w.row_bytes();
+    with_quantized(
+        x,
+        n,
+        cols,
+        xs,
+        |s, d| vt.quantize_row(s, d),
+        |xq| {
+            tiled_rows(rows, n, y, |r, i, nx, out| {
+                kernel.run(&w.data[r * wb..(r + 1) * wb], &xq[i * xs..], xs, nx, cols, out)
+            })
+        },
+    );
+}
 
+/// Quantizes the `n` activation rows of `x` (`cols` values each) with `quantize` into `xs` bytes each, in a
+/// per-thread scratch buffer (rows in parallel from 8 rows on), and runs `f` on the encoded rows.
+pub(crate) fn with_quantized<R>(
+    x: &[f32],
+    n: usize,
+    cols: usize,
+    xs: usize,
+    quantize: impl Fn(&[f32], &mut [u8]) + Sync,
+    f: impl FnOnce(&[u8]) -> R,
+) -> R {
     thread_local! {
         static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
     }
@@ -117,52 +142,62 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
     let mut xq = SCRATCH.with(Cell::take);
     xq.resize(n * xs, 0);
     if n >= 8 {
-        xq.par_chunks_mut(xs).zip(x.par_chunks(cols)).for_each(|(d, s)| vt.quantize_row(s, d));
+        xq.par_chunks_mut(xs).zip(x.par_chunks(cols)).for_each(|(d, s)| quantize(s, d));
     } else {
-        xq.chunks_mut(xs).zip(x.chunks(cols)).for_each(|(d, s)| vt.quantize_row(s, d));
+        xq.chunks_mut(xs).zip(x.chunks(cols)).for_each(|(d, s)| quantize(s, d));
     }
+    let r = f(&xq);
+    SCRATCH.with(|s| s.set(xq));
+    r
+}
 
+/// The parallel loop every matmul shares: weight rows split into tiles over the rayon pool, each tile passed
+/// over the activations up to 4 rows at a time (they stay in L1 while the tile's weight rows, at most 64, sit
+/// in L2). `dot(r, i, nx, out)` puts weight row `r` against activation rows `i..i + nx` into `out[..nx]`,
+/// which lands in `y[(i + j) · rows + r]` (`y` is `n × rows`).
+pub(crate) fn tiled_rows(
+    rows: usize,
+    n: usize,
+    y: &mut [f32],
+    dot: impl Fn(usize, usize, usize, &mut [f32; 4]) + Sync,
+) {
+    assert_eq!(y.len(), n * rows, "y must be n×rows");
     let threads = rayon::current_num_threads().max(1);
     let tile_r = rows.div_ceil(threads * 8).clamp(4, 64);
-    let wb = w.row_bytes();
     let yp = SyncPtr(y.as_mut_ptr());
-    let xq_ref = &xq[..];
     (0..rows.div_ceil(tile_r)).into_par_iter().for_each(|t| {
         let r0 = t * tile_r;
         let r1 = (r0 + tile_r).min(rows);
         let mut out = [0.0f32; 4];
-        // Up to 4 activation rows stay in L1 while the tile's weight rows (at most 64, in L2) pass by.
         for i in (0..n).step_by(4) {
             let nx = (n - i).min(4);
-            let xg = &xq_ref[i * xs..];
             for r in r0..r1 {
-                kernel.run(&w.data[r * wb..(r + 1) * wb], xg, xs, nx, cols, &mut out);
+                dot(r, i, nx, &mut out);
                 for (j, &v) in out[..nx].iter().enumerate() {
-                    // SAFETY: (i + j) < n and r < rows, so the index is inside y; every
-                    // task owns the rows r0..r1 of its tile, so no two tasks write the same
-                    // element, and `y` is borrowed mutably for the whole parallel loop.
+                    // SAFETY: (i + j) < n and r < rows, so the index is inside y (asserted above); every
+                    // task owns the rows r0..r1 of its tile, so no two tasks write the same element, and
+                    // `y` is borrowed mutably for the whole parallel loop.
                     unsafe { yp.write((i + j) * rows + r, v) };
                 }
             }
         }
     });
-    SCRATCH.with(|s| s.set(xq));
 }
 
 /// `y`'s base pointer, shared by the row tiles that write disjoint elements.
 #[derive(Clone, Copy)]
-pub(crate) struct SyncPtr(pub(crate) *mut f32);
+struct SyncPtr(*mut f32);
 impl SyncPtr {
     /// Writes `v` at element `k`.
     ///
     /// Safety: `k` is inside the buffer and no other thread accesses element `k` meanwhile.
     #[inline]
-    pub(crate) unsafe fn write(self, k: usize, v: f32) {
+    unsafe fn write(self, k: usize, v: f32) {
         self.0.add(k).write(v)
     }
 }
 
-// SAFETY: only used for the disjoint writes described in `matmul_with`.
+// SAFETY: only used for the disjoint writes described in `tiled_rows`.
 unsafe impl Send for SyncPtr {}
 // SAFETY: as above.
 unsafe impl Sync for SyncPtr {}

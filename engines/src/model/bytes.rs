@@ -43,16 +43,20 @@ impl WeightBytes {
 
     /// Pins the bytes in RAM (`mlock`) so the OS never pages them out.
     pub fn lock(&self) -> std::io::Result<()> {
-        let s = self.as_slice();
-        if s.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: locking a valid, mapped range has no effect on memory safety.
-        let rc = unsafe { libc::mlock(s.as_ptr().cast(), s.len()) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        lock(self.as_slice())
+    }
+}
+
+/// Pins `s` in RAM (`mlock`) so the OS never pages it out.
+pub fn lock(s: &[u8]) -> std::io::Result<()> {
+    if s.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: locking a valid, mapped range has no effect on memory safety.
+    let rc = unsafe { libc::mlock(s.as_ptr().cast(), s.len()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

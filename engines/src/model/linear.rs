@@ -8,7 +8,8 @@ use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 use tgi_formats::GgmlType;
 
 use super::bnb::Bnb4Tensor;
-use super::bytes::WeightBytes;
+use super::bytes::{self, WeightBytes};
+use crate::kernels::awq::{self, AwqMatrix};
 use crate::kernels::bnb4::{self, Bnb4View};
 use crate::kernels::{self, WeightView};
 
@@ -18,6 +19,8 @@ enum Weight {
     Host { ty: GgmlType, bytes: WeightBytes },
     /// bitsandbytes 4-bit codes multiplied by the host kernels.
     Bnb4(Bnb4Tensor),
+    /// AWQ 4-bit codes, repacked at load, multiplied by the host kernels.
+    Awq(AwqMatrix),
     /// A dense device tensor `[rows, cols]`.
     Dense(Tensor),
     /// A quantized device tensor.
@@ -88,7 +91,29 @@ impl Linear {
         Ok(Linear { weight, bias, rows, cols })
     }
 
-    /// The stored encoding on the host, `None` on a GPU or for 4-bit bitsandbytes weights.
+    /// A layer over AWQ weights (`[rows, cols]`, repacked): multiplied from the 4-bit codes when `host`, else
+    /// dequantized once to a dense `dense_dtype` tensor on `device` (GPUs have no 4-bit kernel here).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_awq(
+        m: AwqMatrix,
+        rows: usize,
+        cols: usize,
+        bias: Option<Tensor>,
+        device: &Device,
+        dense_dtype: candle_core::DType,
+        host: bool,
+    ) -> candle_core::Result<Self> {
+        let weight = if host {
+            Weight::Awq(m)
+        } else {
+            let mut f = vec![0f32; rows * cols];
+            m.dequantize(&mut f);
+            Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dense_dtype)?)
+        };
+        Ok(Linear { weight, bias, rows, cols })
+    }
+
+    /// The stored encoding on the host, `None` on a GPU or for 4-bit (bitsandbytes, AWQ) weights.
     pub fn host_type(&self) -> Option<GgmlType> {
         match &self.weight {
             Weight::Host { ty, .. } => Some(*ty),
@@ -96,9 +121,9 @@ impl Linear {
         }
     }
 
-    /// Whether the weights are bitsandbytes 4-bit codes multiplied on the host.
-    pub fn is_bnb4(&self) -> bool {
-        matches!(self.weight, Weight::Bnb4(_))
+    /// Whether the weights are 4-bit codes (bitsandbytes, AWQ) multiplied on the host.
+    pub fn is_4bit(&self) -> bool {
+        matches!(self.weight, Weight::Bnb4(_) | Weight::Awq(_))
     }
 
     /// Pins host weight bytes in RAM.
@@ -106,6 +131,7 @@ impl Linear {
         match &self.weight {
             Weight::Host { bytes, .. } => bytes.lock(),
             Weight::Bnb4(t) => t.packed.lock(),
+            Weight::Awq(m) => m.buffers().into_iter().try_for_each(bytes::lock),
             _ => Ok(()),
         }
     }
@@ -122,6 +148,7 @@ impl Linear {
                     .map_err(candle_core::Error::msg)?;
                 x.contiguous()?.apply_op1_no_bwd(&HostBnb4(view))?
             }
+            Weight::Awq(m) => x.contiguous()?.apply_op1_no_bwd(&HostAwq(m, self.rows, self.cols))?,
             Weight::Dense(w) => x.broadcast_matmul(&w.t()?)?,
             Weight::Quant(q) => x.apply(q)?,
         };
@@ -176,6 +203,19 @@ impl CustomOp1 for HostBnb4<'_> {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let w = self.0;
         host_fwd(storage, layout, w.rows, w.cols, |x, n, y| bnb4::matmul(w, x, n, y))
+    }
+}
+
+/// The AWQ host kernel as a candle op over an f32 activation tensor: the matrix, its rows and columns.
+struct HostAwq<'a>(&'a AwqMatrix, usize, usize);
+
+impl CustomOp1 for HostAwq<'_> {
+    fn name(&self) -> &'static str {
+        "tgi-host-awq"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        host_fwd(storage, layout, self.1, self.2, |x, n, y| awq::matmul(self.0, x, n, y))
     }
 }
 

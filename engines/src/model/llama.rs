@@ -94,7 +94,7 @@ impl Llama {
             host: w.host(),
         };
         let all_f32 =
-            model.linears().all(|l| !l.is_bnb4() && l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32))
+            model.linears().all(|l| !l.is_4bit() && l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32))
                 && model.norm.dtype() == candle_core::DType::F32;
         model.kv_dtype = kv_dtype.unwrap_or(if all_f32 { KvDType::F32 } else { KvDType::F16 });
         model.kv_dtype.check(model.cfg.head_dim, model.host)?;

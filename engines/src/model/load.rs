@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use candle_core::{DType, Device};
+use tgi_formats::awq::AwqConfig;
 use tgi_formats::hf::{resolve, GgufVocab, ModelConfig};
 use tgi_formats::{GgufFile, SafetensorsSet, TensorSource};
 
@@ -12,7 +13,7 @@ use super::config::LlamaConfig;
 use super::insitu::{self, Plan, Quantize};
 use super::llama::Llama;
 use super::weights::{Naming, Weights};
-use super::{bnb, ModelError};
+use super::{awq, bnb, ModelError};
 use crate::convert::metadata::llama3_rope_factors;
 use crate::convert::preset::ModelShape;
 use crate::device::{ComputeDType, DeviceSpec};
@@ -80,10 +81,13 @@ fn load_hf(
     let files = resolve(model)?;
     let hf = ModelConfig::from_file(&files.config)?;
     let cfg = LlamaConfig::from_hf(&hf)?;
-    check_quantization_config(&files.config)?;
+    let awq = check_quantization_config(&files.config)?;
     let source: Arc<dyn TensorSource> =
         Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
     let mut weights = Weights::new(source, Naming::Hf, device, dense, act, opts.cpu_tensor_ops);
+    if let Some(cfg) = awq {
+        weights = weights.with_awq(cfg);
+    }
     if let Some(q) = opts.quantize {
         let tied = hf.tie_word_embeddings || !weights.metas().contains_key("lm_head.weight");
         let plan = plan(q, &weights, &cfg, tied, false)?;
@@ -140,13 +144,14 @@ fn load_gguf(
     Ok(LoadedModel { model, tokenizer, chat_template, eos })
 }
 
-/// Refuses bitsandbytes configurations the engine cannot run (8-bit LLM.int8).
-fn check_quantization_config(path: &Path) -> Result<(), ModelError> {
+/// Refuses quantization configurations the engine cannot run (bitsandbytes 8-bit LLM.int8; AWQ other than
+/// 4-bit GEMM); returns the AWQ settings of an AWQ checkpoint.
+fn check_quantization_config(path: &Path) -> Result<Option<AwqConfig>, ModelError> {
     let text = std::fs::read_to_string(path).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
     tgi_formats::bnb::BnbQuantConfig::from_config(&value)?;
-    Ok(())
+    AwqConfig::from_config(&value).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))
 }
 
 /// The in-situ quantization plan for `q` over the model's tensors (refused for an already 4-bit checkpoint).
@@ -154,6 +159,11 @@ fn plan(q: Quantize, weights: &Weights, cfg: &LlamaConfig, tied: bool, gguf_name
     if bnb::any_bnb4(weights.metas()) {
         return Err(ModelError::Unsupported(format!(
             "--quantize {q}: the checkpoint is already bitsandbytes 4-bit; --quantize needs a dense (F32/F16/BF16) one"
+        )));
+    }
+    if awq::any_packed(weights.metas()) {
+        return Err(ModelError::Unsupported(format!(
+            "--quantize {q}: the checkpoint is already AWQ 4-bit; --quantize needs a dense (F32/F16/BF16) one"
         )));
     }
     Ok(match q {

@@ -1,6 +1,7 @@
 //! Models: one implementation per architecture over a linear-layer abstraction shared by every weight format,
 //! and the loader that builds one from a Hugging Face directory, a hub id or a GGUF file.
 
+mod awq;
 mod bnb;
 mod bytes;
 mod config;
@@ -9,7 +10,7 @@ mod insitu;
 mod linear;
 mod llama;
 mod load;
-mod rope;
+pub(crate) mod rope;
 mod weights;
 
 pub use config::{LlamaConfig, RopeStyle};

@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Once};
 
 use candle_core::{DType as CDType, Device, Tensor};
+use tgi_formats::awq::AwqConfig;
 use tgi_formats::hf::Architecture;
 use tgi_formats::{DType, GgmlType, TensorMeta, TensorSource};
 
+use super::awq;
 use super::bnb::{self, Bnb4Tensor};
 use super::bytes::WeightBytes;
 use super::embedding::Embedding;
@@ -42,6 +44,7 @@ pub struct Weights {
     act: CDType,
     host: bool,
     plan: Option<Plan>,
+    awq: Option<AwqConfig>,
     dense_note: Once,
 }
 
@@ -59,12 +62,18 @@ impl Weights {
     ) -> Self {
         let metas = source.tensors().into_iter().map(|m| (m.name.clone(), m)).collect();
         let host = device.is_cpu() && !tensor_ops;
-        Weights { source, metas, naming, device, dense, act, host, plan: None, dense_note: Once::new() }
+        Weights { source, metas, naming, device, dense, act, host, plan: None, awq: None, dense_note: Once::new() }
     }
 
     /// Quantizes dense tensors as they load, following `plan`.
     pub fn with_plan(mut self, plan: Plan) -> Self {
         self.plan = Some(plan);
+        self
+    }
+
+    /// Reads packed linears (`P.qweight`, `P.qzeros`, `P.scales`) as the AWQ settings of config.json say.
+    pub fn with_awq(mut self, cfg: AwqConfig) -> Self {
+        self.awq = Some(cfg);
         self
     }
 
@@ -153,6 +162,22 @@ impl Weights {
             let t = bnb::read(&self.source, &weight, rows, cols)?;
             return self.bnb4_linear(t, prefix, rows, cols, bias);
         }
+        match &self.awq {
+            // Linears AWQ leaves unquantized (`modules_to_not_convert`, lm_head) are stored as `P.weight`.
+            Some(cfg) if awq::is_packed(&self.metas, prefix) || !self.metas.contains_key(&weight) => {
+                let m = awq::read(&self.source, &self.metas, prefix, rows, cols, cfg)?;
+                self.note_dense("AWQ");
+                let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
+                return Ok(Linear::new_awq(m, rows, cols, bias, &self.device, self.act, self.host)?);
+            }
+            None if awq::is_packed(&self.metas, prefix) => {
+                return Err(ModelError::Unsupported(format!(
+                    "tensor '{prefix}.qweight' is a packed quantized weight, but config.json has no AWQ \
+                     quantization_config (GPTQ and other packed formats are not supported)"
+                )));
+            }
+            _ => {}
+        }
         let (ty, name) = self.matrix(&weight, rows, cols)?;
         if let (Some(Plan::Bnb4(kind)), false, true) =
             (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers."))
@@ -171,7 +196,7 @@ impl Weights {
         Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act, self.host)?)
     }
 
-    /// A layer over 4-bit weights; on a GPU they become dense tensors, which is said once on stderr.
+    /// A layer over bitsandbytes 4-bit weights; on a GPU they become dense tensors, which is said once on stderr.
     fn bnb4_linear(
         &self,
         t: Bnb4Tensor,
@@ -180,16 +205,21 @@ impl Weights {
         cols: usize,
         bias: bool,
     ) -> Result<Linear, ModelError> {
+        self.note_dense(&t.ty.to_string());
+        let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
+        Ok(Linear::new_bnb4(t, rows, cols, bias, &self.device, self.act, self.host)?)
+    }
+
+    /// Off the host kernels, says once on stderr that `what` 4-bit weights become dense tensors at load.
+    fn note_dense(&self, what: &str) {
         if !self.host {
             self.dense_note.call_once(|| {
                 eprintln!(
-                    "note: {} weights are dequantized to {:?} tensors at load on {:?} (no 4-bit kernel there)",
-                    t.ty, self.act, self.device
+                    "note: {what} weights are dequantized to {:?} tensors at load on {:?} (no 4-bit kernel there)",
+                    self.act, self.device
                 )
             });
         }
-        let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-        Ok(Linear::new_bnb4(t, rows, cols, bias, &self.device, self.act, self.host)?)
     }
 
     /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.

@@ -18,12 +18,10 @@ mod avx2;
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
-
 use rayon::prelude::*;
 
 use super::act::q8_block32;
-use super::{Backend, SyncPtr};
+use super::{tiled_rows, with_quantized, Backend};
 
 /// Values per activation group (one f32 scale each).
 const GROUP: usize = 32;
@@ -194,40 +192,10 @@ pub fn matmul_with(backend: Backend, w: Bnb4View<'_>, x: &[f32], n: usize, y: &m
     #[cfg(not(target_arch = "x86_64"))]
     assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
 
-    thread_local! {
-        static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-    }
     let xs = cols / GROUP * XG_BYTES;
-    let mut xq = SCRATCH.with(Cell::take);
-    xq.resize(n * xs, 0);
-    if n >= 8 {
-        xq.par_chunks_mut(xs).zip(x.par_chunks(cols)).for_each(|(d, s)| quantize_x(s, d));
-    } else {
-        xq.chunks_mut(xs).zip(x.chunks(cols)).for_each(|(d, s)| quantize_x(s, d));
-    }
-
-    let threads = rayon::current_num_threads().max(1);
-    let tile_r = rows.div_ceil(threads * 8).clamp(4, 64);
-    let yp = SyncPtr(y.as_mut_ptr());
-    let xq_ref = &xq[..];
-    (0..rows.div_ceil(tile_r)).into_par_iter().for_each(|t| {
-        let r0 = t * tile_r;
-        let r1 = (r0 + tile_r).min(rows);
-        let mut out = [0.0f32; 4];
-        for i in (0..n).step_by(4) {
-            let nx = (n - i).min(4);
-            let xg = &xq_ref[i * xs..];
-            for r in r0..r1 {
-                row_dot(backend, &w, r, xg, xs, nx, &mut out);
-                for (j, &v) in out[..nx].iter().enumerate() {
-                    // SAFETY: (i + j) < n and r < rows, so the index is inside y; each task owns the rows
-                    // r0..r1 of its tile, and `y` is borrowed mutably for the whole loop.
-                    unsafe { yp.write((i + j) * rows + r, v) };
-                }
-            }
-        }
+    with_quantized(x, n, cols, xs, quantize_x, |xq| {
+        tiled_rows(rows, n, y, |r, i, nx, out| row_dot(backend, &w, r, &xq[i * xs..], xs, nx, out))
     });
-    SCRATCH.with(|s| s.set(xq));
 }
 
 /// Row `r` against `nx` (1..=4) quantized activation rows `xs` bytes apart.

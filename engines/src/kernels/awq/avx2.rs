@@ -1,0 +1,67 @@
+//! AVX2 row kernel for AWQ weights: 16 packed bytes become 32 unsigned codes (`nibbles32`), multiplied with
+//! up to 4 activation rows by `maddubs`; a group's 16-bit pair sums are added up in 16 bits (at most
+//! 8 blocks, `8 · 2 · 15 · 127` < 2¹⁵) before widening, and each group ends in one integer correction for
+//! the zero point and one scaled f32 accumulation (see the parent module).
+
+use std::arch::x86_64::*;
+
+use super::{AwqMatrix, BLOCK, XG_HEAD};
+use crate::kernels::avx2::{hsum_ps, nibbles32};
+
+/// Row `r` of `m` against `nx` (1..=4) activation rows of `xs` bytes at `x`, results into `out[..nx]`.
+///
+/// Safety: the CPU has AVX2, FMA and F16C; `r < m.rows`; `x` holds `nx` quantized rows `xs` bytes apart.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn row_dot(m: &AwqMatrix, r: usize, x: &[u8], xs: usize, nx: usize, out: &mut [f32; 4]) {
+    match nx {
+        1 => row_n::<1>(m, r, x.as_ptr(), xs, out),
+        2 => row_n::<2>(m, r, x.as_ptr(), xs, out),
+        3 => row_n::<3>(m, r, x.as_ptr(), xs, out),
+        _ => row_n::<4>(m, r, x.as_ptr(), xs, out),
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_n<const N: usize>(m: &AwqMatrix, r: usize, x: *const u8, xs: usize, out: &mut [f32; 4]) {
+    let groups = m.groups();
+    let bpg = m.group / BLOCK;
+    let gstride = XG_HEAD + m.group;
+    let w = m.packed.as_ptr().add(r * m.cols / 2);
+    let scales = m.scales.as_ptr().add(r * groups) as *const u16;
+    let zeros = m.zeros.as_ptr().add(r * groups);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for g in 0..groups {
+        let wg = w.add(g * m.group / 2);
+        let mut dot = [_mm256_setzero_si256(); N];
+        let mut b = 0;
+        while b < bpg {
+            let end = (b + 8).min(bpg);
+            let mut sum16 = [_mm256_setzero_si256(); N];
+            for k in b..end {
+                let q = nibbles32(wg.add(16 * k));
+                for (j, s) in sum16.iter_mut().enumerate() {
+                    let xq = _mm256_loadu_si256(x.add(j * xs + g * gstride + XG_HEAD + BLOCK * k) as *const __m256i);
+                    *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(q, xq));
+                }
+            }
+            for j in 0..N {
+                dot[j] = _mm256_add_epi32(dot[j], _mm256_madd_epi16(sum16[j], ones));
+            }
+            b = end;
+        }
+        let s = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(scales.add(g).read()))));
+        let z = i32::from(zeros.add(g).read());
+        for j in 0..N {
+            let xg = x.add(j * xs + g * gstride);
+            let d = (xg as *const f32).read_unaligned();
+            let sum = (xg.add(4) as *const i32).read_unaligned();
+            let t = _mm256_sub_epi32(dot[j], _mm256_setr_epi32(z * sum, 0, 0, 0, 0, 0, 0, 0));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(s * d), _mm256_cvtepi32_ps(t), acc[j]);
+        }
+    }
+    for j in 0..N {
+        out[j] = hsum_ps(acc[j]);
+    }
+}

@@ -1,0 +1,252 @@
+//! AWQ 4-bit weights (AutoAWQ's GEMM checkpoints): `y = x · Wᵀ` from the packed codes, with
+//! `W[o, i] = (q[o, i] - z[o, g]) · s[o, g]` for input group `g = i / group`.
+//!
+//! The checkpoint packs codes along output channels (`qweight [in, out/8]`, eight codes per word in
+//! AutoAWQ's nibble order), which suits a GPU GEMM, not a row-by-row dot product. [`AwqMatrix::from_gemm`]
+//! repacks once at load to rows of the weight: per output row, per 32 inputs, 16 bytes whose byte `t` holds
+//! input `t` in its low nibble and input `t + 16` in its high nibble; beside them one f16 scale and one u8
+//! zero per (row, group). That is 4 bits per weight plus 3 bytes per group, about the checkpoint's size.
+//!
+//! Arithmetic: activations are quantized to int8 with one scale `d` per weight group (ggml's Q8_0 rounding
+//! over the group; Q4_K's own activations share one scale per 256 values), and with it the integer sum `S`
+//! of the group's int8 values. A group then costs integer work only, `Σ q·x8 − z·S`, the unsigned codes
+//! (0..15) against the signed activations being exactly what `maddubs` multiplies, and one scaled
+//! accumulation `s · d · (…)`.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(test)]
+mod tests;
+
+use half::f16;
+use rayon::prelude::*;
+use tgi_formats::awq::AWQ_ORDER;
+
+use super::act::q8_into;
+use super::{tiled_rows, with_quantized, Backend};
+
+/// Inputs per packed block (16 bytes of codes).
+const BLOCK: usize = 32;
+/// Bytes ahead of each activation group: f32 scale, i32 sum of the int8 values.
+const XG_HEAD: usize = 8;
+
+/// An AWQ weight matrix in the layout the kernels read (see the module docs).
+#[derive(Clone, Debug)]
+pub struct AwqMatrix {
+    /// Output features (matrix rows).
+    rows: usize,
+    /// Inputs per row (matrix columns).
+    cols: usize,
+    /// Inputs per quantization group (a multiple of 32).
+    group: usize,
+    /// `rows · cols / 2` bytes of codes, row by row.
+    packed: Vec<u8>,
+    /// `[rows, cols / group]` scales.
+    scales: Vec<f16>,
+    /// `[rows, cols / group]` zero points.
+    zeros: Vec<u8>,
+}
+
+/// The little-endian 32-bit word `k` of `b`.
+#[inline(always)]
+fn word(b: &[u8], k: usize) -> u32 {
+    u32::from_le_bytes(b[4 * k..4 * k + 4].try_into().expect("4 bytes"))
+}
+
+impl AwqMatrix {
+    /// Repacks a layer stored as AutoAWQ's GEMM tensors (their little-endian bytes): `qweight` int32
+    /// `[cols, rows/8]`, `qzeros` int32 `[cols/group, rows/8]`, `scales` f16 `[cols/group, rows]`, for `rows`
+    /// outputs and `cols` inputs. `group` must be a multiple of 32 dividing `cols`, and `rows` a multiple of 8.
+    pub fn from_gemm(
+        rows: usize,
+        cols: usize,
+        group: usize,
+        qweight: &[u8],
+        qzeros: &[u8],
+        scales: &[u8],
+    ) -> Result<AwqMatrix, String> {
+        if group == 0 || !group.is_multiple_of(BLOCK) {
+            return Err(format!("AWQ group size {group} is not a multiple of {BLOCK}"));
+        }
+        if !cols.is_multiple_of(group) {
+            return Err(format!("AWQ weight: {cols} inputs do not divide into groups of {group}"));
+        }
+        if !rows.is_multiple_of(8) {
+            return Err(format!("AWQ weight: {rows} outputs are not a multiple of 8"));
+        }
+        let groups = cols / group;
+        for (name, have, want) in [
+            ("qweight", qweight.len(), cols * rows / 2),
+            ("qzeros", qzeros.len(), groups * rows / 2),
+            ("scales", scales.len(), groups * rows * 2),
+        ] {
+            if have != want {
+                return Err(format!(
+                    "AWQ weight {rows}×{cols} in groups of {group}: {name} has {have} bytes, expected {want}"
+                ));
+            }
+        }
+        let (words, row_bytes) = (rows / 8, cols / 2);
+        let mut packed = vec![0u8; rows * row_bytes];
+        if row_bytes > 0 {
+            // 64 output rows per task: for each block of 32 inputs and pack of 8 outputs, the 32 words of
+            // qweight become 16 contiguous bytes in each of the 8 rows.
+            packed.par_chunks_mut(64 * row_bytes).enumerate().for_each(|(t, dst)| {
+                let (o0, n) = (64 * t, dst.len() / row_bytes);
+                let mut w = [0u32; BLOCK];
+                for blk in 0..cols / BLOCK {
+                    for c in o0 / 8..(o0 + n) / 8 {
+                        for (k, w) in w.iter_mut().enumerate() {
+                            *w = word(qweight, (BLOCK * blk + k) * words + c);
+                        }
+                        for (k, &j) in AWQ_ORDER.iter().enumerate() {
+                            let at = (8 * c + j - o0) * row_bytes + 16 * blk;
+                            for (b, d) in dst[at..at + 16].iter_mut().enumerate() {
+                                *d = ((w[b] >> (4 * k)) & 15) as u8 | (((w[b + 16] >> (4 * k)) & 15) as u8) << 4;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let mut s = vec![f16::ZERO; rows * groups];
+        let mut z = vec![0u8; rows * groups];
+        for g in 0..groups {
+            for c in 0..words {
+                let w = word(qzeros, g * words + c);
+                for (k, &j) in AWQ_ORDER.iter().enumerate() {
+                    z[(8 * c + j) * groups + g] = ((w >> (4 * k)) & 15) as u8;
+                }
+            }
+            for o in 0..rows {
+                let at = 2 * (g * rows + o);
+                s[o * groups + g] = f16::from_le_bytes([scales[at], scales[at + 1]]);
+            }
+        }
+        Ok(AwqMatrix { rows, cols, group, packed, scales: s, zeros: z })
+    }
+
+    /// Groups per row.
+    fn groups(&self) -> usize {
+        self.cols / self.group
+    }
+
+    /// The code of weight `[r, c]`.
+    #[inline(always)]
+    fn code(&self, r: usize, c: usize) -> u8 {
+        let b = self.packed[r * self.cols / 2 + c / BLOCK * 16 + c % 16];
+        if c % BLOCK < 16 {
+            b & 15
+        } else {
+            b >> 4
+        }
+    }
+
+    /// Dequantizes the whole matrix to f32 (`rows · cols` values, row-major), exactly as AutoAWQ does.
+    pub fn dequantize(&self, out: &mut [f32]) {
+        let groups = self.groups();
+        for (r, row) in out[..self.rows * self.cols].chunks_exact_mut(self.cols.max(1)).enumerate() {
+            for (c, o) in row.iter_mut().enumerate() {
+                let g = r * groups + c / self.group;
+                *o = (f32::from(self.code(r, c)) - f32::from(self.zeros[g])) * self.scales[g].to_f32();
+            }
+        }
+    }
+
+    /// The buffers to pin in RAM: codes, scales (as bytes) and zeros.
+    pub fn buffers(&self) -> [&[u8]; 3] {
+        // SAFETY: f16 is a plain 2-byte value with no padding; the slice covers exactly the scales.
+        let scales = unsafe { std::slice::from_raw_parts(self.scales.as_ptr().cast::<u8>(), 2 * self.scales.len()) };
+        [&self.packed, scales, &self.zeros]
+    }
+
+    /// Bytes of one quantized activation row.
+    fn x_row_bytes(&self) -> usize {
+        self.groups() * (XG_HEAD + self.group)
+    }
+}
+
+/// Quantizes one activation row into groups of `XG_HEAD + group` bytes: scale, sum of the int8 values, values.
+fn quantize_x(x: &[f32], dst: &mut [u8], group: usize) {
+    for (x, g) in x.chunks_exact(group).zip(dst.chunks_exact_mut(XG_HEAD + group)) {
+        let (head, q) = g.split_at_mut(XG_HEAD);
+        let d = q8_into(x, q);
+        let sum: i32 = q.iter().map(|&b| i32::from(b as i8)).sum();
+        head[..4].copy_from_slice(&d.to_le_bytes());
+        head[4..].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+/// Row `r` of `m` against one quantized activation row, portable code (and the test oracle).
+fn dot_scalar(m: &AwqMatrix, r: usize, xq: &[u8]) -> f32 {
+    let groups = m.groups();
+    let row = &m.packed[r * m.cols / 2..(r + 1) * m.cols / 2];
+    let mut acc = 0f32;
+    for (g, (wg, xg)) in row.chunks_exact(m.group / 2).zip(xq.chunks_exact(XG_HEAD + m.group)).enumerate() {
+        let d = f32::from_le_bytes(xg[..4].try_into().expect("4 bytes"));
+        let sum = i32::from_le_bytes(xg[4..8].try_into().expect("4 bytes"));
+        let mut dot = 0i32;
+        for (wb, xb) in wg.chunks_exact(16).zip(xg[XG_HEAD..].chunks_exact(BLOCK)) {
+            for (t, &b) in wb.iter().enumerate() {
+                dot += i32::from(b & 15) * i32::from(xb[t] as i8) + i32::from(b >> 4) * i32::from(xb[t + 16] as i8);
+            }
+        }
+        let k = r * groups + g;
+        acc += m.scales[k].to_f32() * d * (dot - i32::from(m.zeros[k]) * sum) as f32;
+    }
+    acc
+}
+
+/// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n: `x` is n×cols row-major f32, `y` is n×rows (overwritten).
+/// Runs on the current rayon pool.
+pub fn matmul(m: &AwqMatrix, x: &[f32], n: usize, y: &mut [f32]) {
+    matmul_with(super::backend(), m, x, n, y)
+}
+
+/// [`matmul`] on a chosen backend (panics if the CPU lacks it).
+pub fn matmul_with(backend: Backend, m: &AwqMatrix, x: &[f32], n: usize, y: &mut [f32]) {
+    let (rows, cols) = (m.rows, m.cols);
+    assert_eq!(x.len(), n * cols, "x must be n×cols");
+    assert_eq!(y.len(), n * rows, "y must be n×rows");
+    if n == 0 || rows == 0 {
+        return;
+    }
+    if cols == 0 {
+        y.fill(0.0);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx2 {
+        assert!(
+            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c"),
+            "the AVX2 backend needs avx2, fma and f16c"
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
+    let xs = m.x_row_bytes();
+    with_quantized(
+        x,
+        n,
+        cols,
+        xs,
+        |s, d| quantize_x(s, d, m.group),
+        |xq| tiled_rows(rows, n, y, |r, i, nx, out| row_dot(backend, m, r, &xq[i * xs..], xs, nx, out)),
+    );
+}
+
+/// Row `r` against `nx` (1..=4) quantized activation rows `xs` bytes apart.
+#[inline]
+fn row_dot(backend: Backend, m: &AwqMatrix, r: usize, x: &[u8], xs: usize, nx: usize, out: &mut [f32; 4]) {
+    assert!((1..=4).contains(&nx) && r < m.rows && xs == m.x_row_bytes() && x.len() >= nx * xs);
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx2 {
+        // SAFETY: `matmul_with` checked the CPU features; `r < rows` and `x` holds `nx` rows (asserted).
+        unsafe { avx2::row_dot(m, r, x, xs, nx, out) };
+        return;
+    }
+    let _ = backend;
+    for (j, o) in out[..nx].iter_mut().enumerate() {
+        *o = dot_scalar(m, r, &x[j * xs..]);
+    }
+}
