@@ -3,9 +3,10 @@
 //!
 //! The checkpoint packs codes along output channels (`qweight [in, out/8]`, eight codes per word in
 //! AutoAWQ's nibble order), which suits a GPU GEMM, not a row-by-row dot product. [`AwqMatrix::from_gemm`]
-//! repacks once at load to rows of the weight: per output row, per 32 inputs, 16 bytes whose byte `t` holds
-//! input `t` in its low nibble and input `t + 16` in its high nibble; beside them one f16 scale and one u8
-//! zero per (row, group). That is 4 bits per weight plus 3 bytes per group, about the checkpoint's size.
+//! repacks once at load to rows of the weight: per output row, per 64 inputs, 32 bytes whose byte `t` holds
+//! input `t` in its low nibble and input `t + 32` in its high nibble (Q4_K's arrangement: one 32-byte load,
+//! two masks, two blocks of 32 codes); beside them one f16 scale and one u8 zero per (row, group). That is
+//! 4 bits per weight plus 3 bytes per group, about the checkpoint's size.
 //!
 //! Arithmetic: activations are quantized to int8 with one scale `d` per weight group (ggml's Q8_0 rounding
 //! over the group; Q4_K's own activations share one scale per 256 values), and with it the integer sum `S`
@@ -25,7 +26,7 @@ use tgi_formats::awq::AWQ_ORDER;
 use super::act::q8_into;
 use super::{tiled_rows, with_quantized, Backend};
 
-/// Inputs per packed block (16 bytes of codes).
+/// Inputs per block of int8 products (one `maddubs`); two blocks share 32 bytes of codes.
 const BLOCK: usize = 32;
 /// Bytes ahead of each activation group: f32 scale, i32 sum of the int8 values.
 const XG_HEAD: usize = 8;
@@ -39,7 +40,7 @@ pub struct AwqMatrix {
     cols: usize,
     /// Inputs per quantization group (a multiple of 32).
     group: usize,
-    /// `rows · cols / 2` bytes of codes, row by row.
+    /// `rows · row_bytes()` bytes of codes, row by row.
     packed: Vec<u8>,
     /// `[rows, cols / group]` scales.
     scales: Vec<f16>,
@@ -86,11 +87,11 @@ impl AwqMatrix {
                 ));
             }
         }
-        let (words, row_bytes) = (rows / 8, cols / 2);
+        let (words, row_bytes) = (rows / 8, row_bytes(cols));
         let mut packed = vec![0u8; rows * row_bytes];
         if row_bytes > 0 {
             // 64 output rows per task: for each block of 32 inputs and pack of 8 outputs, the 32 words of
-            // qweight become 16 contiguous bytes in each of the 8 rows.
+            // qweight become the low or high nibbles of 32 contiguous bytes in each of the 8 rows.
             packed.par_chunks_mut(64 * row_bytes).enumerate().for_each(|(t, dst)| {
                 let (o0, n) = (64 * t, dst.len() / row_bytes);
                 let mut w = [0u32; BLOCK];
@@ -100,9 +101,10 @@ impl AwqMatrix {
                             *w = word(qweight, (BLOCK * blk + k) * words + c);
                         }
                         for (k, &j) in AWQ_ORDER.iter().enumerate() {
-                            let at = (8 * c + j - o0) * row_bytes + 16 * blk;
-                            for (b, d) in dst[at..at + 16].iter_mut().enumerate() {
-                                *d = ((w[b] >> (4 * k)) & 15) as u8 | (((w[b + 16] >> (4 * k)) & 15) as u8) << 4;
+                            let at = (8 * c + j - o0) * row_bytes + 32 * (blk / 2);
+                            let shift = 4 * (blk % 2);
+                            for (d, &w) in dst[at..at + 32].iter_mut().zip(&w) {
+                                *d |= (((w >> (4 * k)) & 15) as u8) << shift;
                             }
                         }
                     }
@@ -134,8 +136,8 @@ impl AwqMatrix {
     /// The code of weight `[r, c]`.
     #[inline(always)]
     fn code(&self, r: usize, c: usize) -> u8 {
-        let b = self.packed[r * self.cols / 2 + c / BLOCK * 16 + c % 16];
-        if c % BLOCK < 16 {
+        let b = self.packed[r * row_bytes(self.cols) + c / 64 * 32 + c % 32];
+        if c % 64 < 32 {
             b & 15
         } else {
             b >> 4
@@ -166,6 +168,18 @@ impl AwqMatrix {
     }
 }
 
+/// Bytes of codes per row of `cols` inputs (whole 32-byte pairs of blocks).
+fn row_bytes(cols: usize) -> usize {
+    cols.div_ceil(64) * 32
+}
+
+/// The 32 codes of block `b` (inputs `32b..32b + 32`) of a row of packed codes.
+#[inline(always)]
+fn block_codes(row: &[u8], b: usize) -> impl Iterator<Item = u8> + '_ {
+    let shift = 4 * (b % 2);
+    row[32 * (b / 2)..32 * (b / 2) + 32].iter().map(move |&v| (v >> shift) & 15)
+}
+
 /// Quantizes one activation row into groups of `XG_HEAD + group` bytes: scale, sum of the int8 values, values.
 fn quantize_x(x: &[f32], dst: &mut [u8], group: usize) {
     for (x, g) in x.chunks_exact(group).zip(dst.chunks_exact_mut(XG_HEAD + group)) {
@@ -180,16 +194,16 @@ fn quantize_x(x: &[f32], dst: &mut [u8], group: usize) {
 /// Row `r` of `m` against one quantized activation row, portable code (and the test oracle).
 fn dot_scalar(m: &AwqMatrix, r: usize, xq: &[u8]) -> f32 {
     let groups = m.groups();
-    let row = &m.packed[r * m.cols / 2..(r + 1) * m.cols / 2];
+    let rb = row_bytes(m.cols);
+    let row = &m.packed[r * rb..(r + 1) * rb];
+    let bpg = m.group / BLOCK;
     let mut acc = 0f32;
-    for (g, (wg, xg)) in row.chunks_exact(m.group / 2).zip(xq.chunks_exact(XG_HEAD + m.group)).enumerate() {
+    for (g, xg) in xq.chunks_exact(XG_HEAD + m.group).take(groups).enumerate() {
         let d = f32::from_le_bytes(xg[..4].try_into().expect("4 bytes"));
         let sum = i32::from_le_bytes(xg[4..8].try_into().expect("4 bytes"));
         let mut dot = 0i32;
-        for (wb, xb) in wg.chunks_exact(16).zip(xg[XG_HEAD..].chunks_exact(BLOCK)) {
-            for (t, &b) in wb.iter().enumerate() {
-                dot += i32::from(b & 15) * i32::from(xb[t] as i8) + i32::from(b >> 4) * i32::from(xb[t + 16] as i8);
-            }
+        for (k, xb) in xg[XG_HEAD..].chunks_exact(BLOCK).enumerate() {
+            dot += block_codes(row, g * bpg + k).zip(xb).map(|(q, &x)| i32::from(q) * i32::from(x as i8)).sum::<i32>();
         }
         let k = r * groups + g;
         acc += m.scales[k].to_f32() * d * (dot - i32::from(m.zeros[k]) * sum) as f32;
