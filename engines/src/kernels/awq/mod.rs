@@ -9,10 +9,11 @@
 //! 4 bits per weight plus 3 bytes per group, about the checkpoint's size.
 //!
 //! Arithmetic: activations are quantized to int8 with one scale `d` per weight group (ggml's Q8_0 rounding
-//! over the group; Q4_K's own activations share one scale per 256 values), and with it the integer sum `S`
-//! of the group's int8 values. A group then costs integer work only, `Σ q·x8 − z·S`, the unsigned codes
-//! (0..15) against the signed activations being exactly what `maddubs` multiplies, and one scaled
-//! accumulation `s · d · (…)`.
+//! over the group; Q4_K's own activations share one scale per 256 values), and with it `e = d · S`, `S` the
+//! sum of the group's int8 values. Then `Σ_i W[o, i] x_i = Σ_g s·d·(Σ q·x8) − Σ_g (s·z)·e`: per group an
+//! integer dot product of the unsigned codes (0..15) with the signed activations, exactly what `maddubs`
+//! multiplies, and one scaled accumulation; the zero-point term is a dot product over groups, 8 at a time
+//! (scales and zeros are stored per row padded to a multiple of 8 groups, with zeros).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -28,8 +29,8 @@ use super::{tiled_rows, with_quantized, Backend};
 
 /// Inputs per block of int8 products (one `maddubs`); two blocks share 32 bytes of codes.
 const BLOCK: usize = 32;
-/// Bytes ahead of each activation group: f32 scale, i32 sum of the int8 values.
-const XG_HEAD: usize = 8;
+/// Groups handled together for the scales and the zero-point term (one AVX2 register of f32).
+const LANES: usize = 8;
 
 /// An AWQ weight matrix in the layout the kernels read (see the module docs).
 #[derive(Clone, Debug)]
@@ -42,9 +43,9 @@ pub struct AwqMatrix {
     group: usize,
     /// `rows · row_bytes()` bytes of codes, row by row.
     packed: Vec<u8>,
-    /// `[rows, cols / group]` scales.
+    /// `[rows, padded_groups()]` scales.
     scales: Vec<f16>,
-    /// `[rows, cols / group]` zero points.
+    /// `[rows, padded_groups()]` zero points.
     zeros: Vec<u8>,
 }
 
@@ -111,18 +112,19 @@ impl AwqMatrix {
                 }
             });
         }
-        let mut s = vec![f16::ZERO; rows * groups];
-        let mut z = vec![0u8; rows * groups];
+        let pg = groups.div_ceil(LANES) * LANES;
+        let mut s = vec![f16::ZERO; rows * pg];
+        let mut z = vec![0u8; rows * pg];
         for g in 0..groups {
             for c in 0..words {
                 let w = word(qzeros, g * words + c);
                 for (k, &j) in AWQ_ORDER.iter().enumerate() {
-                    z[(8 * c + j) * groups + g] = ((w >> (4 * k)) & 15) as u8;
+                    z[(8 * c + j) * pg + g] = ((w >> (4 * k)) & 15) as u8;
                 }
             }
             for o in 0..rows {
                 let at = 2 * (g * rows + o);
-                s[o * groups + g] = f16::from_le_bytes([scales[at], scales[at + 1]]);
+                s[o * pg + g] = f16::from_le_bytes([scales[at], scales[at + 1]]);
             }
         }
         Ok(AwqMatrix { rows, cols, group, packed, scales: s, zeros: z })
@@ -131,6 +133,11 @@ impl AwqMatrix {
     /// Groups per row.
     fn groups(&self) -> usize {
         self.cols / self.group
+    }
+
+    /// Groups per row rounded up to whole [`LANES`].
+    fn padded_groups(&self) -> usize {
+        self.groups().div_ceil(LANES) * LANES
     }
 
     /// The code of weight `[r, c]`.
@@ -146,10 +153,10 @@ impl AwqMatrix {
 
     /// Dequantizes the whole matrix to f32 (`rows · cols` values, row-major), exactly as AutoAWQ does.
     pub fn dequantize(&self, out: &mut [f32]) {
-        let groups = self.groups();
+        let pg = self.padded_groups();
         for (r, row) in out[..self.rows * self.cols].chunks_exact_mut(self.cols.max(1)).enumerate() {
             for (c, o) in row.iter_mut().enumerate() {
-                let g = r * groups + c / self.group;
+                let g = r * pg + c / self.group;
                 *o = (f32::from(self.code(r, c)) - f32::from(self.zeros[g])) * self.scales[g].to_f32();
             }
         }
@@ -162,9 +169,9 @@ impl AwqMatrix {
         [&self.packed, scales, &self.zeros]
     }
 
-    /// Bytes of one quantized activation row.
+    /// Bytes of one quantized activation row: `padded_groups()` f32 scales `d`, as many f32 `e`, `cols` int8.
     fn x_row_bytes(&self) -> usize {
-        self.groups() * (XG_HEAD + self.group)
+        8 * self.padded_groups() + self.cols
     }
 }
 
@@ -180,35 +187,44 @@ fn block_codes(row: &[u8], b: usize) -> impl Iterator<Item = u8> + '_ {
     row[32 * (b / 2)..32 * (b / 2) + 32].iter().map(move |&v| (v >> shift) & 15)
 }
 
-/// Quantizes one activation row into groups of `XG_HEAD + group` bytes: scale, sum of the int8 values, values.
-fn quantize_x(x: &[f32], dst: &mut [u8], group: usize) {
-    for (x, g) in x.chunks_exact(group).zip(dst.chunks_exact_mut(XG_HEAD + group)) {
-        let (head, q) = g.split_at_mut(XG_HEAD);
+/// Quantizes one activation row (see [`AwqMatrix::x_row_bytes`]), `pg` padded groups of `group` values.
+fn quantize_x(x: &[f32], dst: &mut [u8], group: usize, pg: usize) {
+    let (head, q) = dst.split_at_mut(8 * pg);
+    let (ds, es) = head.split_at_mut(4 * pg);
+    ds.fill(0);
+    es.fill(0);
+    for (g, (x, q)) in x.chunks_exact(group).zip(q.chunks_exact_mut(group)).enumerate() {
         let d = q8_into(x, q);
         let sum: i32 = q.iter().map(|&b| i32::from(b as i8)).sum();
-        head[..4].copy_from_slice(&d.to_le_bytes());
-        head[4..].copy_from_slice(&sum.to_le_bytes());
+        ds[4 * g..4 * g + 4].copy_from_slice(&d.to_le_bytes());
+        es[4 * g..4 * g + 4].copy_from_slice(&(d * sum as f32).to_le_bytes());
     }
+}
+
+/// The little-endian f32 `k` of `b`.
+#[inline(always)]
+fn f32_at(b: &[u8], k: usize) -> f32 {
+    f32::from_le_bytes(b[4 * k..4 * k + 4].try_into().expect("4 bytes"))
 }
 
 /// Row `r` of `m` against one quantized activation row, portable code (and the test oracle).
 fn dot_scalar(m: &AwqMatrix, r: usize, xq: &[u8]) -> f32 {
-    let groups = m.groups();
+    let pg = m.padded_groups();
     let rb = row_bytes(m.cols);
     let row = &m.packed[r * rb..(r + 1) * rb];
     let bpg = m.group / BLOCK;
-    let mut acc = 0f32;
-    for (g, xg) in xq.chunks_exact(XG_HEAD + m.group).take(groups).enumerate() {
-        let d = f32::from_le_bytes(xg[..4].try_into().expect("4 bytes"));
-        let sum = i32::from_le_bytes(xg[4..8].try_into().expect("4 bytes"));
+    let (head, q) = xq.split_at(8 * pg);
+    let (mut acc, mut corr) = (0f32, 0f32);
+    for (g, xg) in q[..m.cols].chunks_exact(m.group).enumerate() {
         let mut dot = 0i32;
-        for (k, xb) in xg[XG_HEAD..].chunks_exact(BLOCK).enumerate() {
+        for (k, xb) in xg.chunks_exact(BLOCK).enumerate() {
             dot += block_codes(row, g * bpg + k).zip(xb).map(|(q, &x)| i32::from(q) * i32::from(x as i8)).sum::<i32>();
         }
-        let k = r * groups + g;
-        acc += m.scales[k].to_f32() * d * (dot - i32::from(m.zeros[k]) * sum) as f32;
+        let s = m.scales[r * pg + g].to_f32();
+        acc += s * f32_at(head, g) * dot as f32;
+        corr += s * f32::from(m.zeros[r * pg + g]) * f32_at(head, pg + g);
     }
-    acc
+    acc - corr
 }
 
 /// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n: `x` is n×cols row-major f32, `y` is n×rows (overwritten).
@@ -238,13 +254,13 @@ pub fn matmul_with(backend: Backend, m: &AwqMatrix, x: &[f32], n: usize, y: &mut
     }
     #[cfg(not(target_arch = "x86_64"))]
     assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
-    let xs = m.x_row_bytes();
+    let (xs, pg) = (m.x_row_bytes(), m.padded_groups());
     with_quantized(
         x,
         n,
         cols,
         xs,
-        |s, d| quantize_x(s, d, m.group),
+        |s, d| quantize_x(s, d, m.group, pg),
         |xq| tiled_rows(rows, n, y, |r, i, nx, out| row_dot(backend, m, r, &xq[i * xs..], xs, nx, out)),
     );
 }
