@@ -37,6 +37,7 @@ unsafe fn row_n<const N: usize>(m: &AwqMatrix, r: usize, x: *const u8, xs: usize
     let xd = |j: usize| x.add(j * xs) as *const f32;
     let xq = |j: usize, b: usize| x.add(j * xs + 8 * pg + BLOCK * b) as *const __m256i;
     let mut sd = [[0f32; LANES]; N];
+    let paired = m.group % (2 * BLOCK) == 0;
     for g in 0..groups {
         let lane = g % LANES;
         if lane == 0 {
@@ -52,19 +53,19 @@ unsafe fn row_n<const N: usize>(m: &AwqMatrix, r: usize, x: *const u8, xs: usize
         }
         let mut dot = [_mm256_setzero_si256(); N];
         let mut sum16 = [_mm256_setzero_si256(); N];
-        let mut in16 = 0;
-        // Input block b = 2c + h of the row is nibble half h of the 32 bytes at 32c.
         let (mut b, end) = (g * bpg, (g + 1) * bpg);
-        while b < end {
-            if in16 >= 7 {
-                for j in 0..N {
-                    dot[j] = _mm256_add_epi32(dot[j], _mm256_madd_epi16(sum16[j], ones));
-                    sum16[j] = _mm256_setzero_si256();
+        if paired {
+            // Groups of whole pairs (64, 128, ...): a straight loop, widened every 4 pairs.
+            let mut in16 = 0;
+            while b < end {
+                if in16 == 4 {
+                    for j in 0..N {
+                        dot[j] = _mm256_add_epi32(dot[j], _mm256_madd_epi16(sum16[j], ones));
+                        sum16[j] = _mm256_setzero_si256();
+                    }
+                    in16 = 0;
                 }
-                in16 = 0;
-            }
-            let c = _mm256_loadu_si256(w.add(16 * (b & !1)) as *const __m256i);
-            if b % 2 == 0 && b + 1 < end {
+                let c = _mm256_loadu_si256(w.add(16 * b) as *const __m256i);
                 let (lo, hi) = (_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi16(c, 4), m4));
                 for (j, s) in sum16.iter_mut().enumerate() {
                     let p = _mm256_add_epi16(
@@ -74,15 +75,40 @@ unsafe fn row_n<const N: usize>(m: &AwqMatrix, r: usize, x: *const u8, xs: usize
                     *s = _mm256_add_epi16(*s, p);
                 }
                 b += 2;
-                in16 += 2;
-            } else {
-                let q = if b % 2 == 0 { c } else { _mm256_srli_epi16(c, 4) };
-                let q = _mm256_and_si256(q, m4);
-                for (j, s) in sum16.iter_mut().enumerate() {
-                    *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(q, _mm256_loadu_si256(xq(j, b))));
-                }
-                b += 1;
                 in16 += 1;
+            }
+        } else {
+            // Input block b = 2c + h of the row is nibble half h of the 32 bytes at 32c.
+            let mut in16 = 0;
+            while b < end {
+                if in16 >= 7 {
+                    for j in 0..N {
+                        dot[j] = _mm256_add_epi32(dot[j], _mm256_madd_epi16(sum16[j], ones));
+                        sum16[j] = _mm256_setzero_si256();
+                    }
+                    in16 = 0;
+                }
+                let c = _mm256_loadu_si256(w.add(16 * (b & !1)) as *const __m256i);
+                if b % 2 == 0 && b + 1 < end {
+                    let (lo, hi) = (_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi16(c, 4), m4));
+                    for (j, s) in sum16.iter_mut().enumerate() {
+                        let p = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(lo, _mm256_loadu_si256(xq(j, b))),
+                            _mm256_maddubs_epi16(hi, _mm256_loadu_si256(xq(j, b + 1))),
+                        );
+                        *s = _mm256_add_epi16(*s, p);
+                    }
+                    b += 2;
+                    in16 += 2;
+                } else {
+                    let q = if b % 2 == 0 { c } else { _mm256_srli_epi16(c, 4) };
+                    let q = _mm256_and_si256(q, m4);
+                    for (j, s) in sum16.iter_mut().enumerate() {
+                        *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(q, _mm256_loadu_si256(xq(j, b))));
+                    }
+                    b += 1;
+                    in16 += 1;
+                }
             }
         }
         for j in 0..N {
