@@ -37,7 +37,7 @@ unsafe fn row_n<const N: usize>(m: &AwqMatrix, r: usize, x: *const u8, xs: usize
     let xd = |j: usize| x.add(j * xs) as *const f32;
     let xq = |j: usize, b: usize| x.add(j * xs + 8 * pg + BLOCK * b) as *const __m256i;
     let mut sd = [[0f32; LANES]; N];
-    let paired = m.group % (2 * BLOCK) == 0;
+    let paired = m.group.is_multiple_of(2 * BLOCK);
     for g in 0..groups {
         let lane = g % LANES;
         if lane == 0 {
