@@ -3,15 +3,17 @@
 //!
 //! The checkpoint packs codes along output channels (`qweight [in, out/8]`, eight codes per word in
 //! AutoAWQ's nibble order), which suits a GPU GEMM, not a row-by-row dot product. [`AwqMatrix::from_gemm`]
-//! repacks once at load to rows of the weight: per output row, per 32 inputs, 16 bytes whose byte `t` holds
-//! input `t` in its low nibble and input `t + 16` in its high nibble; beside them one f16 scale and one u8
-//! zero per (row, group). That is 4 bits per weight plus 3 bytes per group, about the checkpoint's size.
+//! repacks once at load to rows of the weight: per output row, per 64 inputs, 32 bytes whose byte `t` holds
+//! input `t` in its low nibble and input `t + 32` in its high nibble (Q4_K's arrangement: one 32-byte load,
+//! two masks, two blocks of 32 codes); beside them one f16 scale and one u8 zero per (row, group). That is
+//! 4 bits per weight plus 3 bytes per group, about the checkpoint's size.
 //!
 //! Arithmetic: activations are quantized to int8 with one scale `d` per weight group (ggml's Q8_0 rounding
-//! over the group; Q4_K's own activations share one scale per 256 values), and with it the integer sum `S`
-//! of the group's int8 values. A group then costs integer work only, `Σ q·x8 − z·S`, the unsigned codes
-//! (0..15) against the signed activations being exactly what `maddubs` multiplies, and one scaled
-//! accumulation `s · d · (…)`.
+//! over the group; Q4_K's own activations share one scale per 256 values), and with it `e = d · S`, `S` the
+//! sum of the group's int8 values. Then `Σ_i W[o, i] x_i = Σ_g s·d·(Σ q·x8) − Σ_g (s·z)·e`: per group an
+//! integer dot product of the unsigned codes (0..15) with the signed activations, exactly what `maddubs`
+//! multiplies, and one scaled accumulation; the zero-point term is a dot product over groups, 8 at a time
+//! (scales and zeros are stored per row padded to a multiple of 8 groups, with zeros).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -25,10 +27,10 @@ use tgi_formats::awq::AWQ_ORDER;
 use super::act::q8_into;
 use super::{tiled_rows, with_quantized, Backend};
 
-/// Inputs per packed block (16 bytes of codes).
+/// Inputs per block of int8 products (one `maddubs`); two blocks share 32 bytes of codes.
 const BLOCK: usize = 32;
-/// Bytes ahead of each activation group: f32 scale, i32 sum of the int8 values.
-const XG_HEAD: usize = 8;
+/// Groups handled together for the scales and the zero-point term (one AVX2 register of f32).
+const LANES: usize = 8;
 
 /// An AWQ weight matrix in the layout the kernels read (see the module docs).
 #[derive(Clone, Debug)]
@@ -39,11 +41,11 @@ pub struct AwqMatrix {
     cols: usize,
     /// Inputs per quantization group (a multiple of 32).
     group: usize,
-    /// `rows · cols / 2` bytes of codes, row by row.
+    /// `rows · row_bytes()` bytes of codes, row by row.
     packed: Vec<u8>,
-    /// `[rows, cols / group]` scales.
+    /// `[rows, padded_groups()]` scales.
     scales: Vec<f16>,
-    /// `[rows, cols / group]` zero points.
+    /// `[rows, padded_groups()]` zero points.
     zeros: Vec<u8>,
 }
 
@@ -86,11 +88,11 @@ impl AwqMatrix {
                 ));
             }
         }
-        let (words, row_bytes) = (rows / 8, cols / 2);
+        let (words, row_bytes) = (rows / 8, row_bytes(cols));
         let mut packed = vec![0u8; rows * row_bytes];
         if row_bytes > 0 {
             // 64 output rows per task: for each block of 32 inputs and pack of 8 outputs, the 32 words of
-            // qweight become 16 contiguous bytes in each of the 8 rows.
+            // qweight become the low or high nibbles of 32 contiguous bytes in each of the 8 rows.
             packed.par_chunks_mut(64 * row_bytes).enumerate().for_each(|(t, dst)| {
                 let (o0, n) = (64 * t, dst.len() / row_bytes);
                 let mut w = [0u32; BLOCK];
@@ -100,27 +102,29 @@ impl AwqMatrix {
                             *w = word(qweight, (BLOCK * blk + k) * words + c);
                         }
                         for (k, &j) in AWQ_ORDER.iter().enumerate() {
-                            let at = (8 * c + j - o0) * row_bytes + 16 * blk;
-                            for (b, d) in dst[at..at + 16].iter_mut().enumerate() {
-                                *d = ((w[b] >> (4 * k)) & 15) as u8 | (((w[b + 16] >> (4 * k)) & 15) as u8) << 4;
+                            let at = (8 * c + j - o0) * row_bytes + 32 * (blk / 2);
+                            let shift = 4 * (blk % 2);
+                            for (d, &w) in dst[at..at + 32].iter_mut().zip(&w) {
+                                *d |= (((w >> (4 * k)) & 15) as u8) << shift;
                             }
                         }
                     }
                 }
             });
         }
-        let mut s = vec![f16::ZERO; rows * groups];
-        let mut z = vec![0u8; rows * groups];
+        let pg = groups.div_ceil(LANES) * LANES;
+        let mut s = vec![f16::ZERO; rows * pg];
+        let mut z = vec![0u8; rows * pg];
         for g in 0..groups {
             for c in 0..words {
                 let w = word(qzeros, g * words + c);
                 for (k, &j) in AWQ_ORDER.iter().enumerate() {
-                    z[(8 * c + j) * groups + g] = ((w >> (4 * k)) & 15) as u8;
+                    z[(8 * c + j) * pg + g] = ((w >> (4 * k)) & 15) as u8;
                 }
             }
             for o in 0..rows {
                 let at = 2 * (g * rows + o);
-                s[o * groups + g] = f16::from_le_bytes([scales[at], scales[at + 1]]);
+                s[o * pg + g] = f16::from_le_bytes([scales[at], scales[at + 1]]);
             }
         }
         Ok(AwqMatrix { rows, cols, group, packed, scales: s, zeros: z })
@@ -131,11 +135,16 @@ impl AwqMatrix {
         self.cols / self.group
     }
 
+    /// Groups per row rounded up to whole [`LANES`].
+    fn padded_groups(&self) -> usize {
+        self.groups().div_ceil(LANES) * LANES
+    }
+
     /// The code of weight `[r, c]`.
     #[inline(always)]
     fn code(&self, r: usize, c: usize) -> u8 {
-        let b = self.packed[r * self.cols / 2 + c / BLOCK * 16 + c % 16];
-        if c % BLOCK < 16 {
+        let b = self.packed[r * row_bytes(self.cols) + c / 64 * 32 + c % 32];
+        if c % 64 < 32 {
             b & 15
         } else {
             b >> 4
@@ -144,10 +153,10 @@ impl AwqMatrix {
 
     /// Dequantizes the whole matrix to f32 (`rows · cols` values, row-major), exactly as AutoAWQ does.
     pub fn dequantize(&self, out: &mut [f32]) {
-        let groups = self.groups();
+        let pg = self.padded_groups();
         for (r, row) in out[..self.rows * self.cols].chunks_exact_mut(self.cols.max(1)).enumerate() {
             for (c, o) in row.iter_mut().enumerate() {
-                let g = r * groups + c / self.group;
+                let g = r * pg + c / self.group;
                 *o = (f32::from(self.code(r, c)) - f32::from(self.zeros[g])) * self.scales[g].to_f32();
             }
         }
@@ -160,41 +169,62 @@ impl AwqMatrix {
         [&self.packed, scales, &self.zeros]
     }
 
-    /// Bytes of one quantized activation row.
+    /// Bytes of one quantized activation row: `padded_groups()` f32 scales `d`, as many f32 `e`, `cols` int8.
     fn x_row_bytes(&self) -> usize {
-        self.groups() * (XG_HEAD + self.group)
+        8 * self.padded_groups() + self.cols
     }
 }
 
-/// Quantizes one activation row into groups of `XG_HEAD + group` bytes: scale, sum of the int8 values, values.
-fn quantize_x(x: &[f32], dst: &mut [u8], group: usize) {
-    for (x, g) in x.chunks_exact(group).zip(dst.chunks_exact_mut(XG_HEAD + group)) {
-        let (head, q) = g.split_at_mut(XG_HEAD);
+/// Bytes of codes per row of `cols` inputs (whole 32-byte pairs of blocks).
+fn row_bytes(cols: usize) -> usize {
+    cols.div_ceil(64) * 32
+}
+
+/// The 32 codes of block `b` (inputs `32b..32b + 32`) of a row of packed codes.
+#[inline(always)]
+fn block_codes(row: &[u8], b: usize) -> impl Iterator<Item = u8> + '_ {
+    let shift = 4 * (b % 2);
+    row[32 * (b / 2)..32 * (b / 2) + 32].iter().map(move |&v| (v >> shift) & 15)
+}
+
+/// Quantizes one activation row (see [`AwqMatrix::x_row_bytes`]), `pg` padded groups of `group` values.
+fn quantize_x(x: &[f32], dst: &mut [u8], group: usize, pg: usize) {
+    let (head, q) = dst.split_at_mut(8 * pg);
+    let (ds, es) = head.split_at_mut(4 * pg);
+    ds.fill(0);
+    es.fill(0);
+    for (g, (x, q)) in x.chunks_exact(group).zip(q.chunks_exact_mut(group)).enumerate() {
         let d = q8_into(x, q);
         let sum: i32 = q.iter().map(|&b| i32::from(b as i8)).sum();
-        head[..4].copy_from_slice(&d.to_le_bytes());
-        head[4..].copy_from_slice(&sum.to_le_bytes());
+        ds[4 * g..4 * g + 4].copy_from_slice(&d.to_le_bytes());
+        es[4 * g..4 * g + 4].copy_from_slice(&(d * sum as f32).to_le_bytes());
     }
+}
+
+/// The little-endian f32 `k` of `b`.
+#[inline(always)]
+fn f32_at(b: &[u8], k: usize) -> f32 {
+    f32::from_le_bytes(b[4 * k..4 * k + 4].try_into().expect("4 bytes"))
 }
 
 /// Row `r` of `m` against one quantized activation row, portable code (and the test oracle).
 fn dot_scalar(m: &AwqMatrix, r: usize, xq: &[u8]) -> f32 {
-    let groups = m.groups();
-    let row = &m.packed[r * m.cols / 2..(r + 1) * m.cols / 2];
-    let mut acc = 0f32;
-    for (g, (wg, xg)) in row.chunks_exact(m.group / 2).zip(xq.chunks_exact(XG_HEAD + m.group)).enumerate() {
-        let d = f32::from_le_bytes(xg[..4].try_into().expect("4 bytes"));
-        let sum = i32::from_le_bytes(xg[4..8].try_into().expect("4 bytes"));
+    let pg = m.padded_groups();
+    let rb = row_bytes(m.cols);
+    let row = &m.packed[r * rb..(r + 1) * rb];
+    let bpg = m.group / BLOCK;
+    let (head, q) = xq.split_at(8 * pg);
+    let (mut acc, mut corr) = (0f32, 0f32);
+    for (g, xg) in q[..m.cols].chunks_exact(m.group).enumerate() {
         let mut dot = 0i32;
-        for (wb, xb) in wg.chunks_exact(16).zip(xg[XG_HEAD..].chunks_exact(BLOCK)) {
-            for (t, &b) in wb.iter().enumerate() {
-                dot += i32::from(b & 15) * i32::from(xb[t] as i8) + i32::from(b >> 4) * i32::from(xb[t + 16] as i8);
-            }
+        for (k, xb) in xg.chunks_exact(BLOCK).enumerate() {
+            dot += block_codes(row, g * bpg + k).zip(xb).map(|(q, &x)| i32::from(q) * i32::from(x as i8)).sum::<i32>();
         }
-        let k = r * groups + g;
-        acc += m.scales[k].to_f32() * d * (dot - i32::from(m.zeros[k]) * sum) as f32;
+        let s = m.scales[r * pg + g].to_f32();
+        acc += s * f32_at(head, g) * dot as f32;
+        corr += s * f32::from(m.zeros[r * pg + g]) * f32_at(head, pg + g);
     }
-    acc
+    acc - corr
 }
 
 /// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n: `x` is n×cols row-major f32, `y` is n×rows (overwritten).
@@ -224,13 +254,13 @@ pub fn matmul_with(backend: Backend, m: &AwqMatrix, x: &[f32], n: usize, y: &mut
     }
     #[cfg(not(target_arch = "x86_64"))]
     assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
-    let xs = m.x_row_bytes();
+    let (xs, pg) = (m.x_row_bytes(), m.padded_groups());
     with_quantized(
         x,
         n,
         cols,
         xs,
-        |s, d| quantize_x(s, d, m.group),
+        |s, d| quantize_x(s, d, m.group, pg),
         |xq| tiled_rows(rows, n, y, |r, i, nx, out| row_dot(backend, m, r, &xq[i * xs..], xs, nx, out)),
     );
 }

@@ -84,11 +84,14 @@ fn every_group_size_and_row_count() {
 }
 
 #[test]
-fn long_groups_widen_every_8_blocks() {
+fn long_and_odd_groups() {
     // Groups of 256 fill the 16-bit sums exactly; 512 needs a second widening per group.
     check(16, 512, 256, 3, true);
     check(16, 1024, 512, 2, true);
+    // An odd number of blocks per row, and groups of 3 blocks (every other one starting mid-pair).
     check(24, 96, 32, 4, false);
+    check(16, 192, 96, 3, true);
+    check(16, 960, 480, 1, true);
 }
 
 #[test]
