@@ -4,43 +4,14 @@
 
 mod common;
 
-use std::path::Path;
-
+use common::engine::{greedy, logits, max_diff, open};
 use common::{assert_fails, model, quantize, root, tgi};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tgi_engines::kv::BlockTable;
-use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, Quantize, SeqInput};
+use tgi_engines::model::{LoadOptions, Quantize};
 
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
-fn open(path: &Path, opts: LoadOptions) -> LoadedModel {
-    load(path.to_str().unwrap(), &opts).unwrap()
-}
-
-/// Logits of every position after `tokens`.
-fn logits(m: &LoadedModel, tokens: &[u32]) -> Vec<Vec<f32>> {
-    let mut kv = m.model.new_cache(16, 64).unwrap();
-    let mut t = BlockTable::new();
-    kv.reserve(&mut t, tokens.len()).unwrap();
-    let seq = SeqInput { tokens, start: 0, table: &t, logits: Logits::All };
-    m.model.forward(&mut kv, &[seq]).unwrap().remove(0).chunks(m.model.config().vocab).map(<[f32]>::to_vec).collect()
-}
-
-fn greedy(m: &LoadedModel, prompt: &[u32], n: usize) -> Vec<u32> {
-    let mut seq = prompt.to_vec();
-    for _ in 0..n {
-        let l = logits(m, &seq).pop().unwrap();
-        seq.push((0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a))).unwrap() as u32);
-    }
-    seq[prompt.len()..].to_vec()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 /// transformers-saved NF4 and FP4 checkpoints: through the tensor path (weights dequantized to f32 once, as on

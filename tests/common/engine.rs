@@ -1,0 +1,41 @@
+//! Running a loaded model in-process: every position's logits, greedy continuations, logit distances.
+
+use std::path::Path;
+
+use tgi_engines::kv::BlockTable;
+use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
+
+/// Loads `path` with `opts`.
+pub fn open(path: &Path, opts: LoadOptions) -> LoadedModel {
+    load(path.to_str().unwrap(), &opts).unwrap()
+}
+
+/// Logits of every position after `tokens`.
+pub fn logits(m: &LoadedModel, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut kv = m.model.new_cache(16, 64).unwrap();
+    let mut t = BlockTable::new();
+    kv.reserve(&mut t, tokens.len()).unwrap();
+    let seq = SeqInput { tokens, start: 0, table: &t, logits: Logits::All };
+    m.model.forward(&mut kv, &[seq]).unwrap().remove(0).chunks(m.model.config().vocab).map(<[f32]>::to_vec).collect()
+}
+
+/// The index of the largest value (the first on ties).
+pub fn argmax(l: &[f32]) -> usize {
+    (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a))).unwrap()
+}
+
+/// `n` greedy tokens after `prompt`.
+pub fn greedy(m: &LoadedModel, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut seq = prompt.to_vec();
+    for _ in 0..n {
+        let l = logits(m, &seq).pop().unwrap();
+        seq.push(argmax(&l) as u32);
+    }
+    seq[prompt.len()..].to_vec()
+}
+
+/// The largest absolute difference between two equally long slices.
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
