@@ -11,9 +11,11 @@ SLO=${SLO:-ttft=20s,tpot=1s,e2e=60s}
 mkdir -p "$OUT"
 WORKLOAD=(-n 8 -c 4 --input-tokens 64 --output-tokens 32)
 "$TGI" tune -m "$MODEL" --profile x86-4c8g --slo "$SLO" "${WORKLOAD[@]}" \
-  --threads 1,2 --max-batch-size 1,4 --budget 4 \
+  ${SWEEP:---threads 1,2 --max-batch-size 1,4} --budget ${BUDGET:-4} \
   --out "$OUT/best.toml" --journal "$OUT/trials.jsonl" --json "$OUT/tune.json" --plot "$OUT/charts" --no-install
-BENCH=(-m "$MODEL" "${WORKLOAD[@]}" --ignore-eos --warmup 2 --slo "$SLO" --force)
-"$TGI" bench "${BENCH[@]}" --label "serve defaults" --json "$OUT/defaults.json"
+BENCH=("${WORKLOAD[@]}" --tokenizer "$MODEL" --ignore-eos --warmup 2 --slo "$SLO" --force)
+"$TGI" bench -m "$MODEL" "${BENCH[@]}" --label "serve defaults" --json "$OUT/defaults.json"
+# No -m here: the tuned file names the model it chose (a quantized copy when --quantize was swept), and a
+# --model flag would override the file's.
 "$TGI" bench "${BENCH[@]}" --serve-arg="--config=$OUT/best.toml" --label "tuned" --json "$OUT/tuned.json"
 "$TGI" bench compare "$OUT/defaults.json" "$OUT/tuned.json"
