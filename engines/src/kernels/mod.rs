@@ -84,6 +84,17 @@ pub fn backend() -> Backend {
     })
 }
 
+/// Checks the shapes of `y = x · Wᵀ` (`x` n×cols, `y` n×rows) and handles the empty products: true when
+/// there is nothing left to compute (`y` zeroed when there are no columns).
+pub(crate) fn trivial_product(rows: usize, cols: usize, x: &[f32], n: usize, y: &mut [f32]) -> bool {
+    assert_eq!(x.len(), n * cols, "x must be n×cols");
+    assert_eq!(y.len(), n * rows, "y must be n×rows");
+    if cols == 0 {
+        y.fill(0.0);
+    }
+    n == 0 || rows == 0 || cols == 0
+}
+
 /// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n: `x` is n×cols row-major f32, `y` is n×rows (overwritten).
 /// Runs on the current rayon pool (callers size it with --threads).
 pub fn matmul(w: WeightView<'_>, x: &[f32], n: usize, y: &mut [f32]) {
@@ -95,13 +106,7 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
     let (rows, cols) = (w.rows, w.cols);
     assert_eq!(cols % w.ty.block_size(), 0, "{:?}: {cols} columns are not whole blocks", w.ty);
     assert_eq!(w.data.len(), rows * w.row_bytes(), "{:?}: weight bytes do not match {rows}×{cols}", w.ty);
-    assert_eq!(x.len(), n * cols, "x must be n×cols");
-    assert_eq!(y.len(), n * rows, "y must be n×rows");
-    if n == 0 || rows == 0 {
-        return;
-    }
-    if cols == 0 {
-        y.fill(0.0);
+    if trivial_product(rows, cols, x, n, y) {
         return;
     }
     if backend != Backend::Scalar && dense::applies(w.ty, n) {

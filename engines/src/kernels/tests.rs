@@ -165,3 +165,19 @@ fn kernels_weight_view_rejects_bad_shapes() {
     let mut y = [];
     matmul(w, &[1.0; 10], 2, &mut y);
 }
+
+/// Deterministic pseudo-random values, roughly normal.
+pub(super) fn values(n: usize, mut s: u64) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let mut v = 0.0;
+            for _ in 0..4 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                v += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            }
+            v
+        })
+        .collect()
+}

@@ -60,9 +60,9 @@ impl Linear {
             )?;
             Weight::Quant(QMatMul::from_qtensor(q)?)
         } else {
-            let mut f = vec![0f32; rows * cols];
-            tgi_formats::quant::dequantize_row(ty, bytes.as_slice(), &mut f).map_err(candle_core::Error::wrap)?;
-            Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dense_dtype)?)
+            dense_weight(rows, cols, device, dense_dtype, |f| {
+                tgi_formats::quant::dequantize_row(ty, bytes.as_slice(), f).map_err(candle_core::Error::wrap)
+            })?
         };
         Ok(Linear { weight, bias, rows, cols })
     }
@@ -84,9 +84,10 @@ impl Linear {
         let weight = if host {
             Weight::Bnb4(t)
         } else {
-            let mut f = vec![0f32; rows * cols];
-            view.dequantize(&mut f);
-            Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dense_dtype)?)
+            dense_weight(rows, cols, device, dense_dtype, |f| {
+                view.dequantize(f);
+                Ok(())
+            })?
         };
         Ok(Linear { weight, bias, rows, cols })
     }
@@ -106,9 +107,10 @@ impl Linear {
         let weight = if host {
             Weight::Awq(m)
         } else {
-            let mut f = vec![0f32; rows * cols];
-            m.dequantize(&mut f);
-            Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dense_dtype)?)
+            dense_weight(rows, cols, device, dense_dtype, |f| {
+                m.dequantize(f);
+                Ok(())
+            })?
         };
         Ok(Linear { weight, bias, rows, cols })
     }
@@ -157,6 +159,19 @@ impl Linear {
             None => Ok(y),
         }
     }
+}
+
+/// A dense `[rows, cols]` weight of `dtype` on `device`, its f32 values written by `fill`.
+fn dense_weight(
+    rows: usize,
+    cols: usize,
+    device: &Device,
+    dtype: candle_core::DType,
+    fill: impl FnOnce(&mut [f32]) -> candle_core::Result<()>,
+) -> candle_core::Result<Weight> {
+    let mut f = vec![0f32; rows * cols];
+    fill(&mut f)?;
+    Ok(Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dtype)?))
 }
 
 /// The candle name of a GGML block type.

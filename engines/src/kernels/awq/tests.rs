@@ -1,22 +1,7 @@
 use tgi_formats::awq::AwqTensor;
 
 use super::*;
-
-/// Deterministic pseudo-random values, roughly normal.
-fn values(n: usize, mut s: u64) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            let mut v = 0.0;
-            for _ in 0..4 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                v += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            }
-            v
-        })
-        .collect()
-}
+use crate::kernels::tests::values;
 
 /// The checkpoint bytes of an AWQ tensor: qweight, qzeros, scales.
 fn bytes(t: &AwqTensor) -> (Vec<u8>, Vec<u8>, Vec<u8>) {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::kernels::tests::values;
 
 /// bitsandbytes' NF4 code.
 fn nf4() -> [f32; 16] {
@@ -24,22 +25,6 @@ const FP4: [f32; 16] = [
     -2.0 / 12.0,
     -3.0 / 12.0,
 ];
-
-/// Deterministic pseudo-random values, roughly normal.
-fn values(n: usize, mut s: u64) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            let mut v = 0.0;
-            for _ in 0..4 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                v += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            }
-            v
-        })
-        .collect()
-}
 
 /// Nearest-code blockwise quantization over the flattened matrix (the layout bitsandbytes writes).
 fn quantize(w: &[f32], blocksize: usize, code: &[f32; 16]) -> (Vec<u8>, Vec<f32>) {
