@@ -1,6 +1,7 @@
 //! The flags of `tgi serve`. Each may also come from a `TGI_<NAME>` environment variable or from the
 //! `--config` file (see [`super::config`]).
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use tgi_engines::speculative::SpeculationConfig;
@@ -98,6 +99,16 @@ pub struct ServeArgs {
     #[arg(long, env = "TGI_MAX_BATCH_PREFILL_TOKENS", default_value_t = 4096, value_name = "N")]
     pub max_batch_prefill_tokens: usize,
 
+    /// Most prompt tokens a step takes while sequences are decoding (at most --max-batch-prefill-tokens, which
+    /// a step with nothing decoding always gets). The prompts being prefilled share them equally (what a short
+    /// one leaves goes to the others), and long prompts (over 1/8 of --max-batch-prefill-tokens) are admitted
+    /// one at a time while short ones join beside them. Lower values keep streams flowing (inter-token latency)
+    /// and make new prompts wait longer for their first token (TTFT); higher values the reverse [default:
+    /// derived from measured step times so that a step with prompt tokens costs about two decode-only steps,
+    /// at least 16].
+    #[arg(long, env = "TGI_MAX_PREFILL_TOKENS_PER_STEP", value_name = "N")]
+    pub max_prefill_tokens_per_step: Option<NonZeroUsize>,
+
     /// Waiting requests join a running batch once they are at least this many per running sequence.
     #[arg(long, env = "TGI_WAITING_SERVED_RATIO", default_value_t = 0.3, value_name = "R")]
     pub waiting_served_ratio: f32,
@@ -184,5 +195,29 @@ impl ServeArgs {
         };
         cfg.validate().map_err(|e| InputError(format!("--speculate: {e}")))?;
         Ok(Some(cfg))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::super::config::resolve;
+
+    fn argv(extra: &[&str]) -> Vec<OsString> {
+        ["tgi", "serve"].iter().chain(extra).map(OsString::from).collect()
+    }
+
+    #[test]
+    fn prefill_cap_comes_from_the_flag_or_the_file_and_is_positive() {
+        assert_eq!(resolve(argv(&[])).unwrap().max_prefill_tokens_per_step, None);
+        let a = resolve(argv(&["--max-prefill-tokens-per-step", "48"])).unwrap();
+        assert_eq!(a.max_prefill_tokens_per_step.map(|n| n.get()), Some(48));
+        assert!(resolve(argv(&["--max-prefill-tokens-per-step", "0"])).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("serve.toml");
+        std::fs::write(&file, "max_prefill_tokens_per_step = 32\n").unwrap();
+        let a = resolve(argv(&["--config", file.to_str().unwrap()])).unwrap();
+        assert_eq!(a.max_prefill_tokens_per_step.map(|n| n.get()), Some(32));
     }
 }

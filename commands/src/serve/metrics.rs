@@ -120,8 +120,10 @@ impl Metrics {
         out.sample("tgi_batch_inference_count", &[("method", "prefill")], stats.steps_prefill as f64);
         out.sample("tgi_batch_inference_count", &[("method", "decode")], stats.steps_decode as f64);
         out.header("tgi_batch_inference_duration", "Batch inference duration", "histogram");
-        out.histogram("tgi_batch_inference_duration", &[("method", "prefill")], &stats.step_duration_prefill);
+        let with_prefill = stats.step_duration_mixed.merged(&stats.step_duration_prefill);
+        out.histogram("tgi_batch_inference_duration", &[("method", "prefill")], &with_prefill);
         out.histogram("tgi_batch_inference_duration", &[("method", "decode")], &stats.step_duration_decode);
+        steps(&mut out, stats);
         out.header("tgi_batch_next_size", "Batch size of the next batch", "histogram");
         out.histogram("tgi_batch_next_size", &[], &stats.step_batch_size);
         out.counter("tgi_batch_prefill_tokens", "Prompt tokens computed", &[], stats.prefill_tokens as f64);
@@ -154,6 +156,23 @@ impl Metrics {
         speculation(&mut out, stats);
         out.text
     }
+}
+
+/// Step durations by kind, prompt tokens per step and the per-step prompt-token cap beside decodes.
+fn steps(out: &mut Exposition, stats: &Stats) {
+    let name = "tgi_step_duration_seconds";
+    out.header(
+        name,
+        "Step duration by kind: decode-only, mixed (decodes and prompt tokens), prefill-only",
+        "histogram",
+    );
+    out.histogram(name, &[("kind", "decode")], &stats.step_duration_decode);
+    out.histogram(name, &[("kind", "mixed")], &stats.step_duration_mixed);
+    out.histogram(name, &[("kind", "prefill")], &stats.step_duration_prefill);
+    out.header("tgi_step_prefill_tokens", "Prompt tokens per step with prompt tokens", "histogram");
+    out.histogram("tgi_step_prefill_tokens", &[], &stats.step_prefill_tokens);
+    let help = "Most prompt tokens a step takes beside decoding sequences";
+    out.gauge("tgi_step_prefill_tokens_cap", help, stats.prefill_cap as f64);
 }
 
 /// Speculative decoding's counters: drafted and accepted tokens, in all and by draft position.
@@ -316,6 +335,13 @@ mod tests {
     use super::*;
     use crate::serve::limits::tests::small;
 
+    /// A step-duration histogram (one bucket at 0.1 s) holding `values`.
+    fn duration(values: &[f64]) -> Histogram {
+        let mut h = Histogram::new(vec![0.1]);
+        values.iter().for_each(|&v| h.observe(v));
+        h
+    }
+
     pub(crate) fn empty_stats() -> Stats {
         Stats {
             queue_size: 1,
@@ -332,8 +358,11 @@ mod tests {
             steps_decode: 7,
             prefill_tokens: 50,
             generated_tokens: 70,
-            step_duration_prefill: Histogram::new(vec![0.1]),
             step_duration_decode: Histogram::new(vec![0.1]),
+            step_duration_mixed: duration(&[0.05, 0.2]),
+            step_duration_prefill: duration(&[0.3]),
+            step_prefill_tokens: Histogram::new(vec![16.0, 32.0]),
+            prefill_cap: 24,
             step_batch_size: Histogram::new(vec![1.0, 2.0]),
             speculated_tokens: 9,
             speculative_accepted_tokens: 5,
@@ -362,6 +391,13 @@ mod tests {
         assert!(text.contains("tgi_request_input_length_sum 3\n"));
         assert!(text.contains("tgi_request_inter_token_latency_duration_count 1\n"));
         assert!(text.contains("tgi_batch_inference_duration_bucket{method=\"decode\",le=\"+Inf\"} 0\n"));
+        assert!(text.contains("tgi_batch_inference_duration_bucket{method=\"prefill\",le=\"0.1\"} 1\n"), "{text}");
+        assert!(text.contains("tgi_batch_inference_duration_count{method=\"prefill\"} 3\n"));
+        assert!(text.contains("tgi_step_duration_seconds_bucket{kind=\"mixed\",le=\"+Inf\"} 2\n"), "{text}");
+        assert!(text.contains("tgi_step_duration_seconds_count{kind=\"prefill\"} 1\n"));
+        assert!(text.contains("tgi_step_duration_seconds_count{kind=\"decode\"} 0\n"));
+        assert!(text.contains("tgi_step_prefill_tokens_bucket{le=\"16\"} 0\n"));
+        assert!(text.contains("tgi_step_prefill_tokens_cap 24\n"));
         assert!(text.contains("tgi_kv_blocks_free 5\n"));
         assert!(text.contains("tgi_speculated_tokens 9\n"));
         assert!(text.contains("tgi_speculative_accepted_tokens 5\n"));

@@ -1,6 +1,7 @@
 //! `tgi serve` from start to exit: settings, model, sizes, scheduler, then serving until SIGTERM or
 //! SIGINT, after which requests in flight get `--shutdown-timeout` to finish.
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -39,6 +40,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_batch_size: sizes.max_batch_size,
         max_batch_total_tokens: sizes.limits.max_batch_total_tokens,
         max_batch_prefill_tokens: args.max_batch_prefill_tokens,
+        max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
         waiting_served_ratio: args.waiting_served_ratio,
         max_waiting_tokens: args.max_waiting_tokens,
         prefix_caching: !args.no_prefix_caching,
@@ -92,7 +94,7 @@ fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: 
     let mib = (l.max_batch_total_tokens * kv_bytes) as f64 / (1 << 20) as f64;
     format!(
         "model {} on {}\nKV cache: {} tokens ({mib:.1} MiB, {kv_bytes} bytes per token), prefix caching {}\n\
-         batches: up to {} sequences, {} prefill tokens per step\n\
+         batches: up to {} sequences, {} prefill tokens per step ({} beside decodes)\n\
          requests: up to {} in flight, {} input tokens, {} total tokens\n\
          speculation: {}",
         model.id,
@@ -101,6 +103,7 @@ fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: 
         if cfg.prefix_caching { "on" } else { "off" },
         cfg.max_batch_size,
         cfg.max_batch_prefill_tokens,
+        cfg.max_prefill_tokens_per_step.map_or("derived from step times".into(), |n| format!("at most {n}")),
         l.max_concurrent_requests,
         l.max_input_tokens,
         l.max_total_tokens,

@@ -13,6 +13,9 @@ pub struct SchedulerConfig {
     pub max_batch_total_tokens: usize,
     /// Most prompt tokens computed per step; longer prompts are prefilled in chunks.
     pub max_batch_prefill_tokens: usize,
+    /// Most prompt tokens a step takes beside decoding sequences (within `max_batch_prefill_tokens`);
+    /// `None` derives it from measured step costs, so that such a step costs about two decode-only steps.
+    pub max_prefill_tokens_per_step: Option<usize>,
     /// While sequences run, waiting requests join once there are at least this many per running one.
     pub waiting_served_ratio: f32,
     /// ...or once the oldest waiting one has waited this many steps.
@@ -29,6 +32,7 @@ impl Default for SchedulerConfig {
             max_batch_size: 128,
             max_batch_total_tokens: 16_384,
             max_batch_prefill_tokens: 4096,
+            max_prefill_tokens_per_step: None,
             waiting_served_ratio: 0.3,
             max_waiting_tokens: 20,
             prefix_caching: true,
@@ -51,6 +55,9 @@ impl SchedulerConfig {
         }
         if self.max_batch_prefill_tokens == 0 {
             return bad("max_batch_prefill_tokens must be at least 1");
+        }
+        if self.max_prefill_tokens_per_step == Some(0) {
+            return bad("max_prefill_tokens_per_step must be at least 1");
         }
         if self.num_blocks() == 0 {
             return bad(&format!("max_batch_total_tokens must be at least one block ({BLOCK_SIZE} tokens)"));
@@ -77,6 +84,7 @@ mod tests {
         for bad in [
             SchedulerConfig { max_batch_size: 0, ..c.clone() },
             SchedulerConfig { max_batch_prefill_tokens: 0, ..c.clone() },
+            SchedulerConfig { max_prefill_tokens_per_step: Some(0), ..c.clone() },
             SchedulerConfig { max_batch_total_tokens: BLOCK_SIZE - 1, ..c.clone() },
             SchedulerConfig { waiting_served_ratio: f32::NAN, ..c.clone() },
         ] {

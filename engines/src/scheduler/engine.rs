@@ -1,5 +1,5 @@
 //! The loop on the scheduler thread: take in requests, drop cancelled ones, admit waiting ones, run one batched
-//! step (prefill chunks beside decodes), sample, and retire the sequences that ended.
+//! step (plan it, run the model, apply the result: sample, report), and retire the sequences that ended.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::Receiver;
@@ -9,12 +9,14 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::config::SchedulerConfig;
+use super::cost::StepCost;
+use super::plan::StepPlan;
 use super::request::{EventSink, Request};
-use super::sequence::{Progress, Sequence};
+use super::sequence::{Outcome, Progress, Sequence};
 use super::stats::Stats;
 use crate::generate::BLOCK_SIZE;
 use crate::kv::KvCache;
-use crate::model::{LoadedModel, SeqInput};
+use crate::model::{LoadedModel, ModelError, SeqInput};
 
 /// A request on its way to the engine thread.
 pub(super) struct Submission {
@@ -26,8 +28,12 @@ pub(super) struct Submission {
     pub at: Instant,
 }
 
+/// A prompt is long when it has more tokens to compute than this fraction of `max_batch_prefill_tokens`
+/// (1/8: 512 of the default 4096); long prompts are admitted one at a time.
+const LONG_PROMPT_FRACTION: usize = 8;
+
 /// The scheduler's state on its thread.
-struct Engine<'m> {
+pub(super) struct Engine<'m> {
     m: &'m LoadedModel,
     kv: KvCache,
     cfg: SchedulerConfig,
@@ -36,6 +42,8 @@ struct Engine<'m> {
     queue: VecDeque<Sequence<'m>>,
     /// The running batch, in admission order (the last is the first preempted).
     running: Vec<Sequence<'m>>,
+    /// Measured step costs, for the prefill cap when the configuration sets none.
+    cost: StepCost,
     stats: Stats,
     /// Where [`SchedulerHandle::stats`](super::SchedulerHandle::stats) reads them.
     shared: Arc<Mutex<Stats>>,
@@ -51,21 +59,30 @@ pub(super) fn run(
     rx: Receiver<Submission>,
     shared: Arc<Mutex<Stats>>,
 ) {
-    let stats = shared.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    let mut e = Engine { m, kv, cfg, rx, queue: VecDeque::new(), running: Vec::new(), stats, shared, step: 0 };
+    let mut e = Engine::new(m, kv, cfg, rx, shared);
     while e.intake() {
-        e.drop_closed();
-        e.admit();
-        e.step();
-        e.publish_stats();
+        e.turn();
     }
 }
 
 impl<'m> Engine<'m> {
+    /// An engine with nothing queued, its stats starting from those in `shared`.
+    pub fn new(
+        m: &'m LoadedModel,
+        kv: KvCache,
+        cfg: SchedulerConfig,
+        rx: Receiver<Submission>,
+        shared: Arc<Mutex<Stats>>,
+    ) -> Self {
+        let stats = shared.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let cost = StepCost::new(BLOCK_SIZE, cfg.max_batch_prefill_tokens);
+        Engine { m, kv, cfg, rx, queue: VecDeque::new(), running: Vec::new(), cost, stats, shared, step: 0 }
+    }
+
     /// Queues new submissions, blocking while there is nothing to do; `false` once the senders are gone and
     /// nothing is left to do.
-    fn intake(&mut self) -> bool {
-        if self.queue.is_empty() && self.running.is_empty() {
+    pub fn intake(&mut self) -> bool {
+        if self.is_idle() {
             self.publish_stats();
             match self.rx.recv() {
                 Ok(s) => self.enqueue(s),
@@ -76,6 +93,21 @@ impl<'m> Engine<'m> {
             self.enqueue(s);
         }
         true
+    }
+
+    /// Whether nothing is queued or running.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.running.is_empty()
+    }
+
+    /// One turn of the loop: drops cancelled requests, admits waiting ones, runs a step and publishes the
+    /// stats; returns the step's plan (`None` when there was nothing to compute).
+    pub fn turn(&mut self) -> Option<StepPlan> {
+        self.drop_closed();
+        self.admit();
+        let plan = self.step();
+        self.publish_stats();
+        plan
     }
 
     fn enqueue(&mut self, s: Submission) {
@@ -93,9 +125,13 @@ impl<'m> Engine<'m> {
         self.retire(ends);
     }
 
-    /// Moves waiting sequences into the running batch, oldest first, when the policy says it is time: always
-    /// when nothing runs, else when enough wait per running sequence or the oldest has waited long enough. Stops
-    /// at the batch size, when this step's prefill budget is spoken for, or at the first that does not fit.
+    /// Moves waiting sequences into the running batch when the policy says it is time: always when nothing
+    /// runs, else when enough wait per running sequence or the oldest has waited long enough. Goes through the
+    /// queue oldest first, up to the batch size, and stops at the first that does not fit in free KV blocks.
+    /// A long prompt (see [`LONG_PROMPT_FRACTION`]) waits while another long one prefills, and a short one
+    /// while the short ones prefilling have `max_batch_prefill_tokens` left to compute; those behind a
+    /// waiting one go ahead of it. So a long prompt never keeps short ones out, and long prompts, which share
+    /// each step's prefill budget with the others, do not slow each other down.
     fn admit(&mut self) {
         let Some(oldest) = self.queue.front() else { return };
         if !self.running.is_empty() {
@@ -105,12 +141,22 @@ impl<'m> Engine<'m> {
                 return;
             }
         }
-        let mut prefill: usize = self.running.iter().filter(|s| s.prefilling).map(Sequence::pending).sum();
+        let budget = self.cfg.max_batch_prefill_tokens;
+        let long_from = budget / LONG_PROMPT_FRACTION;
+        let prefilling = || self.running.iter().filter(|s| s.prefilling).map(Sequence::pending);
+        let mut long_prefilling = prefilling().any(|n| n > long_from);
+        let mut short_backlog: usize = prefilling().filter(|&n| n <= long_from).sum();
         let now = Instant::now();
-        while self.running.len() < self.cfg.max_batch_size && prefill < self.cfg.max_batch_prefill_tokens {
-            let Some(mut seq) = self.queue.pop_front() else { break };
+        let mut i = 0;
+        while self.running.len() < self.cfg.max_batch_size && i < self.queue.len() {
+            let long = self.queue[i].pending() > long_from;
+            if (long && long_prefilling) || (!long && short_backlog >= budget) {
+                i += 1;
+                continue;
+            }
+            let Some(mut seq) = self.queue.remove(i) else { break };
             let Some(cached) = self.place(&mut seq) else {
-                self.queue.push_front(seq);
+                self.queue.insert(i, seq);
                 break;
             };
             if !seq.admit(now, cached) {
@@ -118,7 +164,11 @@ impl<'m> Engine<'m> {
                 self.stats.cancelled += 1;
                 continue;
             }
-            prefill += seq.pending();
+            if long {
+                long_prefilling = true;
+            } else {
+                short_backlog += seq.pending();
+            }
             self.running.push(seq);
         }
     }
@@ -180,86 +230,84 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Runs one batched step: every decoding sequence's next token (and the draft it verifies), and prefill
-    /// chunks within the budget.
-    fn step(&mut self) {
+    /// Most prompt tokens a step with decodes takes: the configured cap, else the one measured costs call for.
+    fn prefill_cap(&self) -> usize {
+        let full = self.cfg.max_batch_prefill_tokens;
+        self.cfg.max_prefill_tokens_per_step.map_or_else(|| self.cost.cap(), |n| n.min(full))
+    }
+
+    /// Runs one batched step (plan, forward, apply) and returns its plan; `None` when nothing was computed.
+    fn step(&mut self) -> Option<StepPlan> {
         self.make_room();
         self.draft();
-        let mut budget = self.cfg.max_batch_prefill_tokens;
-        let mut plan = Vec::new();
-        for (i, s) in self.running.iter().enumerate() {
-            let n = s.step_len(budget);
-            if s.prefilling {
-                budget -= n;
-            }
-            if n > 0 {
-                plan.push((i, n));
-            }
-        }
-        if plan.is_empty() {
-            return;
+        let plan = StepPlan::build(&self.running, self.cfg.max_batch_prefill_tokens, self.prefill_cap());
+        if plan.slots.is_empty() {
+            return None;
         }
         let start = Instant::now();
-        let inputs: Vec<SeqInput<'_>> = plan
-            .iter()
-            .map(|&(i, n)| {
-                let s = &self.running[i];
-                SeqInput { tokens: s.step_tokens(n), start: s.computed, table: &s.table, logits: s.logits_for(n) }
-            })
-            .collect();
-        let prefill: usize = plan.iter().filter(|&&(i, _)| self.running[i].prefilling).map(|&(_, n)| n).sum();
-        let lengths: Vec<usize> = self.running.iter().map(|s| s.tokens.len()).collect();
-        let out = self.m.model.forward(&mut self.kv, &inputs);
-        let mut ends = vec![Progress::Running; self.running.len()];
-        match out {
-            Err(e) => {
-                let message = e.to_string();
-                for &(i, _) in &plan {
-                    self.running[i].fail(message.clone());
-                    ends[i] = Progress::Finished;
-                }
-            }
-            Ok(rows) => {
-                let mut work: Vec<Option<(usize, Vec<f32>)>> = (0..self.running.len()).map(|_| None).collect();
-                for (&(i, n), r) in plan.iter().zip(rows) {
-                    work[i] = Some((n, r));
-                }
-                let m = self.m;
-                let drafts: Vec<usize> = self.running.iter().map(|s| s.spec.draft().len()).collect();
-                let accepted: Vec<usize> = self.running.iter().map(|s| s.spec.accepted).collect();
-                ends = self
-                    .running
-                    .par_iter_mut()
-                    .zip(work)
-                    .map(|(s, w)| w.map_or(Progress::Running, |(n, r)| s.advance(n, r, m)))
-                    .collect();
-                for (i, s) in self.running.iter_mut().enumerate() {
-                    self.stats.generated_tokens += (s.tokens.len() - lengths[i]) as u64;
-                    if drafts[i] > 0 {
-                        self.stats.record_verification(drafts[i], s.spec.accepted - accepted[i]);
-                        // Rejected positions: their blocks go back; the slots past `computed` are rewritten later.
-                        self.kv.truncate(&mut s.table, s.tokens.len());
-                    }
-                }
-                if self.cfg.prefix_caching {
-                    for &(i, _) in &plan {
-                        self.running[i].publish(self.kv.allocator_mut());
-                    }
-                }
-                self.stats.prefill_tokens += prefill as u64;
-            }
-        }
+        let rows = self.forward(&plan);
+        let ends = self.apply(&plan, rows);
         self.retire(ends);
         let secs = start.elapsed().as_secs_f64();
-        if prefill > 0 {
-            self.stats.steps_prefill += 1;
-            self.stats.step_duration_prefill.observe(secs);
-        } else {
-            self.stats.steps_decode += 1;
-            self.stats.step_duration_decode.observe(secs);
-        }
-        self.stats.step_batch_size.observe(plan.len() as f64);
+        self.cost.observe(plan.prefill_tokens, plan.decodes, secs);
+        self.stats.record_step(plan.kind, plan.prefill_tokens, plan.slots.len(), secs);
         self.step += 1;
+        Some(plan)
+    }
+
+    /// Runs the model on the plan's tokens: one row set per slot.
+    fn forward(&mut self, plan: &StepPlan) -> Result<Vec<Vec<f32>>, ModelError> {
+        let inputs: Vec<SeqInput<'_>> = plan
+            .slots
+            .iter()
+            .map(|slot| {
+                let s = &self.running[slot.seq];
+                SeqInput { tokens: s.step_tokens(slot.tokens), start: s.computed, table: &s.table, logits: slot.logits }
+            })
+            .collect();
+        self.m.model.forward(&mut self.kv, &inputs)
+    }
+
+    /// Takes the forward pass's rows into the planned sequences (sampling, reporting, verifying drafts, in
+    /// parallel), or fails them all on an error; returns where each running sequence stands.
+    fn apply(&mut self, plan: &StepPlan, rows: Result<Vec<Vec<f32>>, ModelError>) -> Vec<Progress> {
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                let message = e.to_string();
+                let mut ends = vec![Progress::Running; self.running.len()];
+                for slot in &plan.slots {
+                    self.running[slot.seq].fail(message.clone());
+                    ends[slot.seq] = Progress::Finished;
+                }
+                return ends;
+            }
+        };
+        let mut work: Vec<Option<(usize, Vec<f32>)>> = (0..self.running.len()).map(|_| None).collect();
+        for (slot, r) in plan.slots.iter().zip(rows) {
+            work[slot.seq] = Some((slot.tokens, r));
+        }
+        let m = self.m;
+        let outcomes: Vec<Outcome> = self
+            .running
+            .par_iter_mut()
+            .zip(work)
+            .map(|(s, w)| w.map_or(Outcome::idle(Progress::Running), |(n, r)| s.advance(n, r, m)))
+            .collect();
+        for (s, o) in self.running.iter_mut().zip(&outcomes) {
+            self.stats.generated_tokens += o.added as u64;
+            if o.drafted > 0 {
+                self.stats.record_verification(o.drafted, o.accepted);
+                // Rejected positions: their blocks go back; the slots past `computed` are rewritten later.
+                self.kv.truncate(&mut s.table, s.tokens.len());
+            }
+        }
+        if self.cfg.prefix_caching {
+            for slot in &plan.slots {
+                self.running[slot.seq].publish(self.kv.allocator_mut());
+            }
+        }
+        outcomes.into_iter().map(|o| o.progress).collect()
     }
 
     /// Removes the running sequences whose entry in `ends` (one per running sequence) is not `Running`,
@@ -279,6 +327,7 @@ impl<'m> Engine<'m> {
 
     /// Updates the gauges and copies the stats where handles read them.
     fn publish_stats(&mut self) {
+        self.stats.prefill_cap = self.prefill_cap();
         let s = &mut self.stats;
         s.queue_size = self.queue.len();
         s.batch_size = self.running.len();

@@ -22,8 +22,7 @@ impl Scheduler {
         cfg.validate()?;
         let blocks = cfg.num_blocks();
         let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
-        let depth = cfg.speculation.as_ref().map_or(0, |s| s.depth);
-        let stats = Arc::new(Mutex::new(Stats::new(blocks, BLOCK_SIZE, cfg.max_batch_size, depth)));
+        let stats = Arc::new(Mutex::new(Stats::new(&cfg)));
         let (tx, rx) = mpsc::channel();
         let c = model.model.config();
         let handle = SchedulerHandle {

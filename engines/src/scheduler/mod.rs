@@ -1,11 +1,14 @@
 //! Continuous batching: requests join the running batch at step boundaries, leave as soon as they finish,
-//! long prompts are prefilled in chunks alongside decodes, KV blocks are shared by common prompt prefixes,
+//! prompts are prefilled in chunks beside decodes (a bounded, fairly shared number of prompt tokens per step,
+//! so that running streams keep flowing), KV blocks are shared by common prompt prefixes,
 //! and sequences are preempted (and later resumed) when blocks run out. Runs on its own thread; the HTTP
 //! layer talks to it through [`SchedulerHandle`].
 
 mod config;
+mod cost;
 mod engine;
 mod handle;
+mod plan;
 mod prefix;
 mod prompt_logprobs;
 mod request;
@@ -14,6 +17,8 @@ mod speculation;
 mod stats;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_policy;
 #[cfg(test)]
 mod tests_speculation;
 

@@ -25,6 +25,26 @@ pub(super) enum Progress {
     Closed,
 }
 
+/// What one step did to a sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Outcome {
+    /// Where it stands now.
+    pub progress: Progress,
+    /// Tokens it generated.
+    pub added: usize,
+    /// Draft tokens the step verified (0 when it verified none).
+    pub drafted: usize,
+    /// Of those, the ones accepted.
+    pub accepted: usize,
+}
+
+impl Outcome {
+    /// A step that generated nothing and leaves the sequence at `progress`.
+    pub fn idle(progress: Progress) -> Self {
+        Outcome { progress, added: 0, drafted: 0, accepted: 0 }
+    }
+}
+
 /// A request with its generation state; lives in the queue or in the running batch.
 pub(super) struct Sequence<'m> {
     /// The prompt, then the tokens generated so far.
@@ -131,15 +151,6 @@ impl<'m> Sequence<'m> {
         self.spec.plan(&self.tokens, cfg, cap, room)
     }
 
-    /// Tokens the next step computes, given a prefill budget of `budget` tokens.
-    pub fn step_len(&self, budget: usize) -> usize {
-        if self.prefilling {
-            self.pending().min(budget)
-        } else {
-            self.spec.input().len().max(1)
-        }
-    }
-
     /// The next step's `n` tokens: the pending ones, or the last token and the draft.
     pub fn step_tokens(&self, n: usize) -> &[u32] {
         match self.spec.input() {
@@ -201,10 +212,15 @@ impl<'m> Sequence<'m> {
 
     /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for.
     /// When every token is computed, samples the next one and reports it (and the end, if it is one).
-    pub fn advance(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Progress {
-        if !self.spec.input().is_empty() {
-            return self.verify(&logits, m);
-        }
+    pub fn advance(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Outcome {
+        let before = self.tokens.len();
+        let drafted = self.spec.draft().len();
+        let (progress, accepted) = if drafted > 0 { self.verify(&logits, m) } else { (self.compute(n, logits, m), 0) };
+        Outcome { progress, added: self.tokens.len() - before, drafted, accepted }
+    }
+
+    /// Takes a step's `n` computed tokens without a draft: a prompt chunk or a decode.
+    fn compute(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Progress {
         let from = self.computed;
         self.computed += n;
         let mut logits = logits;
@@ -232,8 +248,9 @@ impl<'m> Sequence<'m> {
     /// the token after draft token `i`; each drafted token is checked against it in order, the penalties
     /// having seen every token kept before it, until one is rejected (the replacement is kept) or, all
     /// accepted, the last row samples one more. Each kept token is reported as it is decided; positions past
-    /// the last kept token are left computed but unused (the engine truncates the table).
-    fn verify(&mut self, rows: &[f32], m: &'m LoadedModel) -> Progress {
+    /// the last kept token are left computed but unused (the engine truncates the table). Returns the
+    /// progress and the drafted tokens accepted.
+    fn verify(&mut self, rows: &[f32], m: &'m LoadedModel) -> (Progress, usize) {
         let vocab = m.model.config().vocab;
         let base = self.computed;
         let (mut decided, mut accepted) = (0, 0);
@@ -258,7 +275,7 @@ impl<'m> Sequence<'m> {
             }
         }
         self.spec.verified(decided, accepted);
-        progress
+        (progress, accepted)
     }
 
     /// Records and reports a sampled token, as [`crate::generate::generate`] does.
