@@ -12,8 +12,7 @@ use super::config::SchedulerConfig;
 use super::request::{EventSink, Request};
 use super::sequence::{Progress, Sequence};
 use super::stats::Stats;
-use crate::generate::BLOCK_SIZE;
-use crate::kv::KvCache;
+use crate::kv::{KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, SeqInput};
 
 /// A request on its way to the engine thread.
