@@ -90,7 +90,7 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "N")]
     pub logprobs: Option<usize>,
 
-    /// Most prompt tokens per prefill step (the scheduler's --max-batch-prefill-tokens).
+    /// Most prompt tokens per prefill step.
     #[arg(long, default_value_t = 512, value_name = "N")]
     pub prefill_chunk: usize,
 
