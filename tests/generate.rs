@@ -148,6 +148,7 @@ fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["generate", "--kv-cache-dtype", "q4", "hi"]), 2, "expected f32, f16, bf16 or q8_0");
     assert_fails(&tgi(["generate", "--kv-cache-dtype", "q8_0", "hi"]), 2, "multiple of 32; this model's is 8");
     assert_fails(&tgi(["generate", "-n", "0", "hi"]), 2, "--max-new-tokens must be at least 1");
+    assert_fails(&tgi(["generate", "--prefill-chunk", "0", "hi"]), 2, "--prefill-chunk must be at least 1");
     let heldout = root().join("models/stories-distill-4l/text/heldout.txt");
     let ppl = |ctx: &str| tgi(["perplexity".as_ref(), "--ctx".as_ref(), ctx.as_ref(), heldout.as_os_str()]);
     assert_fails(&ppl("100000"), 2, "must be between 2 and the model's context 512");

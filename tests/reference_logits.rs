@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use common::{model, quantize, root};
 use serde_json::Value;
@@ -13,6 +14,7 @@ use tgi_engines::generate::{generate, GenerateRequest};
 use tgi_engines::kv::BlockTable;
 use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
 use tgi_engines::sampling::SamplingParams;
+use tgi_engines::scheduler::Request;
 
 fn reference(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(root().join("tests/reference").join(name)).unwrap()).unwrap()
@@ -26,13 +28,13 @@ fn floats(v: &Value) -> Vec<f32> {
     v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
 }
 
-fn open(path: &Path) -> LoadedModel {
-    load(path.to_str().unwrap(), &LoadOptions::default()).unwrap()
+fn open(path: &Path) -> Arc<LoadedModel> {
+    Arc::new(load(path.to_str().unwrap(), &LoadOptions::default()).unwrap())
 }
 
 /// The model through candle's tensor ops, the code path GPUs run.
-fn open_tensor_path(path: &Path) -> LoadedModel {
-    load(path.to_str().unwrap(), &LoadOptions { cpu_tensor_ops: true, ..LoadOptions::default() }).unwrap()
+fn open_tensor_path(path: &Path) -> Arc<LoadedModel> {
+    Arc::new(load(path.to_str().unwrap(), &LoadOptions { cpu_tensor_ops: true, ..LoadOptions::default() }).unwrap())
 }
 
 /// Last-position logits after `tokens`.
@@ -43,15 +45,17 @@ fn last_logits(m: &LoadedModel, tokens: &[u32]) -> Vec<f32> {
     m.model.forward(&mut kv, &[SeqInput { tokens, start: 0, table: &t, logits: Logits::Last }]).unwrap().remove(0)
 }
 
-fn greedy(m: &LoadedModel, prompt: &[u32], n: usize) -> Vec<u32> {
-    let req = GenerateRequest {
+fn greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32> {
+    let request = Request {
         prompt_ids: prompt.to_vec(),
         params: SamplingParams::greedy(),
         max_new_tokens: n,
         stop: vec![],
         ignore_eos: true,
-        prefill_chunk: 512,
+        prompt_logprobs: false,
+        cache_salt: 0,
     };
+    let req = GenerateRequest { request, prefill_chunk: 512 };
     generate(m, &req, |_| {}).unwrap().tokens
 }
 

@@ -1,11 +1,14 @@
 //! `tgi generate`: one prompt in, text streamed out, then a one-line summary (or one JSON object).
 
 use std::io::{Read, Write};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use tgi_engines::generate::{generate, GenerateRequest, Generated};
+use tgi_engines::generate::{generate, GenerateError, GenerateRequest, Generated};
+use tgi_engines::model::ModelError;
 use tgi_engines::sampling::SamplingParams;
+use tgi_engines::scheduler::Request;
 use tgi_engines::text::chat::Message;
 
 use crate::error::InputError;
@@ -119,6 +122,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     if args.max_new_tokens == 0 {
         return Err(InputError("--max-new-tokens must be at least 1".into()).into());
     }
+    if args.prefill_chunk == 0 {
+        return Err(InputError("--prefill-chunk must be at least 1".into()).into());
+    }
     let prompt = if args.prompt == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from standard input")?;
@@ -142,14 +148,17 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         m.tokenizer.encode(&prompt, true, true)
     }
     .map_err(|e| InputError(format!("cannot tokenize the prompt: {e}")))?;
-    let req = GenerateRequest {
+    let request = Request {
         prompt_ids,
         params,
         max_new_tokens: args.max_new_tokens,
         stop: args.stop.clone(),
         ignore_eos: args.ignore_eos,
-        prefill_chunk: args.prefill_chunk,
+        prompt_logprobs: false,
+        cache_salt: 0,
     };
+    let req = GenerateRequest { request, prefill_chunk: args.prefill_chunk };
+    let m = Arc::new(m);
     let stream = !args.json;
     let mut out = std::io::stdout().lock();
     let g = generate(&m, &req, |piece| {
@@ -159,7 +168,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         }
     })
     .map_err(|e| match e {
-        tgi_engines::model::ModelError::ContextOverflow { .. } => InputError(e.to_string()).into(),
+        GenerateError::Model(ModelError::ContextOverflow { .. }) => InputError(e.to_string()).into(),
         e => anyhow::Error::new(e),
     })?;
     if args.json {
@@ -179,11 +188,11 @@ fn summary(req: &GenerateRequest, g: &Generated) -> String {
     let t = &g.timings;
     format!(
         "prompt {} tokens | generated {} ({}) | TTFT {:.1} ms | prefill {:.1} tok/s | decode {:.1} tok/s",
-        req.prompt_ids.len(),
+        req.request.prompt_ids.len(),
         g.tokens.len(),
         g.finish.as_tgi(),
         t.ttft.as_secs_f64() * 1e3,
-        t.prefill_rate(req.prompt_ids.len()),
+        t.prefill_rate(req.request.prompt_ids.len()),
         t.decode_rate(),
     )
 }
@@ -192,7 +201,7 @@ fn summary(req: &GenerateRequest, g: &Generated) -> String {
 fn report(req: &GenerateRequest, g: &Generated, logprobs: bool) -> serde_json::Value {
     let t = &g.timings;
     let mut v = json!({
-        "prompt_token_ids": req.prompt_ids,
+        "prompt_token_ids": req.request.prompt_ids,
         "generated_token_ids": g.tokens,
         "text": g.text,
         "finish_reason": g.finish.as_tgi(),
@@ -200,9 +209,10 @@ fn report(req: &GenerateRequest, g: &Generated, logprobs: bool) -> serde_json::V
         "timings": {
             "ttft_ms": t.ttft.as_secs_f64() * 1e3,
             "prefill_ms": t.prefill.as_secs_f64() * 1e3,
-            "prefill_tokens_per_second": t.prefill_rate(req.prompt_ids.len()),
+            "prefill_tokens_per_second": t.prefill_rate(req.request.prompt_ids.len()),
             "decode_ms": t.decode.as_secs_f64() * 1e3,
             "decode_tokens_per_second": t.decode_rate(),
+            "decode_steps": t.decode_steps,
         },
     });
     if logprobs {

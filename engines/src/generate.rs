@@ -1,47 +1,55 @@
-//! One sequence from prompt to finish through the batched step: chunked prefill, then one decode step per
-//! token, with sampling, stop strings, EOS and streaming text. `tgi generate` runs this.
+//! One request from prompt to finish through the scheduler, alone: a scheduler sized for one sequence, the
+//! text streamed to a callback as it becomes final, and where the time went. `tgi generate` runs this.
 
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::kv::BlockTable;
-use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
-use crate::sampling::{FinishReason, Sampled, Sampler, SamplingParams, StopMatcher};
-use crate::text::tokenizer::IncrementalDecoder;
+use crate::kv::BLOCK_SIZE;
+use crate::model::{LoadedModel, ModelError};
+use crate::sampling::{FinishReason, Sampled};
+use crate::scheduler::{Event, EventSink, Request, Scheduler, SchedulerConfig, SubmitError};
 
-/// Tokens per KV block.
-pub const BLOCK_SIZE: usize = 16;
-
-/// What to generate.
+/// What to generate, and how big the prefill steps are.
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
-    /// The prompt's token ids.
-    pub prompt_ids: Vec<u32>,
-    /// Sampling parameters (validated).
-    pub params: SamplingParams,
-    /// Most tokens to generate.
-    pub max_new_tokens: usize,
-    /// Stop strings.
-    pub stop: Vec<String>,
-    /// Keep going past EOS tokens.
-    pub ignore_eos: bool,
+    /// The request, as the scheduler takes it.
+    pub request: Request,
     /// Most prompt tokens per prefill step.
     pub prefill_chunk: usize,
 }
 
-/// Where the time went.
+/// Why a generation did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    /// The request does not fit the model, or the scheduler could not start.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The scheduler refused the request.
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    /// The engine failed while generating.
+    #[error("generation failed: {0}")]
+    Failed(String),
+    /// The scheduler thread ended before the request did.
+    #[error("the scheduler stopped before the request finished")]
+    Stopped,
+}
+
+/// Where the time went, per phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Timings {
-    /// From the start to the first generated token (prefill and one sampling).
+pub struct PhaseTimings {
+    /// From submission to the first generated token (queue, prefill and one sampling).
     pub ttft: Duration,
-    /// Prefill alone.
+    /// From leaving the queue to the first generated token: the prefill steps and one sampling.
     pub prefill: Duration,
-    /// Every decode step after the first token.
+    /// From the first generated token to the last: the decode steps.
     pub decode: Duration,
-    /// Decode steps run.
+    /// Decode steps run (one per token after the first).
     pub decode_steps: usize,
 }
 
-impl Timings {
+impl PhaseTimings {
     /// Prompt tokens per second of prefill.
     pub fn prefill_rate(&self, prompt_tokens: usize) -> f64 {
         prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
@@ -67,91 +75,116 @@ pub struct Generated {
     /// The sampler's seed.
     pub seed: u64,
     /// Timings.
-    pub timings: Timings,
+    pub timings: PhaseTimings,
 }
 
-/// Runs `req` on `m`, calling `on_text` with each piece of text as soon as it is final.
+/// Events with the instant the scheduler sent them, so that timings do not include the hop to this thread.
+struct TimedSink(Sender<(Instant, Event)>);
+
+impl EventSink for TimedSink {
+    fn send(&mut self, event: Event) -> bool {
+        self.0.send((Instant::now(), event)).is_ok()
+    }
+
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+/// The scheduler for `req` alone: one sequence, a KV pool of prompt plus new tokens (clamped to the context)
+/// rounded up to whole blocks, prefill in chunks of `req.prefill_chunk`, no prefix cache, no speculation.
+fn config_for(req: &GenerateRequest, context: usize) -> SchedulerConfig {
+    let total = (req.request.prompt_ids.len() + req.request.max_new_tokens.max(1)).min(context);
+    SchedulerConfig {
+        max_batch_size: 1,
+        max_batch_total_tokens: total.div_ceil(BLOCK_SIZE) * BLOCK_SIZE,
+        max_batch_prefill_tokens: req.prefill_chunk,
+        prefix_caching: false,
+        speculation: None,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// Runs `req` on `m` through a scheduler of its own, calling `on_text` with each piece of text as soon as it
+/// is final.
 pub fn generate(
-    m: &LoadedModel,
+    m: &Arc<LoadedModel>,
     req: &GenerateRequest,
     mut on_text: impl FnMut(&str),
-) -> Result<Generated, ModelError> {
-    let cfg = m.model.config();
-    let prompt = &req.prompt_ids;
-    if prompt.is_empty() {
-        return Err(ModelError::Config("the prompt has no tokens".into()));
+) -> Result<Generated, GenerateError> {
+    let context = m.model.config().context;
+    let prompt = req.request.prompt_ids.len();
+    if prompt == 0 {
+        return Err(ModelError::Config("the prompt has no tokens".into()).into());
     }
-    if prompt.len() >= cfg.context {
-        return Err(ModelError::ContextOverflow { tokens: prompt.len() + 1, context: cfg.context });
+    if prompt >= context {
+        return Err(ModelError::ContextOverflow { tokens: prompt + 1, context }.into());
     }
-    let total = (prompt.len() + req.max_new_tokens).min(cfg.context);
-    let mut kv = m.model.new_cache(BLOCK_SIZE, total.div_ceil(BLOCK_SIZE))?;
-    let mut table = BlockTable::new();
-    kv.reserve(&mut table, total)?;
-
-    let start = Instant::now();
-    let mut logits = Vec::new();
-    let chunk = req.prefill_chunk.max(1);
-    for (i, piece) in prompt.chunks(chunk).enumerate() {
-        let last = (i + 1) * chunk >= prompt.len();
-        let input = SeqInput {
-            tokens: piece,
-            start: i * chunk,
-            table: &table,
-            logits: if last { Logits::Last } else { Logits::None },
-        };
-        logits = m.model.forward(&mut kv, &[input])?.swap_remove(0);
-    }
-    let mut timings = Timings { prefill: start.elapsed(), ..Timings::default() };
-
-    let mut sampler = Sampler::new(req.params.clone(), prompt);
-    let mut stops = StopMatcher::new(req.stop.clone());
-    let mut decoder = IncrementalDecoder::new(&m.tokenizer);
-    let (mut tokens, mut sampled, mut text) = (Vec::new(), Vec::new(), String::new());
-    let mut emit = |piece: &str, text: &mut String, stops: &mut StopMatcher| -> Option<FinishReason> {
-        let r = stops.push(piece);
-        text.push_str(&r.text);
-        on_text(&r.text);
-        r.stop.map(|_| FinishReason::StopSequence)
-    };
-    let decode_start = Instant::now();
-    let mut finish = loop {
-        let s = sampler.sample(&logits);
-        sampler.accept(s.token);
-        let token = s.token;
-        tokens.push(token);
-        sampled.push(s);
-        if tokens.len() == 1 {
-            timings.ttft = start.elapsed();
-        }
-        if !req.ignore_eos && m.eos.contains(&token) {
-            break FinishReason::EosToken;
-        }
-        if let Some(piece) = decoder.push(token) {
-            if let Some(f) = emit(&piece, &mut text, &mut stops) {
-                break f;
+    let scheduler = Scheduler::start(m.clone(), config_for(req, context))?;
+    let (tx, rx) = mpsc::channel();
+    let submitted = Instant::now();
+    scheduler.submit(req.request.clone(), Box::new(TimedSink(tx)))?;
+    // The scheduler thread ends once the request has.
+    drop(scheduler);
+    let (mut started, mut first, mut last) = (submitted, None, submitted);
+    let (mut tokens, mut sampled) = (Vec::new(), Vec::new());
+    for (at, event) in rx {
+        match event {
+            Event::Started { .. } => started = at,
+            Event::PromptLogprobs(_) => {}
+            Event::Token(t) => {
+                first.get_or_insert(at);
+                last = at;
+                on_text(&t.text);
+                tokens.push(t.id);
+                sampled.push(Sampled { token: t.id, logprob: t.logprob, top: t.top });
             }
-        }
-        let pos = prompt.len() + tokens.len() - 1;
-        if tokens.len() >= req.max_new_tokens || pos + 1 >= total {
-            break FinishReason::Length;
-        }
-        let input = SeqInput { tokens: std::slice::from_ref(&token), start: pos, table: &table, logits: Logits::Last };
-        logits = m.model.forward(&mut kv, &[input])?.swap_remove(0);
-        timings.decode_steps += 1;
-    };
-    timings.decode = decode_start.elapsed().saturating_sub(timings.ttft.saturating_sub(timings.prefill));
-    if finish != FinishReason::StopSequence {
-        let rest = decoder.finish();
-        if let Some(f) = emit(&rest, &mut text, &mut stops) {
-            finish = f;
-        } else {
-            // Text held back as a possible stop-string start is final now.
-            let held = stops.flush();
-            text.push_str(&held);
-            on_text(&held);
+            Event::Finished(f) => {
+                let first = first.unwrap_or(at);
+                let timings = PhaseTimings {
+                    ttft: first - submitted,
+                    prefill: first - started,
+                    decode: last - first,
+                    decode_steps: tokens.len().saturating_sub(1),
+                };
+                return Ok(Generated { tokens, sampled, text: f.text, finish: f.reason, seed: f.seed, timings });
+            }
+            Event::Failed(message) => return Err(GenerateError::Failed(message)),
         }
     }
-    kv.release(&mut table);
-    Ok(Generated { tokens, sampled, text, finish, seed: sampler.seed(), timings })
+    Err(GenerateError::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::TokenEvent;
+
+    #[test]
+    fn one_sequence_sized_to_its_tokens() {
+        let request = Request {
+            prompt_ids: vec![1; 20],
+            params: crate::sampling::SamplingParams::greedy(),
+            max_new_tokens: 13,
+            stop: Vec::new(),
+            ignore_eos: false,
+            prompt_logprobs: false,
+            cache_salt: 0,
+        };
+        let req = GenerateRequest { request, prefill_chunk: 7 };
+        let c = config_for(&req, 512);
+        assert_eq!((c.max_batch_size, c.max_batch_total_tokens, c.max_batch_prefill_tokens), (1, 48, 7));
+        assert!(!c.prefix_caching && c.speculation.is_none());
+        assert_eq!(config_for(&req, 24).max_batch_total_tokens, 32, "clamped to the context, then whole blocks");
+        c.validate().unwrap();
+        assert!(config_for(&GenerateRequest { prefill_chunk: 0, ..req }, 512).validate().is_err());
+        let (tx, rx) = mpsc::channel();
+        let mut sink = TimedSink(tx);
+        let token =
+            TokenEvent { id: 1, logprob: 0.0, top: vec![], piece: "a".into(), text: "a".into(), special: false };
+        assert!(sink.send(Event::Token(token.clone())) && !sink.is_closed());
+        assert_eq!(rx.recv().unwrap().1, Event::Token(token.clone()));
+        drop(rx);
+        assert!(!sink.send(Event::Token(token)));
+    }
 }

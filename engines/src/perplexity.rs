@@ -83,7 +83,7 @@ pub fn perplexity_observed(
         )));
     }
     let parallel = opts.parallel.clamp(1, chunks);
-    let block = crate::generate::BLOCK_SIZE;
+    let block = crate::kv::BLOCK_SIZE;
     let mut kv = m.model.new_cache(block, parallel * ctx.div_ceil(block))?;
     let bos = m.tokenizer.bos_id().filter(|_| m.tokenizer.add_bos());
     let first = ctx / 2;

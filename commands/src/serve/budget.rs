@@ -8,7 +8,7 @@ use super::limits::Limits;
 use crate::error::InputError;
 
 /// Tokens per KV cache block (the scheduler allocates whole blocks).
-pub const BLOCK_SIZE: usize = tgi_engines::generate::BLOCK_SIZE;
+pub const BLOCK_SIZE: usize = tgi_engines::kv::BLOCK_SIZE;
 
 /// The share of available memory the KV cache takes by default.
 const MEMORY_FRACTION: f64 = 0.5;

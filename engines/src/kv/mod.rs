@@ -11,6 +11,9 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::kernels::act::Q8_0_BYTES;
 
+/// Tokens per KV block.
+pub const BLOCK_SIZE: usize = 16;
+
 /// Errors from the KV cache.
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {

@@ -1,6 +1,6 @@
 //! The scheduler's limits and admission knobs, with TGI's defaults.
 
-use crate::generate::BLOCK_SIZE;
+use crate::kv::BLOCK_SIZE;
 use crate::model::ModelError;
 use crate::speculative::SpeculationConfig;
 

@@ -14,8 +14,7 @@ use super::plan::StepPlan;
 use super::request::{EventSink, Request};
 use super::sequence::{Outcome, Progress, Sequence};
 use super::stats::Stats;
-use crate::generate::BLOCK_SIZE;
-use crate::kv::KvCache;
+use crate::kv::{KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, ModelError, SeqInput};
 
 /// A request on its way to the engine thread.

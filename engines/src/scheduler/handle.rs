@@ -9,7 +9,7 @@ use super::config::SchedulerConfig;
 use super::engine::{self, Submission};
 use super::request::{Event, EventSink, Request, SubmitError};
 use super::stats::Stats;
-use crate::generate::BLOCK_SIZE;
+use crate::kv::BLOCK_SIZE;
 use crate::model::{LoadedModel, ModelError};
 
 /// Starts the continuous-batching engine.
@@ -55,7 +55,7 @@ pub struct SchedulerHandle {
 
 impl SchedulerHandle {
     /// Queues `req`; its events go to `sink`. Refused when it can never fit: prompt plus `max_new_tokens` (the
-    /// latter clamped to the model's context, as `generate` does) over the KV pool, or a prompt that leaves no
+    /// latter clamped to the model's context) over the KV pool, or a prompt that leaves no
     /// room in the context for one new token (`capacity` is then the smaller of pool and context). An empty
     /// prompt or a token outside the vocabulary is accepted and answered with `Event::Failed`.
     pub fn submit(&self, req: Request, mut sink: Box<dyn EventSink>) -> Result<(), SubmitError> {

@@ -1,5 +1,5 @@
-//! One request inside the scheduler: its tokens so far, its KV blocks, its sampler, stop matcher and text
-//! decoder, and what a step that computed some of its tokens does to it (sample, decode, report).
+//! One request inside the scheduler: its tokens so far, its KV blocks, its sampler and completion (text and
+//! end), and what a step that computed some of its tokens does to it (sample, decode, report).
 
 use std::time::Instant;
 
@@ -7,12 +7,11 @@ use super::prefix::block_hashes;
 use super::prompt_logprobs::PromptLogprobs;
 use super::request::{Event, EventSink, Finished, Request, TokenEvent};
 use super::speculation::Speculation;
-use crate::generate::BLOCK_SIZE;
-use crate::kv::{BlockAllocator, BlockTable};
+use crate::kv::{BlockAllocator, BlockTable, BLOCK_SIZE};
 use crate::model::{LoadedModel, Logits};
-use crate::sampling::{FinishReason, Sampled, Sampler, StopMatcher};
+use crate::sampling::{Sampled, Sampler};
 use crate::speculative::SpeculationConfig;
-use crate::text::tokenizer::IncrementalDecoder;
+use crate::text::completion::{Completion, EndRules};
 
 /// Where a sequence stands after a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,17 +70,11 @@ pub(super) struct Sequence<'m> {
     sink: Box<dyn EventSink>,
     /// Prompt log-probabilities being gathered; `None` unless asked for and not sent yet.
     logprobs: Option<PromptLogprobs>,
-    /// Most tokens to generate.
-    max_new: usize,
     /// Most tokens in all (prompt and generated), the model's context included.
     total: usize,
-    /// Whether EOS tokens are ignored.
-    ignore_eos: bool,
     sampler: Sampler,
-    stops: StopMatcher,
-    decoder: IncrementalDecoder<'m>,
-    /// The output text so far.
-    text: String,
+    /// The output text and what ends it.
+    completion: Completion<'m>,
     /// When it first left the queue.
     started: Option<Instant>,
     /// Times it was preempted.
@@ -102,7 +95,9 @@ impl<'m> Sequence<'m> {
         cache: bool,
     ) -> Self {
         let prompt_len = req.prompt_ids.len();
-        let max_new = req.max_new_tokens.max(1);
+        let total = (prompt_len + req.max_new_tokens.max(1)).min(m.model.config().context);
+        let rules =
+            EndRules { stop: req.stop, max_tokens: total.saturating_sub(prompt_len), ignore_eos: req.ignore_eos };
         let hashes = if cache { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
         Sequence {
             sampler: Sampler::new(req.params, &req.prompt_ids),
@@ -118,12 +113,8 @@ impl<'m> Sequence<'m> {
             enqueued_step: step,
             sink,
             logprobs: req.prompt_logprobs.then(PromptLogprobs::default),
-            max_new,
-            total: (prompt_len + max_new).min(m.model.config().context),
-            ignore_eos: req.ignore_eos,
-            stops: StopMatcher::new(req.stop),
-            decoder: IncrementalDecoder::new(&m.tokenizer),
-            text: String::new(),
+            total,
+            completion: Completion::new(&m.tokenizer, &m.eos, rules),
             started: None,
             preemptions: 0,
             spec: Speculation::default(),
@@ -278,46 +269,23 @@ impl<'m> Sequence<'m> {
         (progress, accepted)
     }
 
-    /// Records and reports a sampled token, as [`crate::generate::generate`] does.
+    /// Records a sampled token and reports it with the text it makes final (and the end, if it is one).
     fn emit(&mut self, s: Sampled, m: &'m LoadedModel) -> Progress {
         self.sampler.accept(s.token);
-        let token = s.token;
-        self.tokens.push(token);
-        let generated = self.tokens.len() - self.prompt_len;
-        let eos = m.eos.contains(&token);
-        let (mut piece, mut text, mut finish) = (String::new(), String::new(), None);
-        if !self.ignore_eos && eos {
-            // Not part of the text; its own text is still what the token stands for.
-            piece = String::from_utf8_lossy(&m.tokenizer.token_to_piece(token)).into_owned();
-            finish = Some(FinishReason::EosToken);
-        } else if let Some(p) = self.decoder.push(token) {
-            let r = self.stops.push(&p);
-            (piece, text) = (p, r.text);
-            finish = r.stop.map(|_| FinishReason::StopSequence);
-        }
-        if finish.is_none() && (generated >= self.max_new || self.tokens.len() >= self.total) {
-            finish = Some(FinishReason::Length);
-        }
-        if let Some(f) = finish.filter(|&f| f != FinishReason::StopSequence) {
-            let rest = std::mem::replace(&mut self.decoder, IncrementalDecoder::new(&m.tokenizer)).finish();
-            let r = self.stops.push(&rest);
-            text.push_str(&r.text);
-            finish = Some(if r.stop.is_some() { FinishReason::StopSequence } else { f });
-            // Text held back as a possible stop-string start is final now.
-            text.push_str(&self.stops.flush());
-        }
-        self.text.push_str(&text);
-        let special = eos || m.tokenizer.is_control(token);
-        let event = TokenEvent { id: token, logprob: s.logprob, top: s.top, piece, text, special };
+        self.tokens.push(s.token);
+        let out = self.completion.accept(s.token);
+        let special = m.eos.contains(&s.token) || m.tokenizer.is_control(s.token);
+        let event =
+            TokenEvent { id: s.token, logprob: s.logprob, top: s.top, piece: out.piece, text: out.text, special };
         if !self.sink.send(Event::Token(event)) {
             return Progress::Closed;
         }
-        let Some(reason) = finish else { return Progress::Running };
+        let Some(reason) = out.finish else { return Progress::Running };
         let now = Instant::now();
         self.sink.send(Event::Finished(Finished {
             reason,
-            generated_tokens: generated,
-            text: std::mem::take(&mut self.text),
+            generated_tokens: self.completion.generated(),
+            text: self.completion.take_text(),
             seed: self.sampler.seed(),
             inference_time: now - self.started.unwrap_or(now),
             preemptions: self.preemptions,

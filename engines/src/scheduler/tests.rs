@@ -1,16 +1,18 @@
-//! The scheduler on the bundled stories260k model: concurrent, preempted and chunk-prefilled requests give what
-//! `generate` gives each alone; prefix caching, cancellation, prompt log-probabilities and refusals.
+//! The scheduler on the bundled stories260k model: concurrent, preempted and chunk-prefilled requests (and
+//! `generate`'s one-sequence scheduler) give what a direct loop over the model gives each alone; prefix caching,
+//! cancellation, prompt log-probabilities and refusals.
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::generate::{generate, GenerateRequest, Generated, BLOCK_SIZE};
-use crate::kv::BlockTable;
+use crate::generate::{generate, GenerateRequest};
+use crate::kv::{BlockTable, BLOCK_SIZE};
 use crate::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
 use crate::perplexity::log_prob;
-use crate::sampling::{FinishReason, SamplingParams};
+use crate::sampling::{FinishReason, Sampled, Sampler, SamplingParams};
+use crate::text::completion::{Completion, EndRules};
 
 /// The model, loaded once for every test.
 pub(super) fn model() -> Arc<LoadedModel> {
@@ -122,20 +124,48 @@ fn requests(m: &LoadedModel) -> Vec<Request> {
         .collect()
 }
 
-/// `req` through `generate` alone.
-pub(super) fn alone(m: &LoadedModel, req: &Request) -> Generated {
-    let g = GenerateRequest {
-        prompt_ids: req.prompt_ids.clone(),
-        params: req.params.clone(),
-        max_new_tokens: req.max_new_tokens,
-        stop: req.stop.clone(),
-        ignore_eos: req.ignore_eos,
-        prefill_chunk: 64,
-    };
-    generate(m, &g, |_| {}).unwrap()
+/// What a request gives alone.
+pub(super) struct Alone {
+    /// Generated token ids.
+    pub tokens: Vec<u32>,
+    /// Per generated token: its logprob and top alternatives.
+    pub sampled: Vec<Sampled>,
+    /// The output text.
+    pub text: String,
+    /// Why it stopped.
+    pub finish: FinishReason,
 }
 
-/// Checks a request's events against `generate` alone: one `Started` first, the same tokens, texts adding up
+/// `req` alone, the reference the scheduler is checked against: the whole prompt in one forward pass on a cache
+/// of its own, then one forward pass per token, no scheduler.
+pub(super) fn alone(m: &LoadedModel, req: &Request) -> Alone {
+    let prompt = &req.prompt_ids;
+    let total = (prompt.len() + req.max_new_tokens).min(m.model.config().context);
+    let mut kv = m.model.new_cache(BLOCK_SIZE, total.div_ceil(BLOCK_SIZE)).unwrap();
+    let mut table = BlockTable::new();
+    kv.reserve(&mut table, total).unwrap();
+    let rules = EndRules { stop: req.stop.clone(), max_tokens: total - prompt.len(), ignore_eos: req.ignore_eos };
+    let mut completion = Completion::new(&m.tokenizer, &m.eos, rules);
+    let mut sampler = Sampler::new(req.params.clone(), prompt);
+    let (mut tokens, mut sampled, mut text) = (Vec::new(), Vec::new(), String::new());
+    let mut input = SeqInput { tokens: prompt, start: 0, table: &table, logits: Logits::Last };
+    loop {
+        let logits = m.model.forward(&mut kv, &[input]).unwrap().remove(0);
+        let s = sampler.sample(&logits);
+        sampler.accept(s.token);
+        let out = completion.accept(s.token);
+        text.push_str(&out.text);
+        tokens.push(s.token);
+        sampled.push(s);
+        if let Some(finish) = out.finish {
+            return Alone { tokens, sampled, text, finish };
+        }
+        let start = prompt.len() + tokens.len() - 1;
+        input = SeqInput { tokens: &tokens[tokens.len() - 1..], start, table: &table, logits: Logits::Last };
+    }
+}
+
+/// Checks a request's events against the request alone: one `Started` first, the same tokens, texts adding up
 /// to the same output, the same finish. Returns the tokens generated.
 pub(super) fn check(m: &LoadedModel, req: &Request, got: &[Event], what: &str) -> usize {
     let want = alone(m, req);
@@ -155,7 +185,7 @@ pub(super) fn check(m: &LoadedModel, req: &Request, got: &[Event], what: &str) -
 }
 
 /// Submits the requests to a scheduler with `cfg` (all at once, or `staggered`: the second half once the first
-/// request streams), checks each against `generate` alone, and returns the stats once the scheduler is idle.
+/// request streams), checks each against the request alone, and returns the stats once the scheduler is idle.
 fn run_all(cfg: SchedulerConfig, staggered: bool) -> Stats {
     let m = model();
     let h = Scheduler::start(m.clone(), cfg).unwrap();
@@ -195,6 +225,30 @@ fn concurrent_requests_match_generate_alone() {
 }
 
 #[test]
+fn generate_alone_matches_the_direct_loop() {
+    let m = model();
+    for req in requests(&m) {
+        let want = alone(&m, &req);
+        let mut streamed = String::new();
+        let g = generate(&m, &GenerateRequest { request: req.clone(), prefill_chunk: 5 }, |t| streamed.push_str(t))
+            .unwrap();
+        assert_eq!((&g.tokens, &g.text, g.finish), (&want.tokens, &want.text, want.finish));
+        assert_eq!(streamed, want.text);
+        assert_eq!(g.timings.decode_steps, g.tokens.len() - 1);
+        assert!(g.timings.ttft >= g.timings.prefill);
+        for (a, b) in g.sampled.iter().zip(&want.sampled) {
+            assert_eq!(a.token, b.token);
+            assert!((a.logprob - b.logprob).abs() < 1e-3, "logprob {} vs {}", a.logprob, b.logprob);
+        }
+    }
+    let long = request(vec![1; m.model.config().context], 1);
+    let e = generate(&m, &GenerateRequest { request: long, prefill_chunk: 5 }, |_| {}).unwrap_err();
+    assert!(e.to_string().contains("context length"), "{e}");
+    let e = generate(&m, &GenerateRequest { request: request(vec![1, 100_000], 1), prefill_chunk: 5 }, |_| {});
+    assert!(matches!(e, Err(crate::generate::GenerateError::Failed(_))), "{e:?}");
+}
+
+#[test]
 fn preemption_keeps_outputs_identical() {
     // 6 blocks of 16 tokens: the longest request needs 5 of them, the 12 together far more.
     let s = run_all(SchedulerConfig { max_batch_total_tokens: 6 * BLOCK_SIZE, ..SchedulerConfig::default() }, false);
@@ -208,7 +262,7 @@ fn chunked_prefill_keeps_outputs_identical() {
 }
 
 #[test]
-fn end_of_sequence_ends_generation_like_generate() {
+fn end_of_sequence_ends_generation_like_the_direct_loop() {
     // The bundled model never ends a story within its context; make a token it does produce end sequences.
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/stories260k-f32.gguf");
     let mut m = load(path, &LoadOptions::default()).unwrap();

@@ -1,5 +1,5 @@
 //! Speculative decoding in the scheduler on the bundled stories260k model: greedy output token-identical to
-//! `generate` alone (at concurrency 1 and 16, with stop strings, token limits, penalties and preemption), and
+//! each request alone (at concurrency 1 and 16, with stop strings, token limits, penalties and preemption), and
 //! sampled output keeping the target distribution (a chi-square test against speculation off).
 
 use std::collections::HashMap;
@@ -7,7 +7,7 @@ use std::sync::mpsc::Receiver;
 
 use super::tests::{alone, check, events, model, request, settled, sink};
 use super::*;
-use crate::generate::BLOCK_SIZE;
+use crate::kv::BLOCK_SIZE;
 use crate::model::LoadedModel;
 use crate::sampling::SamplingParams;
 use crate::speculative::SpeculationConfig;
@@ -54,7 +54,7 @@ fn requests(m: &LoadedModel) -> Vec<Request> {
 }
 
 /// Runs the requests through a scheduler with `cfg`, `concurrent`ly or one after another, checks each against
-/// `generate` alone, and returns the stats once idle.
+/// the request alone, and returns the stats once idle.
 fn run(cfg: SchedulerConfig, concurrent: bool) -> Stats {
     let m = model();
     let h = Scheduler::start(m.clone(), cfg).unwrap();

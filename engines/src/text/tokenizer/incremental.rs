@@ -47,9 +47,9 @@ impl<'a> IncrementalDecoder<'a> {
         (!out.is_empty()).then_some(out)
     }
 
-    /// Ends the stream: the bytes still held, an incomplete character as U+FFFD.
-    pub fn finish(self) -> String {
-        String::from_utf8_lossy(&self.pending).into_owned()
+    /// Ends the stream: the bytes still held, an incomplete character as U+FFFD (the decoder is empty after).
+    pub fn finish(&mut self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned()
     }
 }
 
