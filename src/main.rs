@@ -1,11 +1,15 @@
 //! The `tgi` binary: parses the command line, dispatches, and maps errors to exit codes
 //! (0 success, 1 failure, 2 bad input or usage).
 
+use std::ffi::OsString;
+
 use clap::Parser;
+use tgi_commands::serve::ServeSettings;
 use tgi_commands::{cli, exit_code, Cli, Command};
 
 fn main() {
-    let cli = Cli::parse();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let cli = Cli::parse_from(&argv);
     // `serve` handles SIGTERM/SIGINT itself (it drains requests in flight); the other commands
     // remove their temporary files and exit 130.
     if !matches!(cli.command, Command::Serve(_)) {
@@ -15,7 +19,10 @@ fn main() {
         Command::Quantize(args) => tgi_commands::quantize::run(args),
         Command::Generate(args) => tgi_commands::generate::run(args),
         Command::Perplexity(args) => tgi_commands::perplexity::run(args),
-        Command::Serve(args) => tgi_commands::serve::run(args),
+        Command::Serve(args) => ServeSettings::resolve(args, &argv).and_then(|settings| {
+            let rust_log = std::env::var("RUST_LOG").ok();
+            tgi_commands::serve::run(settings, rust_log.as_deref())
+        }),
         Command::Bench(args) => tgi_commands::bench::run(args),
         Command::Tune(args) => tgi_commands::tune::run(args),
         Command::Completions(args) => {

@@ -1,6 +1,7 @@
 //! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai SDK and
 //! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, batching under
-//! concurrency, bad input, overload, dropped clients, API keys, config files and SIGTERM draining.
+//! concurrency, bad input, overload, dropped clients, API keys, config files, SIGTERM draining and
+//! JSON logs with request ids.
 
 mod common;
 
@@ -269,4 +270,41 @@ fn chat_template_flag_gives_a_model_without_one_a_chat_route() {
     let body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 24, "temperature": 0});
     let r = post_json(&server.url("/v1/chat/completions"), &body, 200);
     assert_eq!(r["choices"][0]["message"]["content"], want["text"]);
+}
+
+#[test]
+fn json_logs_carry_the_request_id_it_echoes() {
+    let server = Server::start(&["--log-format", "json"]);
+    let body = json!({"inputs": "Once", "parameters": {"max_new_tokens": 2}}).to_string();
+    let reply = ureq::post(&server.url("/generate"))
+        .set("Content-Type", "application/json")
+        .set("x-request-id", "e2e-log-1")
+        .send_string(&body)
+        .unwrap();
+    assert_eq!(reply.header("x-request-id"), Some("e2e-log-1"));
+    let generated = ureq::post(&server.url("/generate")).send_string(&body).unwrap();
+    let fresh = generated.header("x-request-id").expect("a generated id").to_string();
+    assert_eq!(fresh.len(), 32, "{fresh}");
+    let log = server.log.clone();
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    // The reader thread drains the closed pipe.
+    for _ in 0..100 {
+        if log.lock().unwrap().contains("\"stopped\"") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = log.lock().unwrap().clone();
+    let lines: Vec<Value> =
+        log.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+    let message = |v: &Value| v["fields"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(lines.iter().any(|v| message(v).starts_with("listening on http://")), "{log}");
+    assert!(lines.iter().any(|v| message(v) == "stopped"), "{log}");
+    for id in ["e2e-log-1", fresh.as_str()] {
+        let done = lines.iter().find(|v| v["span"]["request_id"] == id && message(v) == "response");
+        let done = done.unwrap_or_else(|| panic!("no response line for {id}:\n{log}"));
+        assert_eq!((done["level"].as_str(), done["fields"]["status"].as_u64()), (Some("INFO"), Some(200)));
+        assert_eq!(done["span"]["path"], "/generate");
+    }
 }

@@ -3,12 +3,15 @@
 
 pub mod bench;
 pub mod cli;
+pub mod duration;
 pub mod error;
 pub mod generate;
 pub mod kl_base;
 pub mod model_args;
 pub mod output;
 pub mod perplexity;
+pub mod plot;
+pub mod profile;
 pub mod quantize;
 pub mod serve;
 pub mod tune;

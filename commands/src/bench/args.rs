@@ -1,8 +1,10 @@
-//! The flags of `tgi bench` and the small value types they parse into (lists, durations, token
-//! counts, SLOs).
+//! The flags of `tgi bench` and the small value types they parse into (lists, token counts, rates).
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::duration::parse_duration;
+use crate::profile::Slo;
 
 /// The measures, as `--help` states them (vLLM's definitions).
 const DEFINITIONS: &str = "\
@@ -246,74 +248,17 @@ impl std::str::FromStr for TokenCount {
     }
 }
 
-/// Service-level objectives: a request meets them when each one given holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Slo {
-    /// Most time to first token, ms.
-    pub ttft_ms: Option<f64>,
-    /// Most time per output token, ms.
-    pub tpot_ms: Option<f64>,
-    /// Most end-to-end latency, ms.
-    pub e2e_ms: Option<f64>,
-}
-
-impl std::str::FromStr for Slo {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut slo = Slo::default();
-        for part in s.split(',') {
-            let (k, v) =
-                part.split_once('=').ok_or_else(|| format!("'{part}': expected NAME=TIME, e.g. ttft=200ms"))?;
-            let ms = parse_duration(v)?.as_secs_f64() * 1000.0;
-            match k.trim() {
-                "ttft" => slo.ttft_ms = Some(ms),
-                "tpot" => slo.tpot_ms = Some(ms),
-                "e2e" => slo.e2e_ms = Some(ms),
-                other => return Err(format!("unknown SLO '{other}' (ttft, tpot, e2e)")),
-            }
-        }
-        Ok(slo)
-    }
-}
-
-/// Parses `60s`, `500ms`, `2m`, `1h` or bare seconds (`1.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(format!("'{s}' is not a duration (e.g. 60s, 500ms, 2m)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_values() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("-1s").is_err() && parse_duration("fast").is_err());
         assert_eq!("128:32".parse::<TokenCount>().unwrap(), TokenCount { mean: 128, spread: 32 });
         assert_eq!("7".parse::<TokenCount>().unwrap(), TokenCount { mean: 7, spread: 0 });
         assert!("0".parse::<TokenCount>().is_err() && "8:8".parse::<TokenCount>().is_err());
         assert_eq!("sweep".parse::<RateSpec>().unwrap(), RateSpec::Sweep);
         assert_eq!("1,2.5".parse::<RateSpec>().unwrap(), RateSpec::List(vec![1.0, 2.5]));
         assert!("0".parse::<RateSpec>().is_err());
-        let slo: Slo = "ttft=200ms,tpot=50ms,e2e=2s".parse().unwrap();
-        assert_eq!(slo, Slo { ttft_ms: Some(200.0), tpot_ms: Some(50.0), e2e_ms: Some(2000.0) });
-        assert!("itl=3ms".parse::<Slo>().is_err());
     }
 }

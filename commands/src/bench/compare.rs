@@ -9,9 +9,9 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 use serde::Serialize;
 
-use super::plot::levels::{all_levels, common_kind, fmt_level, run_at, LoadKind};
-use super::plot::write_charts;
-use super::report::{BenchReport, Distribution, Summary};
+use super::charts::levels::{all_levels, common_kind, fmt_level, run_at, LoadKind};
+use super::charts::write_charts;
+use super::report::{BenchReport, Distribution, RunSummary};
 use crate::InputError;
 
 /// Arguments of `tgi bench compare`.
@@ -73,7 +73,7 @@ struct Measure {
     key: &'static str,
     name: &'static str,
     unit: &'static str,
-    value: fn(&Summary) -> Option<f64>,
+    value: fn(&RunSummary) -> Option<f64>,
     ratio: bool,
 }
 
@@ -189,7 +189,7 @@ impl Comparison {
         let levels = all_levels(reports)
             .into_iter()
             .map(|level| {
-                let summaries: Vec<Option<&Summary>> =
+                let summaries: Vec<Option<&RunSummary>> =
                     reports.iter().map(|r| run_at(r, level).map(|run| &run.summary)).collect();
                 let measures = MEASURES
                     .iter()
@@ -260,7 +260,7 @@ fn fmt_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plot::tests::{run_of, synthetic, target};
+    use crate::bench::charts::tests::{run_of, synthetic, target};
 
     fn save(dir: &Path, name: &str, report: &BenchReport) -> PathBuf {
         let path = dir.join(name);

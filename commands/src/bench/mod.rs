@@ -4,11 +4,11 @@
 
 pub mod args;
 pub mod arrivals;
+pub mod charts;
 pub mod client;
 pub mod compare;
 pub mod files;
 pub mod load;
-pub mod plot;
 pub mod report;
 pub mod runner;
 pub mod scrape;

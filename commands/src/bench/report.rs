@@ -38,7 +38,7 @@ pub struct RunReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
     /// Aggregates over the measured requests (warm-up excluded).
-    pub summary: Summary,
+    pub summary: RunSummary,
     /// Every measured request's raw timings.
     pub requests: Vec<RequestRecord>,
 }
@@ -143,7 +143,7 @@ impl ErrorKind {
 
 /// Aggregates of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
+pub struct RunSummary {
     /// Requests that completed without error.
     pub requests_ok: u64,
     /// Failed requests by kind (only kinds that occurred).

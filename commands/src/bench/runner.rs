@@ -15,7 +15,7 @@ use super::load::{run_level, Level, LevelResult, OnDone, Prompts, Stop};
 use super::report::{BenchReport, RunReport, Target};
 use super::spawn::LocalServer;
 use super::target::detect;
-use super::{files, plot, scrape, summary, table, workload};
+use super::{charts, files, scrape, summary, table, workload};
 use crate::error::InputError;
 use crate::output::AtomicFile;
 
@@ -94,7 +94,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         files::write_csv(&report, f)?;
     }
     if let Some(dir) = &args.plot {
-        let written = plot::write_charts(std::slice::from_ref(&report), dir)?;
+        let written = charts::write_charts(std::slice::from_ref(&report), dir)?;
         if !args.quiet {
             eprintln!("tgi bench: {} charts in {}", written.len(), dir.display());
         }

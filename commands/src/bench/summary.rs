@@ -1,10 +1,10 @@
-//! A level's records -> its [`Summary`]: distributions, throughput, errors, goodput and SLO attainment.
+//! A level's records -> its [`RunSummary`]: distributions, throughput, errors, goodput and SLO attainment.
 
 use std::collections::BTreeMap;
 
-use super::args::Slo;
 use super::load::LevelResult;
-use super::report::{Distribution, RequestRecord, Summary};
+use super::report::{Distribution, RequestRecord, RunSummary};
+use crate::profile::Slo;
 
 /// Whether `r` succeeded and meets every objective in `slo`.
 pub fn meets(r: &RequestRecord, slo: &Slo) -> bool {
@@ -18,7 +18,7 @@ pub fn meets(r: &RequestRecord, slo: &Slo) -> bool {
 }
 
 /// Summarises one level.
-pub fn summarize(level: &LevelResult, slo: Option<&Slo>) -> Summary {
+pub fn summarize(level: &LevelResult, slo: Option<&Slo>) -> RunSummary {
     let recs = &level.records;
     let ok: Vec<&RequestRecord> = recs.iter().filter(|r| r.error.is_none()).collect();
     let mut errors = BTreeMap::new();
@@ -31,7 +31,7 @@ pub fn summarize(level: &LevelResult, slo: Option<&Slo>) -> Summary {
     let out_tokens: u64 = ok.iter().map(|r| r.output_tokens).sum();
     let in_tokens: u64 = ok.iter().filter_map(|r| r.input_tokens).sum();
     let met = slo.map(|s| recs.iter().filter(|r| meets(r, s)).count());
-    Summary {
+    RunSummary {
         requests_ok: ok.len() as u64,
         errors,
         duration_s: level.duration_s,

@@ -3,7 +3,7 @@
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
-use super::report::{Distribution, ErrorKind, RunReport, Summary};
+use super::report::{Distribution, ErrorKind, RunReport, RunSummary};
 
 /// The load level's name, e.g. `concurrency 4` or `rate 2.50 req/s`.
 pub fn level_name(concurrency: Option<usize>, rate: Option<f64>) -> String {
@@ -34,7 +34,7 @@ fn right(s: String) -> Cell {
 }
 
 /// Errors as `429: 3, 5xx: 1`, or `none`.
-pub fn errors_text(s: &Summary) -> String {
+pub fn errors_text(s: &RunSummary) -> String {
     if s.errors.is_empty() {
         return "none".into();
     }

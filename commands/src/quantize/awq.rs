@@ -28,7 +28,7 @@ use tgi_formats::safetensors::{StreamWriter, TensorOut};
 use tgi_formats::source::{DType, TensorSource};
 
 use super::hf_dir::{dir_bytes, error_stats, print_summary, progress_bar, report_row, FloatCheckpoint, WEIGHTS};
-use super::report::{Summary, SummaryHead, TensorReport};
+use super::report::{QuantizeSummary, SummaryHead, TensorReport};
 use crate::error::InputError;
 use crate::output::{finish_writer, AtomicDir};
 pub use layers::{AwqPlan, Layer, LayerTensors, LayerWeights, Linear, StoredWeights};
@@ -201,7 +201,7 @@ pub fn run(
         output_bytes: dir_bytes(&target)?,
         seconds: started.elapsed().as_secs_f64(),
     };
-    let mut summary = Summary::new(head, rows);
+    let mut summary = QuantizeSummary::new(head, rows);
     summary.format = "awq".into();
     print_summary(&summary, json, quiet)
 }

@@ -18,7 +18,7 @@ use tgi_formats::source::{DType, TensorMeta, TensorSource};
 use super::hf_dir::{
     dir_bytes, error_stats, is_quantized_linear, print_summary, progress_bar, report_row, FloatCheckpoint, WEIGHTS,
 };
-use super::report::{Summary, SummaryHead};
+use super::report::{QuantizeSummary, SummaryHead};
 use crate::error::InputError;
 use crate::output::AtomicDir;
 
@@ -143,7 +143,7 @@ pub fn run(model: &str, output: Option<PathBuf>, opts: BnbOptions, force: bool, 
         output_bytes: dir_bytes(&target)?,
         seconds: started.elapsed().as_secs_f64(),
     };
-    let mut summary = Summary::new(head, rows);
+    let mut summary = QuantizeSummary::new(head, rows);
     summary.format = "bitsandbytes".into();
     print_summary(&summary, json, quiet)
 }

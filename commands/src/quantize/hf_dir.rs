@@ -11,7 +11,7 @@ use tgi_formats::hf::{self, ModelConfig, ModelFiles};
 use tgi_formats::safetensors::SafetensorsSet;
 use tgi_formats::source::{TensorMeta, TensorSource};
 
-use super::report::{Summary, TensorReport};
+use super::report::{QuantizeSummary, TensorReport};
 use crate::error::InputError;
 
 /// Files copied from the input directory when present, beside config.json and the weights.
@@ -168,7 +168,7 @@ pub fn progress_bar(hidden: bool, metas: &[TensorMeta]) -> ProgressBar {
 }
 
 /// Prints the summary: JSON on stdout with `json`, else the table unless `quiet`.
-pub fn print_summary(summary: &Summary, json: bool, quiet: bool) -> Result<()> {
+pub fn print_summary(summary: &QuantizeSummary, json: bool, quiet: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(summary)?);
     } else if !quiet {

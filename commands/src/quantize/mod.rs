@@ -26,7 +26,7 @@ use tgi_formats::GgmlType;
 
 use crate::error::InputError;
 use crate::output::{finish_writer, AtomicFile};
-use report::{Summary, SummaryHead, TensorReport};
+use report::{QuantizeSummary, SummaryHead, TensorReport};
 
 /// Output formats of `tgi quantize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -317,7 +317,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         output_bytes: file_size(&target),
         seconds: started.elapsed().as_secs_f64(),
     };
-    let summary = Summary::new(head, rows);
+    let summary = QuantizeSummary::new(head, rows);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else if !args.quiet {

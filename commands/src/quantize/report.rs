@@ -58,7 +58,7 @@ pub struct TypeTotal {
 
 /// The whole run's summary.
 #[derive(Debug, Serialize)]
-pub struct Summary {
+pub struct QuantizeSummary {
     /// Input path or id.
     pub input: String,
     /// Output file.
@@ -91,9 +91,9 @@ pub struct Summary {
     pub per_tensor: Vec<TensorReport>,
 }
 
-impl Summary {
+impl QuantizeSummary {
     /// Builds the summary from per-tensor rows; `lossy` marks rows whose type changed.
-    pub fn new(head: SummaryHead, rows: Vec<(TensorReport, bool)>) -> Summary {
+    pub fn new(head: SummaryHead, rows: Vec<(TensorReport, bool)>) -> QuantizeSummary {
         let mut by_type: BTreeMap<String, TypeTotal> = BTreeMap::new();
         let mut parameters = 0u64;
         let mut tensor_bytes = 0u64;
@@ -120,7 +120,7 @@ impl Summary {
                 }
             }
         }
-        Summary {
+        QuantizeSummary {
             input: head.input,
             output: head.output,
             format: "gguf".into(),
@@ -227,7 +227,7 @@ mod tests {
             output_bytes: 2000,
             seconds: 0.5,
         };
-        let s = Summary::new(head, rows);
+        let s = QuantizeSummary::new(head, rows);
         assert_eq!(s.parameters, 1280);
         assert_eq!(s.by_type.len(), 2);
         assert!((s.mean_relative_rmse - 0.1).abs() < 1e-12);

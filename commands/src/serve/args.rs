@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use tgi_engines::speculative::SpeculationConfig;
 
+use super::log::LogFormat;
 use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
 
@@ -24,7 +25,10 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
 which beats the file, which beats the tuned --profile, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \
-finish (up to --shutdown-timeout).\n\nExamples:\n  \
+finish (up to --shutdown-timeout).\n\n\
+Every request gets an id: the client's `x-request-id` header when it is printable ASCII of at most 128 bytes, else a \
+generated one; it is returned in the response's `x-request-id` header and carried by every log line about the \
+request.\n\nExamples:\n  \
 tgi serve\n  \
 tgi serve -m model-q4_k_m.gguf --port 8080 --max-concurrent-requests 64\n  \
 TGI_API_KEY=secret tgi serve -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --hostname 0.0.0.0\n  \
@@ -57,6 +61,11 @@ pub struct ServeArgs {
     /// The port to listen on.
     #[arg(short, long, env = "TGI_PORT", default_value_t = 3000)]
     pub port: u16,
+
+    /// How log lines on stderr are written: `text` for people, `json` (one object per line) for log collectors.
+    /// The level comes from RUST_LOG (default `info`, e.g. RUST_LOG=debug or RUST_LOG=tgi_commands=debug).
+    #[arg(long, env = "TGI_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 
     /// Requests in flight at once; more are refused at once with 429.
     #[arg(long, env = "TGI_MAX_CONCURRENT_REQUESTS", default_value_t = 128, value_name = "N")]

@@ -1,10 +1,8 @@
 //! Sizing the server from the flags and the model: token limits per request (defaults from the
 //! context length) and the KV cache budget (default from available memory), checked against each other.
 
-use std::time::Duration;
-
-use super::args::ServeArgs;
-use super::limits::Limits;
+use super::limits::RequestLimits;
+use super::settings::ServeSettings;
 use crate::error::InputError;
 
 /// Tokens per KV cache block (the scheduler allocates whole blocks).
@@ -15,7 +13,7 @@ const MEMORY_FRACTION: f64 = 0.5;
 
 /// What sizing needs to know about the model and the machine.
 #[derive(Clone, Copy, Debug)]
-pub struct Machine {
+pub struct SizingInputs {
     /// The model's context length.
     pub context: usize,
     /// KV cache bytes per token (keys and values of every layer).
@@ -30,25 +28,16 @@ pub struct Machine {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sizes {
     /// Per-request limits.
-    pub limits: Limits,
+    pub limits: RequestLimits,
     /// Most sequences per batch.
     pub max_batch_size: usize,
 }
 
-/// Derives and checks every size; errors name the flag at fault.
-pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
+/// Derives the sizes from the settings and checks them against the model and the memory; errors name
+/// the flag at fault.
+pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputError> {
     let bad = |msg: String| Err(InputError(msg));
-    let positive = [
-        ("--max-concurrent-requests", args.max_concurrent_requests),
-        ("--max-best-of", args.max_best_of),
-        ("--max-n", args.max_n),
-        ("--payload-limit", args.payload_limit),
-        ("--max-batch-prefill-tokens", args.max_batch_prefill_tokens),
-    ];
-    if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
-        return bad(format!("{flag} must be at least 1"));
-    }
-    let max_total = args.max_total_tokens.unwrap_or(m.context);
+    let max_total = settings.max_total_tokens.unwrap_or(m.context);
     if max_total > m.context {
         return bad(format!(
             "--max-total-tokens ({max_total}) is larger than the model's context length ({})",
@@ -56,19 +45,14 @@ pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
         ));
     }
     if max_total < 2 {
-        return bad("--max-total-tokens must be at least 2".into());
+        return bad(format!("the model's context length ({max_total}) is below 2 tokens"));
     }
-    let max_input = args.max_input_tokens.unwrap_or(max_total - 1);
-    if max_input == 0 || max_input >= max_total {
-        return bad(format!(
-            "--max-input-tokens ({max_input}) must be at least 1 and less than --max-total-tokens ({max_total})"
-        ));
+    let max_input = settings.max_input_tokens.unwrap_or(max_total - 1);
+    if max_input >= max_total {
+        return bad(format!("--max-input-tokens ({max_input}) must be less than --max-total-tokens ({max_total})"));
     }
-    let max_batch_size = args.max_batch_size.unwrap_or(m.default_max_batch_size);
-    if max_batch_size == 0 {
-        return bad("--max-batch-size must be at least 1".into());
-    }
-    let kv_tokens = match args.max_batch_total_tokens {
+    let max_batch_size = settings.max_batch_size.unwrap_or(m.default_max_batch_size);
+    let kv_tokens = match settings.max_batch_total_tokens {
         Some(t) => t,
         None => {
             let cap = max_batch_size.saturating_mul(m.context);
@@ -80,7 +64,7 @@ pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
     };
     let kv_tokens = kv_tokens / BLOCK_SIZE * BLOCK_SIZE;
     if kv_tokens < max_total {
-        let (from, fix) = match args.max_batch_total_tokens {
+        let (from, fix) = match settings.max_batch_total_tokens {
             Some(_) => ("", "raise it or lower --max-total-tokens"),
             None => (" from the available memory", "lower --max-total-tokens or free memory"),
         };
@@ -89,33 +73,17 @@ pub fn size(args: &ServeArgs, m: &Machine) -> Result<Sizes, InputError> {
              request could never fit; {fix}"
         ));
     }
-    let seconds = |flag: &str, v: f64| {
-        if v.is_finite() && v >= 0.0 {
-            Ok(Duration::from_secs_f64(v))
-        } else {
-            Err(InputError(format!("{flag} must be a non-negative number of seconds")))
-        }
-    };
-    let request_timeout = match args.request_timeout {
-        Some(t) if t <= 0.0 => return bad("--request-timeout must be positive".into()),
-        Some(t) => Some(seconds("--request-timeout", t)?),
-        None => None,
-    };
-    seconds("--shutdown-timeout", args.shutdown_timeout)?;
-    if !(args.waiting_served_ratio >= 0.0 && args.waiting_served_ratio.is_finite()) {
-        return bad("--waiting-served-ratio must be a non-negative number".into());
-    }
     Ok(Sizes {
-        limits: Limits {
-            max_concurrent_requests: args.max_concurrent_requests,
-            max_best_of: args.max_best_of,
-            max_stop_sequences: args.max_stop_sequences,
-            max_top_n_tokens: args.max_top_n_tokens,
+        limits: RequestLimits {
+            max_concurrent_requests: settings.max_concurrent_requests,
+            max_best_of: settings.max_best_of,
+            max_stop_sequences: settings.max_stop_sequences,
+            max_top_n_tokens: settings.max_top_n_tokens,
             max_input_tokens: max_input,
             max_total_tokens: max_total,
-            max_n: args.max_n,
-            payload_limit: args.payload_limit,
-            request_timeout,
+            max_n: settings.max_n,
+            payload_limit: settings.payload_limit,
+            request_timeout: settings.request_timeout,
             max_batch_total_tokens: kv_tokens,
         },
         max_batch_size,
@@ -136,45 +104,41 @@ fn parse_meminfo(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
+    use crate::serve::settings::tests::settings;
 
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        args: ServeArgs,
+    fn size_of(flags: &[&str], m: &SizingInputs) -> Result<Sizes, InputError> {
+        size(&settings(flags)?, m)
     }
 
-    fn args(flags: &[&str]) -> ServeArgs {
-        Wrap::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).unwrap().args
-    }
-
-    const M: Machine =
-        Machine { context: 512, kv_bytes_per_token: 1024, mem_available: Some(1 << 30), default_max_batch_size: 128 };
+    const M: SizingInputs = SizingInputs {
+        context: 512,
+        kv_bytes_per_token: 1024,
+        mem_available: Some(1 << 30),
+        default_max_batch_size: 128,
+    };
 
     #[test]
     fn defaults_follow_the_model_and_memory() {
-        let s = size(&args(&[]), &M).unwrap();
+        let s = size_of(&[], &M).unwrap();
         assert_eq!((s.limits.max_total_tokens, s.limits.max_input_tokens), (512, 511));
         // Half of 1 GiB at 1 KiB per token, under the 128 x 512 cap.
         assert_eq!(s.limits.max_batch_total_tokens, 65536);
-        let s = size(&args(&[]), &Machine { mem_available: Some(64 << 20), ..M }).unwrap();
+        let s = size_of(&[], &SizingInputs { mem_available: Some(64 << 20), ..M }).unwrap();
         assert_eq!(s.limits.max_batch_total_tokens, 32768);
         assert_eq!(s.max_batch_size, 128);
-        assert_eq!(size(&args(&["--max-batch-total-tokens", "1000"]), &M).unwrap().limits.max_batch_total_tokens, 992);
+        assert_eq!(size_of(&["--max-batch-total-tokens", "1000"], &M).unwrap().limits.max_batch_total_tokens, 992);
     }
 
     #[test]
     fn refuses_inconsistent_sizes() {
-        let err = |flags: &[&str], m: &Machine| size(&args(flags), m).unwrap_err().0;
+        let err = |flags: &[&str], m: &SizingInputs| size_of(flags, m).unwrap_err().0;
         assert!(err(&["--max-total-tokens", "600"], &M).contains("context length (512)"));
         assert!(err(&["--max-input-tokens", "512"], &M).contains("less than --max-total-tokens (512)"));
         assert!(err(&["--max-batch-total-tokens", "256"], &M).contains("smaller than --max-total-tokens (512)"));
-        assert!(err(&[], &Machine { mem_available: Some(100_000), ..M }).contains("available memory"));
+        assert!(err(&[], &SizingInputs { mem_available: Some(100_000), ..M }).contains("available memory"));
         assert!(err(&["--max-concurrent-requests", "0"], &M).contains("--max-concurrent-requests"));
-        assert!(err(&["--request-timeout", "0"], &M).contains("--request-timeout"));
-        assert!(err(&["--shutdown-timeout=-1"], &M).contains("--shutdown-timeout"));
+        assert!(err(&[], &SizingInputs { context: 1, ..M }).contains("context length (1)"));
     }
 
     #[test]

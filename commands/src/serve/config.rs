@@ -14,17 +14,19 @@ use clap::{ArgAction, ArgMatches, FromArgMatches};
 
 use super::args::ServeArgs;
 use crate::error::InputError;
-use crate::tune::profile::{tuned_path, Machine, Profile};
+use crate::profile::{tuned_path, LocalMachine, Profile};
 
 /// The serve arguments of the command line `argv` (`tgi serve ...`), with the `--config` file and then
-/// the `--profile`'s tuned configuration (when given) filling in what the flags and the environment left unset.
-pub fn resolve(argv: Vec<OsString>) -> Result<ServeArgs> {
+/// the `--profile`'s tuned configuration (when given) filling in what the flags and the environment left unset;
+/// with a line saying which profile layer was applied, for the startup log.
+pub fn resolve(argv: &[OsString]) -> Result<(ServeArgs, Vec<String>)> {
     // `tgi serve ARGS` parsed as a command named `serve`.
-    let argv: Vec<OsString> = argv.into_iter().skip(1).collect();
+    let argv: Vec<OsString> = argv.iter().skip(1).cloned().collect();
     let cmd = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
     let given = cmd.clone().try_get_matches_from(&argv).map_err(|e| InputError(e.to_string()))?;
     let args = ServeArgs::from_arg_matches(&given).map_err(|e| InputError(e.to_string()))?;
     let mut layers = Vec::new();
+    let mut notes = Vec::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))
@@ -35,11 +37,11 @@ pub fn resolve(argv: Vec<OsString>) -> Result<ServeArgs> {
     }
     if let Some(name) = &args.profile {
         let (origin, table, note) = profile_layer(name)?;
-        eprintln!("{note}");
+        notes.push(note);
         layers.push((origin, table));
     }
     if layers.is_empty() {
-        return Ok(args);
+        return Ok((args, notes));
     }
     let mut full = argv;
     let mut taken = HashSet::new();
@@ -49,7 +51,8 @@ pub fn resolve(argv: Vec<OsString>) -> Result<ServeArgs> {
         taken.extend(table.keys().cloned());
     }
     let matches = cmd.try_get_matches_from(&full).map_err(|e| InputError(format!("{}: {e}", layers[0].0)))?;
-    ServeArgs::from_arg_matches(&matches).map_err(|e| InputError(e.to_string()).into())
+    let args = ServeArgs::from_arg_matches(&matches).map_err(|e| InputError(e.to_string()))?;
+    Ok((args, notes))
 }
 
 /// `--profile NAME`: the tuned configuration when `tgi tune` wrote one, else the profile's baseline; with
@@ -64,7 +67,7 @@ fn profile_layer(name: &str) -> Result<(String, toml::Table, String), InputError
         return Ok((origin, table, note));
     }
     let profile = Profile::resolve(name)?;
-    let table = profile.baseline(&Machine::this());
+    let table = profile.baseline(&LocalMachine::this());
     let settings: Vec<String> = table.iter().map(|(k, v)| format!("{k} = {v}")).collect();
     let where_ = tuned_path(&profile.name).map_or("no config directory".into(), |p| p.display().to_string());
     let note = format!(
@@ -119,8 +122,10 @@ fn file_flags(
 mod tests {
     use super::*;
 
-    fn argv(extra: &[&str]) -> Vec<OsString> {
-        ["tgi", "serve"].iter().chain(extra).map(OsString::from).collect()
+    /// The arguments `tgi serve EXTRA` resolve to.
+    fn resolved(extra: &[&str]) -> Result<ServeArgs> {
+        let argv: Vec<OsString> = ["tgi", "serve"].iter().chain(extra).map(OsString::from).collect();
+        resolve(&argv).map(|(args, _)| args)
     }
 
     #[test]
@@ -136,7 +141,7 @@ mod tests {
         let cfg = file.to_str().unwrap();
         // Only this test reads TGI_MAX_STOP_SEQUENCES.
         std::env::set_var("TGI_MAX_STOP_SEQUENCES", "7");
-        let a = resolve(argv(&["--config", cfg, "--max-best-of", "5"])).unwrap();
+        let a = resolved(&["--config", cfg, "--max-best-of", "5"]).unwrap();
         std::env::remove_var("TGI_MAX_STOP_SEQUENCES");
         assert_eq!(a.max_best_of, 5, "flag beats file");
         assert_eq!(a.max_stop_sequences, 7, "environment beats file");
@@ -148,14 +153,14 @@ mod tests {
         assert_eq!(a.model.model.as_deref(), Some("m.gguf"));
 
         std::fs::write(&file, "prot = 1\n").unwrap();
-        let e = resolve(argv(&["--config", cfg])).unwrap_err().to_string();
+        let e = resolved(&["--config", cfg]).unwrap_err().to_string();
         assert!(e.contains("unknown setting `prot`"), "{e}");
         std::fs::write(&file, "port = \"x\"\n").unwrap();
-        assert!(resolve(argv(&["--config", cfg])).is_err());
+        assert!(resolved(&["--config", cfg]).is_err());
         std::fs::write(&file, "port = [1]\n").unwrap();
-        assert!(resolve(argv(&["--config", cfg])).is_err());
-        assert!(resolve(argv(&["--config", "/nonexistent.toml"])).is_err());
-        assert_eq!(resolve(argv(&[])).unwrap().port, 3000);
+        assert!(resolved(&["--config", cfg]).is_err());
+        assert!(resolved(&["--config", "/nonexistent.toml"]).is_err());
+        assert_eq!(resolved(&[]).unwrap().port, 3000);
     }
 
     #[test]
@@ -169,20 +174,26 @@ mod tests {
         let cfg = dir.path().join("serve.toml");
         std::fs::write(&cfg, "max_batch_size = 9\n").unwrap();
         let cfg = cfg.to_str().unwrap();
-        let a = resolve(argv(&["--profile", "x86-4c8g", "--config", cfg, "--max-best-of", "2"])).unwrap();
+        let a = resolved(&["--profile", "x86-4c8g", "--config", cfg, "--max-best-of", "2"]).unwrap();
         assert_eq!(a.max_batch_size, Some(9), "--config beats the profile");
         assert_eq!(a.model.threads, Some(1), "the tuned profile beats the default");
         assert_eq!(a.max_best_of, 2, "a flag beats the profile");
-        let a = resolve(argv(&["--profile", "x86-4c8g", "--threads", "2"])).unwrap();
+        let a = resolved(&["--profile", "x86-4c8g", "--threads", "2"]).unwrap();
         assert_eq!((a.model.threads, a.max_batch_size), (Some(2), Some(7)));
         // No tuned file: the profile's baseline, its threads within this machine's cores.
-        let a = resolve(argv(&["--profile", "rpi5"])).unwrap();
+        let a = resolved(&["--profile", "rpi5"]).unwrap();
         let cores = std::thread::available_parallelism().unwrap().get();
         assert_eq!((a.model.threads, a.max_batch_size), (Some(4.min(cores)), None));
-        let e = resolve(argv(&["--profile", "nope"])).unwrap_err().to_string();
+        let argv: Vec<OsString> = ["tgi", "serve", "--profile", "x86-4c8g"].map(OsString::from).to_vec();
+        let (_, notes) = resolve(&argv).unwrap();
+        assert!(notes.len() == 1 && notes[0].contains("applying the tuned configuration"), "{notes:?}");
+        let argv: Vec<OsString> = ["tgi", "serve", "--profile", "rpi5"].map(OsString::from).to_vec();
+        let (_, notes) = resolve(&argv).unwrap();
+        assert!(notes.len() == 1 && notes[0].contains("applying the profile's baseline: threads ="), "{notes:?}");
+        let e = resolved(&["--profile", "nope"]).unwrap_err().to_string();
         assert!(e.contains("no profile 'nope'"), "{e}");
         std::fs::write(tuned.join("bad.toml"), "profile = \"x\"\n").unwrap();
-        let e = resolve(argv(&["--profile", "bad"])).unwrap_err().to_string();
+        let e = resolved(&["--profile", "bad"]).unwrap_err().to_string();
         assert!(e.contains("unknown setting `profile`"), "{e}");
         std::env::remove_var("XDG_CONFIG_HOME");
     }

@@ -9,9 +9,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::engine::ChannelSink;
+use super::backend::ChannelSink;
 use super::error::ApiError;
-use super::metrics::{Timings, Tracker};
+use super::metrics::{RequestTimings, Tracker};
 use super::state::AppState;
 
 /// One candidate's complete result.
@@ -52,8 +52,9 @@ pub struct Running {
 pub fn submit(state: &AppState, requests: Vec<Request>, permit: OwnedSemaphorePermit) -> Result<Running, ApiError> {
     let (tx, rx) = unbounded_channel();
     let candidates = requests.len();
+    tracing::debug!(candidates, "submitted");
     for (i, req) in requests.into_iter().enumerate() {
-        if let Err(e) = state.engine.submit(req, Box::new(ChannelSink::new(i, tx.clone()))) {
+        if let Err(e) = state.backend.submit(req, Box::new(ChannelSink::new(i, tx.clone()))) {
             return Err(e.into());
         }
     }
@@ -78,7 +79,7 @@ pub async fn collect(
     state: &AppState,
     mut running: Running,
     tracker: &mut Tracker,
-) -> Result<(Vec<Candidate>, Timings), ApiError> {
+) -> Result<(Vec<Candidate>, RequestTimings), ApiError> {
     let n = running.candidates;
     let mut tokens = vec![Vec::new(); n];
     let mut prompt = vec![Vec::new(); n];

@@ -3,7 +3,7 @@
 use hyper::header::HeaderValue;
 use hyper::HeaderMap;
 
-use super::metrics::Timings;
+use super::metrics::RequestTimings;
 
 /// The headers every generation response starts with (streams get only these).
 pub fn start(h: &mut HeaderMap, compute_type: &str, characters: usize) {
@@ -15,7 +15,7 @@ pub fn start(h: &mut HeaderMap, compute_type: &str, characters: usize) {
 
 /// The timing headers of a finished request, as TGI writes them (milliseconds, except
 /// `x-compute-time` in seconds).
-pub fn timings(h: &mut HeaderMap, t: &Timings, prompt_tokens: usize, generated_tokens: usize) {
+pub fn timings(h: &mut HeaderMap, t: &RequestTimings, prompt_tokens: usize, generated_tokens: usize) {
     let ms = |d: std::time::Duration| HeaderValue::from(d.as_millis() as u64);
     h.insert("x-compute-time", HeaderValue::from_str(&t.total.as_secs_f64().to_string()).expect("a number"));
     h.insert("x-total-time", ms(t.total));

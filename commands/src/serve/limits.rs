@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use super::engine::Lexicon;
+use super::backend::Lexicon;
 use super::error::ValidationError;
 
 /// Budgets a request must fit in.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
+pub struct RequestLimits {
     /// Requests in flight at once; more get 429.
     pub max_concurrent_requests: usize,
     /// Most `best_of` candidates.
@@ -40,7 +40,7 @@ pub struct Budget {
     pub max_new_tokens: usize,
 }
 
-impl Limits {
+impl RequestLimits {
     /// Checks `truncate` (before tokenizing, as TGI does).
     pub fn check_truncate(&self, truncate: Option<usize>) -> Result<(), ValidationError> {
         match truncate {
@@ -107,8 +107,8 @@ pub(crate) mod tests {
     use super::*;
 
     /// Limits for tests: 16 total tokens, 12 input.
-    pub(crate) fn small() -> Limits {
-        Limits {
+    pub(crate) fn small() -> RequestLimits {
+        RequestLimits {
             max_concurrent_requests: 4,
             max_best_of: 2,
             max_stop_sequences: 2,

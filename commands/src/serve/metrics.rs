@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tgi_engines::scheduler::{Histogram, Stats};
 
 use super::error::ApiError;
-use super::limits::Limits;
+use super::limits::RequestLimits;
 
 /// TGI's duration buckets: 35 bounds growing by 1.5 from 0.00015 s.
 fn duration_buckets() -> Histogram {
@@ -46,7 +46,7 @@ struct Requests {
 
 /// Where one request's time went, for the `x-*-time` headers.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Timings {
+pub struct RequestTimings {
     /// From arrival to the end.
     pub total: Duration,
     /// From arrival to submission (parsing, templating, tokenizing).
@@ -61,7 +61,7 @@ pub struct Timings {
 
 impl Metrics {
     /// Empty metrics with TGI's buckets for these limits.
-    pub fn new(limits: &Limits) -> Self {
+    pub fn new(limits: &RequestLimits) -> Self {
         Metrics {
             inner: Mutex::new(Requests {
                 count: 0,
@@ -86,7 +86,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of the request metrics and the engine's `stats`.
-    pub fn render(&self, stats: &Stats, limits: &Limits) -> String {
+    pub fn render(&self, stats: &Stats, limits: &RequestLimits) -> String {
         let mut out = Exposition::default();
         self.with(|r| {
             out.counter("tgi_request_count", "Total number of requests", &[], r.count as f64);
@@ -297,7 +297,7 @@ impl Tracker {
     }
 
     /// The request succeeded: records its timings and returns them.
-    pub fn succeed(&mut self, queue: Duration, inference: Duration, generated: usize) -> Timings {
+    pub fn succeed(&mut self, queue: Duration, inference: Duration, generated: usize) -> RequestTimings {
         self.done = true;
         let total = self.start.elapsed();
         let validation = self.queued.map_or(total, |q| q - self.start);
@@ -311,7 +311,7 @@ impl Tracker {
             r.time_per_token.observe(per_token.as_secs_f64());
             r.generated_tokens.observe(generated as f64);
         });
-        Timings { total, validation, queue, inference, per_token }
+        RequestTimings { total, validation, queue, inference, per_token }
     }
 
     /// The request failed with `err`.

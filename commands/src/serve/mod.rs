@@ -1,24 +1,31 @@
 //! `tgi serve`: TGI's and OpenAI's HTTP APIs (hyper on tokio) over the continuous-batching engine.
 //!
 //! A request is parsed into its route's raw type, validated into engine [`Request`]s
-//! (`tgi_engines::scheduler::Request`), submitted through the [`engine::Engine`] trait with a
+//! (`tgi_engines::scheduler::Request`), submitted through the [`backend::Backend`] trait with a
 //! channel sink, and answered at once or streamed as server-sent events. Dropping a response (the
 //! client went away) closes the channel, which cancels the request inside the engine.
+//!
+//! The flags, environment, `--config` file and `--profile` are resolved once into
+//! [`ServeSettings`] before [`run`] starts; every request carries an id (`x-request-id`) in its log
+//! span.
 
 mod args;
+mod backend;
 mod body;
 mod budget;
 mod config;
-mod engine;
 mod error;
 mod generation;
 mod headers;
 mod limits;
+mod log;
 mod metrics;
 mod openai;
+mod request_id;
 mod router;
 mod run;
 mod server;
+mod settings;
 mod state;
 mod stream;
 #[cfg(test)]
@@ -26,4 +33,6 @@ mod tests;
 mod tgi;
 
 pub use args::ServeArgs;
+pub use log::LogFormat;
 pub use run::run;
+pub use settings::ServeSettings;

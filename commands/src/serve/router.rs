@@ -3,17 +3,19 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, AUTHORIZATION, CONTENT_LENGTH, ORIGIN, VARY};
 use hyper::{HeaderMap, Method, Request, StatusCode};
 use tgi_engines::sampling::SamplingParams;
 use tgi_engines::scheduler::{Event, Request as EngineRequest};
+use tracing::Instrument;
 
-use super::body::{self, HttpResponse};
-use super::engine::ChannelSink;
+use super::backend::ChannelSink;
+use super::body::{self, HttpResponse, ResponseBody};
 use super::error::ApiError;
+use super::request_id::{RequestId, X_REQUEST_ID};
 use super::state::AppState;
 use super::{openai, tgi};
 
@@ -85,13 +87,32 @@ pub const ROUTES: &[Route] = &[
     Route { method: "GET", path: "/api-doc/openapi.json", handler: Handler::OpenApi },
 ];
 
-/// Serves one HTTP request; never fails (errors become JSON responses).
+/// Serves one HTTP request; never fails (errors become JSON responses). The request gets an id
+/// (the client's `x-request-id` or a fresh one), returned in `x-request-id`, and a `request` span
+/// carrying it that lasts until the response's end (a stream's task runs inside it too).
 pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Result<HttpResponse, Infallible> {
+    let id = RequestId::of(req.headers());
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
+    let echo = id.header_value();
+    let mut response = id.scope(respond(state, req)).instrument(span).await;
+    response.headers_mut().insert(X_REQUEST_ID, echo);
+    Ok(response)
+}
+
+/// The response to `req`, logged.
+async fn respond(state: Arc<AppState>, req: Request<Incoming>) -> HttpResponse {
+    let start = Instant::now();
     let path = req.uri().path().to_owned();
     let origin = req.headers().get(ORIGIN).cloned();
     let mut response = match route(&state, req).await {
         Ok(r) => r,
         Err(e) => {
+            let status = e.class().status.as_u16();
+            if status >= 500 {
+                tracing::warn!(status, error = %e, "request failed");
+            } else {
+                tracing::info!(status, error = %e, "request refused");
+            }
             let body = if path.starts_with("/v1/") { e.openai_body() } else { e.tgi_body() };
             let mut r = body::json(e.class().status, &body);
             if let ApiError::MethodNotAllowed { .. } = e {
@@ -101,7 +122,9 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Result<Http
         }
     };
     cors(&state, origin, &mut response);
-    Ok(response)
+    let streamed = matches!(response.body(), ResponseBody::Stream(_));
+    tracing::info!(status = response.status().as_u16(), streamed, ms = start.elapsed().as_millis() as u64, "response");
+    response
 }
 
 /// The methods `path` answers to, for `Allow`.
@@ -138,7 +161,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Result<HttpResp
         Handler::Tokenize => tgi::tokenize(state, &raw),
         Handler::Info => Ok(tgi::info(state)),
         Handler::Metrics => {
-            let text = state.metrics.render(&state.engine.stats(), &state.limits);
+            let text = state.metrics.render(&state.backend.stats(), &state.limits);
             Ok(body::response(StatusCode::OK, "text/plain; version=0.0.4", text))
         }
         Handler::Chat => openai::chat(state, &raw).await,
@@ -166,9 +189,10 @@ async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
         ignore_eos: true,
         prompt_logprobs: false,
         cache_salt: 0,
+        request_id: RequestId::current(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    state.engine.submit(req, Box::new(ChannelSink::new(0, tx))).map_err(|_| ApiError::Unhealthy)?;
+    state.backend.submit(req, Box::new(ChannelSink::new(0, tx))).map_err(|_| ApiError::Unhealthy)?;
     let ok = tokio::time::timeout(HEALTH_TIMEOUT, async {
         while let Some((_, ev)) = rx.recv().await {
             match ev {
@@ -223,7 +247,7 @@ fn cors(state: &AppState, origin: Option<HeaderValue>, r: &mut HttpResponse) {
         "access-control-expose-headers",
         HeaderValue::from_static(
             "x-compute-type, x-compute-time, x-compute-characters, x-total-time, x-validation-time, x-queue-time, \
-             x-inference-time, x-time-per-token, x-prompt-tokens, x-generated-tokens",
+             x-inference-time, x-time-per-token, x-prompt-tokens, x-generated-tokens, x-request-id",
         ),
     );
 }

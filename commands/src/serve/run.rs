@@ -1,62 +1,58 @@
-//! `tgi serve` from start to exit: settings, model, sizes, scheduler, then serving until SIGTERM or
+//! `tgi serve` from start to exit: logs, model, sizes, scheduler, then serving until SIGTERM or
 //! SIGINT, after which requests in flight get `--shutdown-timeout` to finish.
 
-use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use tgi_engines::model::LoadedModel;
 use tgi_engines::scheduler::{Scheduler, SchedulerConfig};
 use tokio::net::TcpListener;
 
-use super::args::ServeArgs;
-use super::budget::{self, Machine, Sizes};
-use super::config;
+use super::budget::{self, Sizes, SizingInputs};
+use super::log;
 use super::server::{self, Stopped};
-use super::state::{Access, AppState, ServedModel};
+use super::settings::ServeSettings;
+use super::state::{AppState, ServedModel};
 use crate::error::InputError;
 
-/// Runs `tgi serve`.
-pub fn run(args: ServeArgs) -> Result<()> {
-    let args = if args.config.is_some() || args.profile.is_some() {
-        config::resolve(std::env::args_os().collect())?
-    } else {
-        args
-    };
-    let speculation = args.speculation()?;
-    let mut loaded = args.model.load()?;
-    args.chat_template.apply(&mut loaded)?;
+/// Runs `tgi serve` with its resolved settings; `rust_log` is the `RUST_LOG` log filter, when set.
+pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
+    log::init(settings.log_format, rust_log)?;
+    for note in &settings.notes {
+        tracing::info!("{note}");
+    }
+    let mut loaded = settings.model.load()?;
+    settings.chat_template.apply(&mut loaded)?;
     let c = loaded.model.config();
-    let machine = Machine {
+    let inputs = SizingInputs {
         context: c.context,
         kv_bytes_per_token: kv_bytes_per_token(&loaded),
         mem_available: budget::mem_available(),
         default_max_batch_size: SchedulerConfig::default().max_batch_size,
     };
-    let sizes = budget::size(&args, &machine)?;
+    let sizes = budget::size(&settings, &inputs)?;
     let model = Arc::new(loaded);
     let cfg = SchedulerConfig {
         max_batch_size: sizes.max_batch_size,
         max_batch_total_tokens: sizes.limits.max_batch_total_tokens,
-        max_batch_prefill_tokens: args.max_batch_prefill_tokens,
-        max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
-        waiting_served_ratio: args.waiting_served_ratio,
-        max_waiting_tokens: args.max_waiting_tokens,
-        prefix_caching: !args.no_prefix_caching,
-        speculation,
+        max_batch_prefill_tokens: settings.max_batch_prefill_tokens,
+        max_prefill_tokens_per_step: settings.max_prefill_tokens_per_step,
+        waiting_served_ratio: settings.waiting_served_ratio,
+        max_waiting_tokens: settings.max_waiting_tokens,
+        prefix_caching: settings.prefix_caching,
+        speculation: settings.speculation.clone(),
     };
     let handle = Scheduler::start(model.clone(), cfg.clone()).context("cannot start the scheduler")?;
-    let access = Access { api_key: args.api_key.clone(), cors_allow_origin: args.cors_allow_origin.clone() };
     let served = ServedModel {
-        id: args.model.model.clone().unwrap_or_else(|| "stories260k".into()),
-        compute_type: args.model.device.to_string(),
+        id: settings.model.model.clone().unwrap_or_else(|| "stories260k".into()),
+        compute_type: settings.model.device.to_string(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         speculate: cfg.speculation.as_ref().map(|s| s.depth),
     };
-    let summary = summary(&served, &sizes, &cfg, machine.kv_bytes_per_token);
-    let state = Arc::new(AppState::new(Arc::new(handle), model, sizes.limits, access, served));
-    let grace = Duration::from_secs_f64(args.shutdown_timeout);
+    let summary = summary(&served, &sizes, &cfg, inputs.kv_bytes_per_token);
+    let state = Arc::new(AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served));
+    let grace = settings.shutdown_timeout;
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -65,17 +61,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .build()
         .context("cannot start the HTTP runtime")?;
     rt.block_on(async move {
-        let (host, port) = (args.hostname.as_str(), args.port);
+        let (host, port) = (settings.hostname.as_str(), settings.port);
         let listener = TcpListener::bind((host, port))
             .await
             .map_err(|e| InputError(format!("cannot listen on {host}:{port}: {e}")))?;
         let addr = listener.local_addr()?;
-        eprintln!("{summary}");
-        eprintln!("listening on http://{addr}");
+        tracing::info!("{summary}");
+        tracing::info!("listening on http://{addr}");
         match server::serve(listener, state, server::signal(), grace).await {
-            Stopped::Drained => eprintln!("stopped"),
+            Stopped::Drained => tracing::info!("stopped"),
             Stopped::GraceExpired => {
-                eprintln!("stopped after {} s with requests still in flight", grace.as_secs_f64())
+                tracing::warn!("stopped after {} s with requests still in flight", grace.as_secs_f64())
             }
         }
         Ok(())

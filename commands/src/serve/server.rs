@@ -40,7 +40,7 @@ pub async fn serve(
                     Ok((stream, _)) => stream,
                     Err(e) => {
                         // Out of file descriptors and the like: wait instead of spinning.
-                        eprintln!("accept failed: {e}");
+                        tracing::warn!(error = %e, "accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }

@@ -7,19 +7,19 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::engine::{Engine, Lexicon};
+use super::backend::{Backend, Lexicon};
 use super::error::ApiError;
-use super::limits::Limits;
+use super::limits::RequestLimits;
 use super::metrics::Metrics;
 
 /// The server's shared state.
 pub struct AppState {
     /// Runs requests.
-    pub engine: Arc<dyn Engine>,
+    pub backend: Arc<dyn Backend>,
     /// Tokenizer and chat template.
     pub lexicon: Arc<dyn Lexicon>,
     /// Per-request budgets.
-    pub limits: Limits,
+    pub limits: RequestLimits,
     /// Request metrics.
     pub metrics: Arc<Metrics>,
     /// One permit per request in flight (`--max-concurrent-requests`).
@@ -57,14 +57,14 @@ pub struct ServedModel {
 impl AppState {
     /// Builds the state; `limits.max_concurrent_requests` permits.
     pub fn new(
-        engine: Arc<dyn Engine>,
+        backend: Arc<dyn Backend>,
         lexicon: Arc<dyn Lexicon>,
-        limits: Limits,
+        limits: RequestLimits,
         access: Access,
         model: ServedModel,
     ) -> Self {
         AppState {
-            engine,
+            backend,
             lexicon,
             metrics: Arc::new(Metrics::new(&limits)),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tgi_engines::scheduler::{Event, Finished, TokenEvent};
 use tokio::sync::mpsc::Sender;
+use tracing::Instrument;
 
 use super::error::ApiError;
 use super::generation::{fail, Running};
@@ -38,7 +39,7 @@ pub fn event(payload: &str) -> Bytes {
     Bytes::from(format!("data: {payload}\n\n"))
 }
 
-/// Streams `running`'s events to `tx` in a task of its own.
+/// Streams `running`'s events to `tx` in a task of its own, inside the request's span.
 pub fn spawn(
     state: std::sync::Arc<AppState>,
     running: Running,
@@ -46,7 +47,7 @@ pub fn spawn(
     format: impl StreamFormat,
     tx: Sender<Bytes>,
 ) {
-    tokio::spawn(drive(state, running, tracker, format, tx));
+    tokio::spawn(drive(state, running, tracker, format, tx).in_current_span());
 }
 
 /// Sends `payloads`; false once the client is gone.
@@ -74,7 +75,10 @@ async fn drive(
     loop {
         let next = tokio::select! {
             biased;
-            _ = tx.closed() => return,
+            _ = tx.closed() => {
+                tracing::info!("stream closed by the client");
+                return;
+            }
             next = running.next() => next,
             _ = keep_alive.tick() => {
                 if tx.send(Bytes::from_static(b":\n\n")).await.is_err() {
@@ -114,6 +118,7 @@ async fn drive(
             state.healthy.store(true, Ordering::Relaxed);
             tracker.succeed(queue.unwrap_or_default(), inference, generated);
             send_all(&tx, format.end()).await;
+            tracing::info!(generated_tokens = generated, "stream finished");
             return;
         }
     }
@@ -128,5 +133,6 @@ async fn report(
     err: ApiError,
 ) {
     let err = fail(state, tracker, err);
+    tracing::warn!(error = %err, "stream failed");
     let _ = tx.send(event(&format.error(&err))).await;
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::bench::args::Slo;
+use crate::profile::Slo;
 
 /// How tune works, for `--help`.
 const ABOUT: &str = "\

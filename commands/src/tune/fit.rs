@@ -6,16 +6,16 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::args::TuneArgs;
-use super::profile::{DeviceKind, Machine, Profile, Workload};
 use super::space::{parse_list, Config, Param, Space, Value};
 use crate::bench::spawn::LocalServer;
 use crate::error::InputError;
+use crate::profile::{DeviceKind, LocalMachine, Profile, Workload};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The limits tune enforces on this machine.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limits {
+pub struct SweepLimits {
     /// Most threads: the profile's, within this machine's cores.
     pub threads: usize,
     /// This machine's cores (serve's default thread count).
@@ -24,7 +24,7 @@ pub struct Limits {
     pub kv_tokens: Option<usize>,
 }
 
-impl Limits {
+impl SweepLimits {
     /// Applies the limits to a swept value (`default` threads become the profile's when that is fewer).
     fn clamp(&self, p: Param, v: Value) -> Value {
         let cap = match p {
@@ -76,7 +76,7 @@ pub fn check_lists(args: &TuneArgs) -> Result<(), InputError> {
 }
 
 /// The space to sweep: the parameters given on the command line, else the default set; within `limits`.
-pub fn space(args: &TuneArgs, limits: &Limits, w: &Workload) -> Result<Space, InputError> {
+pub fn space(args: &TuneArgs, limits: &SweepLimits, w: &Workload) -> Result<Space, InputError> {
     let given = given(args);
     let lists: Vec<(Param, String)> = if given.iter().any(|(_, v)| v.is_some()) {
         given.iter().filter_map(|(p, v)| v.as_ref().map(|v| (*p, v.clone()))).collect()
@@ -109,9 +109,15 @@ pub fn space(args: &TuneArgs, limits: &Limits, w: &Workload) -> Result<Space, In
 
 /// The limits for `profile` on `machine`; probes the model's KV bytes per token (a short `tgi serve`
 /// start) when the profile has less memory than this machine.
-pub fn limits(profile: &Profile, m: &Machine, source: &str, wait: Duration, notes: &mut Vec<String>) -> Result<Limits> {
+pub fn limits(
+    profile: &Profile,
+    m: &LocalMachine,
+    source: &str,
+    wait: Duration,
+    notes: &mut Vec<String>,
+) -> Result<SweepLimits> {
     let threads = profile.threads.min(m.cores);
-    let mut limits = Limits { threads, cores: m.cores, kv_tokens: None };
+    let mut limits = SweepLimits { threads, cores: m.cores, kv_tokens: None };
     if profile.threads > m.cores {
         notes
             .push(format!("threads clamped to this machine's {} cores (the profile has {})", m.cores, profile.threads));
@@ -180,7 +186,7 @@ fn weights_bytes(source: &str) -> f64 {
 }
 
 /// What the numbers mean here: measured on this machine, and what does not transfer to the profile's.
-pub fn transfer_notes(profile: &Profile, m: &Machine) -> Vec<String> {
+pub fn transfer_notes(profile: &Profile, m: &LocalMachine) -> Vec<String> {
     let mut notes = vec![format!(
         "measured here ({} cores, {:.1} GiB, CPU): latency, throughput, goodput against the profile's SLOs, peak RSS",
         m.cores, m.memory_gib
@@ -222,24 +228,24 @@ mod tests {
 
     #[test]
     fn clamps_and_defaults() {
-        let l = Limits { threads: 2, cores: 4, kv_tokens: Some(1000) };
+        let l = SweepLimits { threads: 2, cores: 4, kv_tokens: Some(1000) };
         let b = l.baseline();
         assert_eq!(b.to_string(), "threads=2 max_batch_total_tokens=1000");
         let s = space(&args(&["--threads", "1,2,8,default", "--max-batch-total-tokens", "48,5000"]), &l, &W).unwrap();
         assert_eq!(s.0.len(), 2, "only the parameters given");
         assert_eq!(s.0[0].1, [Value::Set("1".into()), Value::Set("2".into())]);
         assert_eq!(s.0[1].1, [Value::Set("48".into()), Value::Set("1000".into())]);
-        let s = space(&args(&[]), &Limits { threads: 4, cores: 4, kv_tokens: None }, &W).unwrap();
+        let s = space(&args(&[]), &SweepLimits { threads: 4, cores: 4, kv_tokens: None }, &W).unwrap();
         assert_eq!(s.0.len(), 7);
         assert_eq!(s.0[0].1, [Value::Set("1".into()), Value::Set("2".into()), Value::Set("4".into())]);
         assert_eq!(s.0[3].1, [Value::Default, Value::Set("48".into()), Value::Set("192".into())]);
-        assert_eq!(Limits { threads: 4, cores: 4, kv_tokens: None }.baseline(), Config::default());
+        assert_eq!(SweepLimits { threads: 4, cores: 4, kv_tokens: None }.baseline(), Config::default());
         assert!(space(&args(&["--speculate", "ngram:x"]), &l, &W).is_err());
     }
 
     #[test]
     fn notes_and_limits() {
-        let m = Machine { cores: 2, memory_gib: 24.0, available_gib: 20.0 };
+        let m = LocalMachine { cores: 2, memory_gib: 24.0, available_gib: 20.0 };
         let mut notes = Vec::new();
         let h100 = Profile::named("h100").unwrap();
         let l = limits(&h100, &m, "m.gguf", Duration::from_secs(1), &mut notes).unwrap();

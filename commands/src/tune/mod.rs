@@ -5,7 +5,6 @@
 pub mod args;
 pub mod fit;
 pub mod journal;
-pub mod profile;
 pub mod quant;
 pub mod rank;
 pub mod search;
@@ -21,12 +20,12 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub use args::TuneArgs;
 use journal::{Journal, TrialRecord};
-use profile::{Machine, Profile, ProfileSlo};
 use search::Strategy;
 use trial::{Setup, Trials};
 
 use crate::error::InputError;
 use crate::output::{finish_writer, AtomicFile};
+use crate::profile::{self, LocalMachine, Profile, ProfileSlo};
 
 /// Runs `tgi tune`.
 pub fn run(args: TuneArgs) -> Result<()> {
@@ -38,7 +37,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     isolate_trials();
     let spec = args.profile.as_deref().expect("clap requires --profile");
     let profile = Profile::resolve(spec)?;
-    let machine = Machine::this();
+    let machine = LocalMachine::this();
     let mut workload = profile.workload;
     workload.concurrency = args.concurrency.unwrap_or(workload.concurrency);
     workload.requests = args.requests.unwrap_or(workload.requests);
@@ -248,7 +247,7 @@ fn install(name: &str, text: &str) -> Result<()> {
 fn write_json(
     f: AtomicFile,
     profile: &Profile,
-    machine: &Machine,
+    machine: &LocalMachine,
     notes: &[String],
     records: &[TrialRecord],
     best: Option<usize>,

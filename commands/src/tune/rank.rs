@@ -8,10 +8,10 @@ use plotters::chart::SeriesLabelPosition;
 use plotters::style::RGBColor;
 
 use super::journal::TrialRecord;
-use super::profile::ProfileSlo;
-use crate::bench::plot::axis::Axis;
-use crate::bench::plot::figure::{Figure, Marker, Panel, PointLabel, Series, Style};
-use crate::bench::plot::fmt_ms;
+use crate::plot::axis::Axis;
+use crate::plot::figure::{Figure, Marker, Panel, PointLabel, Series, Style};
+use crate::plot::fmt_ms;
+use crate::profile::ProfileSlo;
 
 /// Why `r` misses the SLOs; empty when it meets them.
 pub fn misses(r: &TrialRecord, slo: &ProfileSlo) -> Vec<String> {
@@ -140,7 +140,7 @@ pub fn pareto_figure(records: &[TrialRecord], slo: &ProfileSlo, title: &str) -> 
     let front: Vec<(f64, f64)> = pareto(records).into_iter().map(point).collect();
     let x = Axis::fit(ok.iter().map(|&i| point(i).0), true, false);
     let y = Axis::fit(ok.iter().map(|&i| point(i).1).chain([slo.e2e_p99_ms]), true, true)
-        .with_headroom(crate::bench::plot::figure::legend_share(4));
+        .with_headroom(crate::plot::figure::legend_share(4));
     let mut series = vec![
         Series {
             label: Some("Pareto front".into()),
@@ -194,7 +194,7 @@ pub fn pareto_figure(records: &[TrialRecord], slo: &ProfileSlo, title: &str) -> 
 
 /// Draws the Pareto chart into `dir`.
 pub fn write_chart(records: &[TrialRecord], slo: &ProfileSlo, title: &str, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    crate::bench::plot::write_figures(&[pareto_figure(records, slo, title)], dir)
+    crate::plot::write_figures(&[pareto_figure(records, slo, title)], dir)
 }
 
 #[cfg(test)]

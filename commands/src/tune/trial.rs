@@ -9,14 +9,14 @@ use clap::Parser;
 use indicatif::ProgressBar;
 
 use super::journal::{Journal, Metrics, Percentiles, TrialRecord};
-use super::profile::{ProfileSlo, Workload};
 use super::quant;
 use super::search::{mad, median, Measured, Objective};
 use super::space::Config;
 use crate::bench::args::BenchArgs;
-use crate::bench::report::{Distribution, Summary};
+use crate::bench::report::{Distribution, RunSummary};
 use crate::bench::runner;
 use crate::bench::spawn::LocalServer;
+use crate::profile::{ProfileSlo, Workload};
 
 /// What every trial shares.
 #[derive(Debug, Clone)]
@@ -148,7 +148,7 @@ fn bench_args(s: &Setup, url: &str, repeat: usize) -> Result<BenchArgs> {
 }
 
 /// The figures tune keeps of a level's summary.
-fn metrics(s: &Summary) -> Metrics {
+fn metrics(s: &RunSummary) -> Metrics {
     let p = |d: &Distribution| Percentiles { p50: d.p50, p90: d.p90, p99: d.p99 };
     Metrics {
         ttft_ms: p(&s.ttft_ms),

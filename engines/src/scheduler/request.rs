@@ -24,6 +24,9 @@ pub struct Request {
     /// Prefix-cache namespace: only requests with the same salt share cached blocks (e.g. a hash
     /// of the API key); 0 when keys are not in use.
     pub cache_salt: u64,
+    /// The id of the HTTP request this came from (`x-request-id`), for log lines; shared by the
+    /// candidates of one HTTP request, empty when there is none (e.g. `tgi generate`).
+    pub request_id: String,
 }
 
 /// One generated token, as streamed.

@@ -2,7 +2,7 @@
 
 use super::config::SchedulerConfig;
 use super::plan::StepKind;
-use crate::generate::BLOCK_SIZE;
+use crate::kv::BLOCK_SIZE;
 
 /// A cumulative histogram with fixed upper bounds (Prometheus semantics: `counts[i]` counts
 /// observations `<= bounds[i]`, non-cumulatively stored; the last, implicit bucket is +Inf).

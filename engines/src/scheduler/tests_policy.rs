@@ -11,7 +11,7 @@ use super::engine::{Engine, Submission};
 use super::plan::{StepKind, StepPlan, Work};
 use super::tests::{check, model, request, sink};
 use super::*;
-use crate::generate::BLOCK_SIZE;
+use crate::kv::BLOCK_SIZE;
 use crate::model::LoadedModel;
 
 /// An engine on the test's thread, the requests submitted to it and every event each received.

@@ -11,8 +11,8 @@ use super::common::{token_logprob, usage, Checked, Meta};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
+use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, event_stream, HttpResponse};
-use crate::serve::engine::Lexicon;
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::{collect, fail, submit};
 use crate::serve::headers;

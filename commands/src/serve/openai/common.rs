@@ -8,10 +8,11 @@ use tgi_engines::sampling::{SamplingError, SamplingParams};
 use tgi_engines::scheduler::{Request, TokenEvent};
 
 use super::types::{Sampling, TokenLogprob, TopLogprob, Usage};
-use crate::serve::engine::Lexicon;
+use crate::serve::backend::Lexicon;
 use crate::serve::error::ValidationError;
 use crate::serve::generation::Candidate;
-use crate::serve::limits::{Budget, Limits};
+use crate::serve::limits::{Budget, RequestLimits};
+use crate::serve::request_id::RequestId;
 use crate::serve::state::AppState;
 
 /// The fields every OpenAI response repeats.
@@ -58,7 +59,7 @@ pub struct Checked {
 
 impl Sampling {
     /// Checks the fields against `limits`; `top` alternatives per token when `logprobs`.
-    pub fn check(&self, limits: &Limits, logprobs: bool, top: usize) -> Result<Checked, ValidationError> {
+    pub fn check(&self, limits: &RequestLimits, logprobs: bool, top: usize) -> Result<Checked, ValidationError> {
         if self.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
             return Err(ValidationError::Unsupported("logit_bias"));
         }
@@ -107,6 +108,8 @@ impl Checked {
         prompt_logprobs: bool,
     ) -> Vec<Request> {
         let salt = state.access.cache_salt();
+        let id = RequestId::current();
+        let id = &id;
         prompts
             .iter()
             .flat_map(|b| {
@@ -121,6 +124,7 @@ impl Checked {
                     ignore_eos: self.ignore_eos,
                     prompt_logprobs,
                     cache_salt: salt,
+                    request_id: id.clone(),
                 })
             })
             .collect()

@@ -9,8 +9,8 @@ use tgi_engines::scheduler::{Finished, TokenEvent};
 
 use super::common::{best, usage, Checked, Meta};
 use super::types::{Completion, CompletionChoice, CompletionLogprobs, CompletionRequest, Prompt, Usage};
+use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, event_stream, HttpResponse};
-use crate::serve::engine::Lexicon;
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::{collect, fail, submit, Candidate};
 use crate::serve::headers;

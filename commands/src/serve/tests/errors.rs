@@ -121,8 +121,10 @@ fn api_key_guards_generation_routes() {
 
 #[test]
 fn overload_is_429_at_once() {
-    let s =
-        TestServer::with(crate::serve::limits::Limits { max_concurrent_requests: 1, ..limits() }, Access::default());
+    let s = TestServer::with(
+        crate::serve::limits::RequestLimits { max_concurrent_requests: 1, ..limits() },
+        Access::default(),
+    );
     let slow = serde_json::to_vec(&json!({"inputs": "slow", "parameters": {"max_new_tokens": 20}})).unwrap();
     let _held = super::client::send(s.addr, "POST", "/generate_stream", &[], &slow);
     std::thread::sleep(std::time::Duration::from_millis(100));

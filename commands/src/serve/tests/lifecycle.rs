@@ -36,7 +36,7 @@ fn dropping_a_waiting_request_cancels_it_in_the_engine() {
 
 #[test]
 fn request_timeout_cancels_and_reports() {
-    let l = crate::serve::limits::Limits { request_timeout: Some(Duration::from_millis(150)), ..limits() };
+    let l = crate::serve::limits::RequestLimits { request_timeout: Some(Duration::from_millis(150)), ..limits() };
     let s = TestServer::with(l, Access::default());
     let started = Instant::now();
     let r = post(s.addr, "/generate", &json!({"inputs": "slow", "parameters": {"max_new_tokens": 80}}));

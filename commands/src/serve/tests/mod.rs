@@ -6,6 +6,7 @@ mod errors;
 mod lifecycle;
 mod openai;
 mod openapi;
+mod request_id;
 mod tgi;
 
 use std::net::SocketAddr;
@@ -19,8 +20,8 @@ use tgi_engines::scheduler::{Event, EventSink, Finished, Histogram, Request, Sta
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 
-use super::engine::{Engine, Lexicon};
-use super::limits::Limits;
+use super::backend::{Backend, Lexicon};
+use super::limits::RequestLimits;
 use super::server::{serve, Stopped};
 use super::state::{Access, AppState, ServedModel};
 
@@ -63,7 +64,7 @@ fn lexicon() -> Arc<TestLexicon> {
 /// `max_new_tokens` honoured), one thread per request. Prompts containing `slow` repeat the script
 /// without end, wait 20 ms per token and notice cancellation; prompts containing `fail` fail after
 /// one token.
-struct MockEngine {
+struct MockBackend {
     lexicon: Arc<TestLexicon>,
     /// Every request submitted.
     submitted: Mutex<Vec<Request>>,
@@ -71,7 +72,7 @@ struct MockEngine {
     cancelled: Arc<AtomicU64>,
 }
 
-impl Engine for MockEngine {
+impl Backend for MockBackend {
     fn submit(&self, req: Request, sink: Box<dyn EventSink>) -> Result<(), SubmitError> {
         self.submitted.lock().unwrap().push(req.clone());
         let (lex, cancelled) = (self.lexicon.clone(), self.cancelled.clone());
@@ -172,8 +173,8 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
 }
 
 /// Limits for the tests: 512-token context like the bundled model, few requests in flight.
-fn limits() -> Limits {
-    Limits {
+fn limits() -> RequestLimits {
+    RequestLimits {
         max_concurrent_requests: 8,
         max_best_of: 2,
         max_stop_sequences: 4,
@@ -190,7 +191,7 @@ fn limits() -> Limits {
 /// A server on a loopback port over a fresh mock engine; stopped when dropped.
 struct TestServer {
     addr: SocketAddr,
-    mock: Arc<MockEngine>,
+    mock: Arc<MockBackend>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Stopped>>,
 }
@@ -202,10 +203,10 @@ impl TestServer {
     }
 
     /// A server with these limits and access rules.
-    fn with(limits: Limits, access: Access) -> Self {
+    fn with(limits: RequestLimits, access: Access) -> Self {
         let lex = lexicon();
         let mock =
-            Arc::new(MockEngine { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
+            Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
         let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1, speculate: None };
         let state = Arc::new(AppState::new(mock.clone(), lex, limits, access, model));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

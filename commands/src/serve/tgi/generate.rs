@@ -10,8 +10,8 @@ use super::types::{
     BestOfSequence, Details, GenerateRequest, GenerateResponse, PrefillToken, StreamDetails, StreamResponse, Token,
 };
 use super::validate::{validate, ValidGenerate};
+use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, event_stream, HttpResponse};
-use crate::serve::engine::Lexicon;
 use crate::serve::error::ApiError;
 use crate::serve::generation::{collect, fail, submit, Candidate};
 use crate::serve::headers;

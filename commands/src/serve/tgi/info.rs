@@ -3,8 +3,8 @@
 use hyper::StatusCode;
 
 use super::types::{GenerateRequest, Info, SimpleToken};
+use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, HttpResponse};
-use crate::serve::engine::Lexicon;
 use crate::serve::error::ApiError;
 use crate::serve::limits::tokenize as encode;
 use crate::serve::state::AppState;

@@ -6,6 +6,7 @@ use tgi_engines::scheduler::Request;
 use super::types::GenerateRequest;
 use crate::serve::error::ValidationError;
 use crate::serve::limits::tokenize;
+use crate::serve::request_id::RequestId;
 use crate::serve::state::AppState;
 
 /// A validated TGI request.
@@ -107,6 +108,7 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
         ignore_eos: false,
         prompt_logprobs: decoder_input_details,
         cache_salt: state.access.cache_salt(),
+        request_id: RequestId::current(),
     };
     Ok(ValidGenerate {
         requests: vec![request; best_of],

@@ -1,7 +1,7 @@
 //! Chart tests on synthetic reports (also used by `compare`'s tests).
 
 use super::*;
-use crate::bench::report::{Distribution, ErrorKind, RequestRecord, RunReport, Summary, Target};
+use crate::bench::report::{Distribution, ErrorKind, RequestRecord, RunReport, RunSummary, Target};
 
 /// A deterministic report of `label` at the given concurrencies: 24 requests per level, 12
 /// tokens each, latencies growing with load and scaled by `slowness`, every 7th gap a spike.
@@ -74,7 +74,7 @@ pub(crate) fn run_of(concurrency: Option<usize>, rate: Option<f64>, requests: Ve
     for e in requests.iter().filter_map(|r| r.error) {
         *errors.entry(e).or_insert(0) += 1;
     }
-    let summary = Summary {
+    let summary = RunSummary {
         requests_ok: ok.len() as u64,
         errors,
         duration_s,

@@ -1,12 +1,9 @@
-//! Charts of benchmark reports (plotters, PNG and SVG), one series per report: TTFT and ITL
-//! distributions per load level, and for sweeps latency and throughput against load and the
-//! latency-throughput knee. Text uses a bundled DejaVu Sans subset, so no system fonts are needed.
+//! Charts (plotters, PNG and SVG) that bench and tune share: figures of panels with series, their
+//! axes, and writing them to files. Text uses a bundled DejaVu Sans subset, so no system fonts are
+//! needed.
 
-pub(crate) mod axis;
-mod distribution;
-pub(crate) mod figure;
-pub mod levels;
-mod load;
+pub mod axis;
+pub mod figure;
 mod text;
 
 use std::io::Write;
@@ -18,36 +15,14 @@ use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
 use plotters::style::FontStyle;
 
 use self::figure::{Figure, FONT};
-use super::report::BenchReport;
 use crate::output::{finish_writer, AtomicFile};
 use crate::InputError;
 
-pub use self::distribution::fmt_ms;
-
 /// DejaVu Sans cut down to Latin-1 (see `plot/font/LICENSE`).
-static FONT_TTF: &[u8] = include_bytes!("plot/font/DejaVuSans-subset.ttf");
-
-/// Draws every chart of `reports` (one series per report) into `dir`; returns the files written.
-///
-/// The directory is created when missing; charts already there under the same names are
-/// replaced. Each chart is written as `NAME.png` and `NAME.svg`, each atomically. The charts
-/// against load need two or more load levels in some report and are skipped (with a note on
-/// stderr) otherwise.
-pub fn write_charts(reports: &[BenchReport], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let names: Vec<String> = reports.iter().map(|r| r.target.label.clone()).collect();
-    let kind = levels::common_kind(reports, &names)?;
-    let what = names.join(" vs ");
-    let mut figures = distribution::figures(reports, kind, &what);
-    if reports.iter().any(levels::is_sweep) {
-        figures.extend(load::figures(reports, kind, &what));
-    } else {
-        eprintln!("charts: one load level, so the charts against load are skipped (sweep --concurrency or --rate to get them)");
-    }
-    write_figures(&figures, dir)
-}
+static FONT_TTF: &[u8] = include_bytes!("font/DejaVuSans-subset.ttf");
 
 /// Draws `figures` into `dir` (created when missing) as PNG and SVG; returns the files written.
-pub(crate) fn write_figures(figures: &[Figure], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_figures(figures: &[Figure], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     register_font()?;
     if dir.exists() && !dir.is_dir() {
         return Err(InputError(format!("{}: not a directory", dir.display())).into());
@@ -107,5 +82,25 @@ fn write_atomic(
     file.commit()
 }
 
+/// Milliseconds with three significant figures or so: `4.27 ms`, `42.7 ms`, `427 ms`.
+pub fn fmt_ms(v: f64) -> String {
+    if v.abs() < 10.0 {
+        format!("{v:.2} ms")
+    } else if v.abs() < 100.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.0} ms")
+    }
+}
+
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds() {
+        assert_eq!(fmt_ms(4.271), "4.27 ms");
+        assert_eq!(fmt_ms(42.71), "42.7 ms");
+        assert_eq!(fmt_ms(427.1), "427 ms");
+    }
+}

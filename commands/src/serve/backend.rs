@@ -1,4 +1,4 @@
-//! The seam between HTTP and the engine: [`Engine`] runs validated requests, [`Lexicon`] turns text
+//! The seam between HTTP and the engine: [`Backend`] runs validated requests, [`Lexicon`] turns text
 //! into tokens and back, and [`ChannelSink`] carries a request's events to the task serving it.
 
 use tgi_engines::model::LoadedModel;
@@ -8,14 +8,14 @@ use tgi_engines::text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// What the HTTP layer needs from the engine.
-pub trait Engine: Send + Sync {
+pub trait Backend: Send + Sync {
     /// Queues a request; its events go to `sink` until it finishes or the sink closes.
     fn submit(&self, req: Request, sink: Box<dyn EventSink>) -> Result<(), SubmitError>;
     /// A snapshot of the engine's counters, for `/metrics`.
     fn stats(&self) -> Stats;
 }
 
-impl Engine for SchedulerHandle {
+impl Backend for SchedulerHandle {
     fn submit(&self, req: Request, sink: Box<dyn EventSink>) -> Result<(), SubmitError> {
         SchedulerHandle::submit(self, req, sink)
     }

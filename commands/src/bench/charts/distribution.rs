@@ -3,10 +3,11 @@
 
 use plotters::chart::SeriesLabelPosition;
 
-use super::axis::Axis;
-use super::figure::{Figure, Panel, Series, Style, PALETTE};
 use super::levels::{all_levels, run_at, LoadKind};
 use crate::bench::report::{BenchReport, Distribution, RunReport};
+use crate::plot::axis::Axis;
+use crate::plot::figure::{Figure, Panel, Series, Style, PALETTE};
+use crate::plot::fmt_ms;
 
 /// Points of a CDF line at most (larger samples are drawn at evenly spaced ranks).
 const CDF_POINTS: usize = 1000;
@@ -201,17 +202,6 @@ fn cdf_points(s: &[f64]) -> Vec<(f64, f64)> {
     (0..=CDF_POINTS).map(|k| k * (n - 1) / CDF_POINTS).map(|i| (v[i], pct(i + 1))).collect()
 }
 
-/// Milliseconds with three significant figures or so: `4.27 ms`, `42.7 ms`, `427 ms`.
-pub fn fmt_ms(v: f64) -> String {
-    if v.abs() < 10.0 {
-        format!("{v:.2} ms")
-    } else if v.abs() < 100.0 {
-        format!("{v:.1} ms")
-    } else {
-        format!("{v:.0} ms")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,7 +228,5 @@ mod tests {
         assert_eq!(pts.len(), CDF_POINTS + 1);
         assert_eq!(pts[0], (0.0, 0.02));
         assert_eq!(*pts.last().unwrap(), (4999.0, 100.0));
-        assert_eq!(fmt_ms(4.271), "4.27 ms");
-        assert_eq!(fmt_ms(427.1), "427 ms");
     }
 }

@@ -1,11 +1,17 @@
 //! Hardware profiles (`profiles/*.toml`, embedded in the binary): a target machine, the latency
-//! objectives that matter there and the workload to measure, plus `auto` (this machine).
+//! objectives that matter there and the workload to measure, plus `auto` (this machine). Shared by
+//! `tgi tune` (which sweeps for a profile), `tgi serve --profile` (which applies the result) and
+//! `tgi bench` (whose `--slo` is the per-request form of a profile's objectives).
+
+mod machine;
+mod slo;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::args::Slo;
+pub use self::machine::LocalMachine;
+pub use self::slo::{ProfileSlo, Slo};
 use crate::error::InputError;
 
 /// The profiles shipped in `profiles/`, as (file name, text).
@@ -71,34 +77,6 @@ impl DeviceKind {
     }
 }
 
-/// Latency objectives: a configuration meets them when each P99 is within its limit and no request failed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfileSlo {
-    /// Most P99 time to first token, ms.
-    pub ttft_p99_ms: f64,
-    /// Most P99 time per output token, ms.
-    pub tpot_p99_ms: f64,
-    /// Most P99 end-to-end latency, ms.
-    pub e2e_p99_ms: f64,
-}
-
-impl ProfileSlo {
-    /// The same limits as per-request objectives (for goodput).
-    pub fn per_request(&self) -> Slo {
-        Slo { ttft_ms: Some(self.ttft_p99_ms), tpot_ms: Some(self.tpot_p99_ms), e2e_ms: Some(self.e2e_p99_ms) }
-    }
-
-    /// From `--slo ttft=..,tpot=..,e2e=..`: the limits given replace these.
-    pub fn with(self, s: &Slo) -> ProfileSlo {
-        ProfileSlo {
-            ttft_p99_ms: s.ttft_ms.unwrap_or(self.ttft_p99_ms),
-            tpot_p99_ms: s.tpot_ms.unwrap_or(self.tpot_p99_ms),
-            e2e_p99_ms: s.e2e_ms.unwrap_or(self.e2e_p99_ms),
-        }
-    }
-}
-
 /// The load: synthetic prompts of a fixed length, answers of a fixed length (end-of-sequence ignored).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,7 +133,7 @@ impl Profile {
     /// `NAME` (shipped), `FILE.toml` or `auto`.
     pub fn resolve(spec: &str) -> Result<Profile, InputError> {
         if spec == "auto" {
-            return Ok(Profile::auto(&Machine::this()));
+            return Ok(Profile::auto(&LocalMachine::this()));
         }
         if spec.ends_with(".toml") || Path::new(spec).is_file() {
             let text = std::fs::read_to_string(spec).map_err(|e| InputError(format!("cannot read {spec}: {e}")))?;
@@ -168,7 +146,7 @@ impl Profile {
     }
 
     /// A profile of `m` itself: its cores and memory, the CPU, and default objectives.
-    pub fn auto(m: &Machine) -> Profile {
+    pub fn auto(m: &LocalMachine) -> Profile {
         Profile {
             name: "auto".into(),
             description: format!("this machine: {} cores, {:.1} GiB", m.cores, m.memory_gib),
@@ -190,36 +168,10 @@ impl Profile {
     }
 
     /// The serve settings the profile itself implies (before any tuning): its thread count, within this machine.
-    pub fn baseline(&self, m: &Machine) -> toml::Table {
+    pub fn baseline(&self, m: &LocalMachine) -> toml::Table {
         let mut t = toml::Table::new();
         t.insert("threads".into(), toml::Value::Integer(self.threads.min(m.cores) as i64));
         t
-    }
-}
-
-/// What this machine has.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Machine {
-    /// Cores usable by this process.
-    pub cores: usize,
-    /// Total memory, GiB.
-    pub memory_gib: f64,
-    /// Available memory, GiB.
-    pub available_gib: f64,
-}
-
-impl Machine {
-    /// Reads `available_parallelism` and `/proc/meminfo`.
-    pub fn this() -> Machine {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let kib = |key: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        let gib = |k: f64| k / (1024.0 * 1024.0);
-        Machine { cores, memory_gib: gib(kib("MemTotal:")), available_gib: gib(kib("MemAvailable:")) }
     }
 }
 
@@ -308,12 +260,12 @@ mod tests {
 
     #[test]
     fn auto_and_baseline() {
-        let m = Machine { cores: 2, memory_gib: 24.0, available_gib: 20.0 };
+        let m = LocalMachine { cores: 2, memory_gib: 24.0, available_gib: 20.0 };
         let p = Profile::auto(&m);
         assert_eq!((p.cores, p.threads, p.workload.concurrency), (2, 2, 2));
         assert!(p.check().is_ok());
         let b = Profile::named("x86-4c8g").unwrap().baseline(&m);
         assert_eq!(b["threads"].as_integer(), Some(2), "clamped to this machine's cores");
-        assert!(Machine::this().cores >= 1);
+        assert!(LocalMachine::this().cores >= 1);
     }
 }

@@ -4,16 +4,16 @@
 use plotters::chart::SeriesLabelPosition;
 use plotters::style::RGBColor;
 
-use super::axis::Axis;
-use super::figure::{legend_share, Figure, Marker, Panel, PointLabel, Series, Style, PALETTE};
 use super::levels::LoadKind;
-use crate::bench::report::{BenchReport, Distribution, RunReport, Summary};
+use crate::bench::report::{BenchReport, Distribution, RunReport, RunSummary};
+use crate::plot::axis::Axis;
+use crate::plot::figure::{legend_share, Figure, Marker, Panel, PointLabel, Series, Style, PALETTE};
 
 /// A latency measure of the summary.
 struct Latency {
     short: &'static str,
     title: &'static str,
-    of: fn(&Summary) -> &Distribution,
+    of: fn(&RunSummary) -> &Distribution,
 }
 
 const LATENCIES: [Latency; 4] = [
@@ -26,7 +26,7 @@ const LATENCIES: [Latency; 4] = [
 /// Reads one figure of a distribution.
 type PickFn = fn(&Distribution) -> f64;
 /// Reads one figure of a summary.
-type SummaryFn = fn(&Summary) -> f64;
+type SummaryFn = fn(&RunSummary) -> f64;
 
 /// Percentiles drawn against load: name, value, marker, colour when there is one report.
 const PERCENTILES: [(&str, PickFn, Marker, RGBColor); 3] = [

@@ -1,0 +1,232 @@
+//! The settings of `tgi serve`, resolved and validated once at the edge: the flags, their `TGI_*`
+//! environment variables, the `--config` file and the `--profile` layer (precedence in that order,
+//! see [`super::config`]) become one [`ServeSettings`]. The HTTP limits, the scheduler's
+//! configuration and the model's load options are derived from it; nothing after it reads the
+//! command line or the environment again.
+
+use std::ffi::OsString;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use anyhow::Result;
+use tgi_engines::speculative::SpeculationConfig;
+
+use super::args::ServeArgs;
+use super::config;
+use super::log::LogFormat;
+use super::state::Access;
+use crate::error::InputError;
+use crate::model_args::{ChatTemplateArg, ModelArgs};
+
+/// Every setting of `tgi serve`, each checked on its own (the checks that need the model's context
+/// length and the machine's memory are [`super::budget::size`]'s).
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    /// Which model to load and how (device, dtype, threads, quantization, KV cache type).
+    pub model: ModelArgs,
+    /// The chat template replacing the model's.
+    pub chat_template: ChatTemplateArg,
+    /// The address to listen on.
+    pub hostname: String,
+    /// The port to listen on.
+    pub port: u16,
+    /// API key and CORS origins.
+    pub access: Access,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// How long requests in flight get to finish after SIGTERM/SIGINT.
+    pub shutdown_timeout: Duration,
+    /// Requests in flight at once (at least 1).
+    pub max_concurrent_requests: usize,
+    /// Most `best_of` candidates (at least 1).
+    pub max_best_of: usize,
+    /// Most stop sequences per request.
+    pub max_stop_sequences: usize,
+    /// Most alternatives per token.
+    pub max_top_n_tokens: u32,
+    /// Most OpenAI `n` choices (at least 1).
+    pub max_n: usize,
+    /// Largest request body in bytes (at least 1).
+    pub payload_limit: usize,
+    /// Longest a request may take (positive), when limited.
+    pub request_timeout: Option<Duration>,
+    /// Most prompt tokens per request (at least 1), when given.
+    pub max_input_tokens: Option<usize>,
+    /// Most prompt plus generated tokens per request (at least 2), when given.
+    pub max_total_tokens: Option<usize>,
+    /// Tokens the KV cache holds, when given.
+    pub max_batch_total_tokens: Option<usize>,
+    /// Most sequences per batch (at least 1), when given.
+    pub max_batch_size: Option<usize>,
+    /// Most prompt tokens computed per step (at least 1).
+    pub max_batch_prefill_tokens: usize,
+    /// Most prompt tokens a step takes while sequences decode, when given (else derived from step times).
+    pub max_prefill_tokens_per_step: Option<usize>,
+    /// Waiting requests per running sequence that make them join the batch (finite, non-negative).
+    pub waiting_served_ratio: f32,
+    /// Steps the oldest waiting request waits at most before joining.
+    pub max_waiting_tokens: usize,
+    /// Whether requests share KV blocks of a common prompt prefix.
+    pub prefix_caching: bool,
+    /// Speculative decoding, when on (validated).
+    pub speculation: Option<SpeculationConfig>,
+    /// How the settings were resolved (the profile applied, or its baseline), for the startup log.
+    pub notes: Vec<String>,
+}
+
+impl ServeSettings {
+    /// Resolves the settings of `tgi serve`: `args` as parsed from `argv` (the whole command line,
+    /// `tgi serve ...`), with the `--config` file and the `--profile` layer filling in what the flags
+    /// and the environment left unset, then validated.
+    pub fn resolve(args: ServeArgs, argv: &[OsString]) -> Result<ServeSettings> {
+        let (args, notes) =
+            if args.config.is_some() || args.profile.is_some() { config::resolve(argv)? } else { (args, Vec::new()) };
+        Ok(ServeSettings::validate(args, notes)?)
+    }
+
+    /// Checks every setting that can be checked without the model; errors name the flag at fault.
+    pub fn validate(args: ServeArgs, notes: Vec<String>) -> Result<ServeSettings, InputError> {
+        let bad = |msg: &str| Err(InputError(msg.to_string()));
+        let positive = [
+            ("--max-concurrent-requests", args.max_concurrent_requests),
+            ("--max-best-of", args.max_best_of),
+            ("--max-n", args.max_n),
+            ("--payload-limit", args.payload_limit),
+            ("--max-batch-prefill-tokens", args.max_batch_prefill_tokens),
+            ("--max-batch-size", args.max_batch_size.unwrap_or(1)),
+            ("--max-input-tokens", args.max_input_tokens.unwrap_or(1)),
+        ];
+        if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(InputError(format!("{flag} must be at least 1")));
+        }
+        if args.max_total_tokens.is_some_and(|t| t < 2) {
+            return bad("--max-total-tokens must be at least 2");
+        }
+        let request_timeout = match args.request_timeout {
+            Some(t) if !(t.is_finite() && t > 0.0) => {
+                return bad("--request-timeout must be a positive number of seconds")
+            }
+            Some(t) => Some(Duration::from_secs_f64(t)),
+            None => None,
+        };
+        if !(args.shutdown_timeout.is_finite() && args.shutdown_timeout >= 0.0) {
+            return bad("--shutdown-timeout must be a non-negative number of seconds");
+        }
+        if !(args.waiting_served_ratio.is_finite() && args.waiting_served_ratio >= 0.0) {
+            return bad("--waiting-served-ratio must be a non-negative number");
+        }
+        let speculation = args.speculation()?;
+        Ok(ServeSettings {
+            model: args.model,
+            chat_template: args.chat_template,
+            hostname: args.hostname,
+            port: args.port,
+            access: Access { api_key: args.api_key, cors_allow_origin: args.cors_allow_origin },
+            log_format: args.log_format,
+            shutdown_timeout: Duration::from_secs_f64(args.shutdown_timeout),
+            max_concurrent_requests: args.max_concurrent_requests,
+            max_best_of: args.max_best_of,
+            max_stop_sequences: args.max_stop_sequences,
+            max_top_n_tokens: args.max_top_n_tokens,
+            max_n: args.max_n,
+            payload_limit: args.payload_limit,
+            request_timeout,
+            max_input_tokens: args.max_input_tokens,
+            max_total_tokens: args.max_total_tokens,
+            max_batch_total_tokens: args.max_batch_total_tokens,
+            max_batch_size: args.max_batch_size,
+            max_batch_prefill_tokens: args.max_batch_prefill_tokens,
+            max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
+            waiting_served_ratio: args.waiting_served_ratio,
+            max_waiting_tokens: args.max_waiting_tokens,
+            prefix_caching: !args.no_prefix_caching,
+            speculation,
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    /// `tgi serve FLAGS` parsed, as the binary's parser does.
+    pub(crate) fn args(flags: &[&str]) -> ServeArgs {
+        Wrap::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).unwrap().args
+    }
+
+    /// `tgi serve FLAGS` validated.
+    pub(crate) fn settings(flags: &[&str]) -> Result<ServeSettings, InputError> {
+        ServeSettings::validate(args(flags), Vec::new())
+    }
+
+    fn argv(flags: &[&str]) -> Vec<OsString> {
+        ["tgi", "serve"].iter().chain(flags).map(OsString::from).collect()
+    }
+
+    #[test]
+    fn defaults_and_derived_values() {
+        let s = settings(&[]).unwrap();
+        assert_eq!((s.hostname.as_str(), s.port, s.log_format), ("127.0.0.1", 3000, LogFormat::Text));
+        assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
+        assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty());
+        let s = settings(&[
+            "--no-prefix-caching",
+            "--request-timeout=2.5",
+            "--api-key=k",
+            "--cors-allow-origin=http://a,http://b",
+            "--speculate=3",
+            "--log-format=json",
+        ])
+        .unwrap();
+        assert!(!s.prefix_caching);
+        assert_eq!(s.request_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(s.access.api_key.as_deref(), Some("k"));
+        assert_eq!(s.access.cors_allow_origin, ["http://a", "http://b"]);
+        assert_eq!(s.speculation.map(|c| c.depth), Some(3));
+        assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn refuses_bad_values_naming_the_flag() {
+        let err = |flags: &[&str]| settings(flags).unwrap_err().0;
+        for flag in ["--max-concurrent-requests", "--max-best-of", "--max-n", "--payload-limit", "--max-batch-size"] {
+            assert!(err(&[flag, "0"]).contains(&format!("{flag} must be at least 1")), "{flag}");
+        }
+        assert!(err(&["--max-batch-prefill-tokens", "0"]).contains("--max-batch-prefill-tokens"));
+        assert!(err(&["--max-input-tokens", "0"]).contains("--max-input-tokens"));
+        assert!(err(&["--max-total-tokens", "1"]).contains("--max-total-tokens must be at least 2"));
+        assert!(err(&["--request-timeout", "0"]).contains("--request-timeout"));
+        assert!(err(&["--request-timeout", "inf"]).contains("--request-timeout"));
+        assert!(err(&["--shutdown-timeout=-1"]).contains("--shutdown-timeout"));
+        assert!(err(&["--waiting-served-ratio=-0.5"]).contains("--waiting-served-ratio"));
+        assert!(err(&["--speculate=2", "--ngram-min=4"]).contains("--speculate"));
+    }
+
+    #[test]
+    fn resolve_layers_the_config_file_under_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("serve.toml");
+        std::fs::write(&file, "port = 4000\nmax_best_of = 3\nlog_format = \"json\"\nno_prefix_caching = true\n")
+            .unwrap();
+        let flags = ["--config", file.to_str().unwrap(), "--max-best-of", "5"];
+        let s = ServeSettings::resolve(args(&flags), &argv(&flags)).unwrap();
+        assert_eq!((s.port, s.max_best_of, s.log_format, s.prefix_caching), (4000, 5, LogFormat::Json, false));
+        // Without --config or --profile the parsed flags are the settings.
+        let s = ServeSettings::resolve(args(&["--port", "5"]), &[]).unwrap();
+        assert_eq!(s.port, 5);
+        // The file's values are validated like flags.
+        std::fs::write(&file, "max_n = 0\n").unwrap();
+        let e = ServeSettings::resolve(args(&flags[..2]), &argv(&flags[..2])).unwrap_err().to_string();
+        assert!(e.contains("--max-n must be at least 1"), "{e}");
+    }
+}
