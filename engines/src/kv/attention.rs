@@ -252,40 +252,61 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
         len += group * (pos + 1 - lo);
         s.queries.extend(qd[row * heads * hd + t.g * gw..][..gw].iter().map(|&x| R::round(x)));
     }
-    s.scores.clear();
-    s.scores.resize(len, 0.0);
-    s.row.resize(hd, 0.0);
-    let (first, last) = (s.spans[0].0, base + t.rows.len() - 1);
-    for p in first..=last {
-        kc.read(t.seq.table.slot(p) * width + t.g * hd, &mut s.row);
-        for (j, &(lo, pos, at)) in s.spans.iter().enumerate().filter(|(_, &(lo, pos, _))| lo <= p && p <= pos) {
-            let n = pos + 1 - lo;
-            for (i, q) in s.queries[j * gw..][..gw].chunks_exact(hd).enumerate() {
-                s.scores[at + i * n + p - lo] = dot(q, &s.row) * plan.scale;
+    let Scratch { spans, scores, queries, row: buf, inv } = s;
+    scores.clear();
+    scores.resize(len, 0.0);
+    let (first, last) = (spans[0].0, base + t.rows.len() - 1);
+    // Cached rows a block's run at a time; row j takes the positions of the run it sees, in order.
+    let visible = |(lo, pos, _): (usize, usize, usize), p0: usize, n: usize| (p0.max(lo), (p0 + n).min(pos + 1));
+    for (p0, slot, n) in t.seq.table.runs(first..last + 1) {
+        buf.resize(n * hd, 0.0);
+        for (k, r) in buf.chunks_exact_mut(hd).enumerate() {
+            kc.read((slot + k) * width + t.g * hd, r);
+        }
+        for (j, &span) in spans.iter().enumerate() {
+            let ((a, b), (lo, pos, at)) = (visible(span, p0, n), span);
+            if a >= b {
+                continue;
+            }
+            let (n, keys) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
+            for (i, q) in queries[j * gw..][..gw].chunks_exact(hd).enumerate() {
+                for (x, k) in scores[at + i * n + a - lo..at + i * n + b - lo].iter_mut().zip(keys.chunks_exact(hd)) {
+                    *x = dot(q, k) * plan.scale;
+                }
             }
         }
     }
-    s.inv.clear();
-    for &(lo, pos, at) in &s.spans {
+    inv.clear();
+    for &(lo, pos, at) in spans.iter() {
         let n = pos + 1 - lo;
-        for x in s.scores[at..at + group * n].chunks_exact_mut(n) {
+        for x in scores[at..at + group * n].chunks_exact_mut(n) {
             let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0f64;
             for x in x.iter_mut() {
                 *x = (*x - max).exp();
                 sum += *x as f64;
             }
-            s.inv.push((1.0 / sum) as f32);
+            inv.push((1.0 / sum) as f32);
         }
     }
-    for p in first..=last {
-        vc.read(t.seq.table.slot(p) * width + t.g * hd, &mut s.row);
-        for (j, &(lo, pos, at)) in s.spans.iter().enumerate().filter(|(_, &(lo, pos, _))| lo <= p && p <= pos) {
-            let n = pos + 1 - lo;
+    for (p0, slot, n) in t.seq.table.runs(first..last + 1) {
+        buf.resize(n * hd, 0.0);
+        for (k, r) in buf.chunks_exact_mut(hd).enumerate() {
+            vc.read((slot + k) * width + t.g * hd, r);
+        }
+        for (j, &span) in spans.iter().enumerate() {
+            let ((a, b), (lo, pos, at)) = (visible(span, p0, n), span);
+            if a >= b {
+                continue;
+            }
+            let (n, vals) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
             for (i, o) in o[j * gw..][..gw].chunks_exact_mut(hd).enumerate() {
-                let w = R::round(s.scores[at + i * n + p - lo] * s.inv[j * group + i]);
-                for (o, &x) in o.iter_mut().zip(&s.row) {
-                    *o += w * x;
+                let weights = &scores[at + i * n + a - lo..at + i * n + b - lo];
+                for (&w, v) in weights.iter().zip(vals.chunks_exact(hd)) {
+                    let w = R::round(w * inv[j * group + i]);
+                    for (o, &x) in o.iter_mut().zip(v) {
+                        *o += w * x;
+                    }
                 }
             }
         }
