@@ -28,7 +28,6 @@ pub struct SeqSpan {
 #[derive(Clone, Debug)]
 pub struct AttentionPlan {
     seqs: Vec<SeqSpan>,
-    row_seq: Vec<usize>,
     slots: Vec<usize>,
     heads: usize,
     kv_heads: usize,
@@ -40,17 +39,13 @@ pub struct AttentionPlan {
 impl AttentionPlan {
     /// A plan for `seqs`, whose rows must tile `0..total` in order.
     pub fn new(seqs: Vec<SeqSpan>, heads: usize, kv_heads: usize, head_dim: usize, window: Option<usize>) -> Self {
-        let mut row_seq = Vec::new();
         let mut slots = Vec::new();
-        for (i, s) in seqs.iter().enumerate() {
-            debug_assert_eq!(s.rows.start, row_seq.len());
-            for (j, _) in s.rows.clone().enumerate() {
-                row_seq.push(i);
-                slots.push(s.table.slot(s.start + j));
-            }
+        for s in &seqs {
+            debug_assert_eq!(s.rows.start, slots.len());
+            slots.extend((0..s.rows.len()).map(|j| s.table.slot(s.start + j)));
         }
         let scale = 1.0 / (head_dim as f32).sqrt();
-        AttentionPlan { seqs, row_seq, slots, heads, kv_heads, head_dim, scale, window }
+        AttentionPlan { seqs, slots, heads, kv_heads, head_dim, scale, window }
     }
 
     /// Rows in the step.
@@ -165,61 +160,157 @@ pub(super) fn host(
     store(kc, &host_f32(k)?, &plan.slots, width);
     store(vc, &host_f32(v)?, &plan.slots, width);
     let qd = host_f32(q)?;
+    let per_task = task_rows(plan.rows(), plan.kv_heads);
     let out = match (&*kc, &*vc) {
-        (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &qd, plan),
-        (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &qd, plan),
-        (HostBuf::BF16(k), HostBuf::BF16(v)) => host_attend(k, v, &qd, plan),
-        (HostBuf::Q8_0(k), HostBuf::Q8_0(v)) => host_attend(&Q8(k), &Q8(v), &qd, plan),
+        (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &qd, plan, per_task),
+        (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &qd, plan, per_task),
+        (HostBuf::BF16(k), HostBuf::BF16(v)) => host_attend(k, v, &qd, plan, per_task),
+        (HostBuf::Q8_0(k), HostBuf::Q8_0(v)) => host_attend(&Q8(k), &Q8(v), &qd, plan, per_task),
         _ => unreachable!("keys and values share a dtype"),
     };
     Ok(Tensor::from_vec(out, (plan.rows(), plan.heads * plan.head_dim), &Device::Cpu)?)
 }
 
-/// Attention of every (row, KV head) over the cache, in parallel: each cached key and value row is read
-/// (and widened from f16/bf16 or dequantized from q8_0) once for all the query heads that share it.
-fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan) -> Vec<f32> {
+/// Query rows of one sequence that one attention task takes together: each cached key and value row it reads
+/// (and widens or dequantizes) serves all of them, as in a verification step or a prefill chunk.
+const MAX_TASK_ROWS: usize = 8;
+
+/// Rows per attention task: up to [`MAX_TASK_ROWS`], fewer when that would leave under about four tasks per
+/// thread.
+fn task_rows(rows: usize, kv_heads: usize) -> usize {
+    (rows * kv_heads).div_ceil(rayon::current_num_threads().max(1) * 4).clamp(1, MAX_TASK_ROWS)
+}
+
+/// Per-thread buffers of the attention tasks.
+#[derive(Default)]
+struct Scratch {
+    /// Per task row: first and last visible position, offset of its scores.
+    spans: Vec<(usize, usize, usize)>,
+    /// Scores, then softmax weights: per row, per query head, one per visible position.
+    scores: Vec<f32>,
+    /// The task's queries, rounded like the cache.
+    queries: Vec<f32>,
+    /// One cached key or value row as f32.
+    row: Vec<f32>,
+    /// 1 / softmax sum per row and query head.
+    inv: Vec<f32>,
+}
+
+/// Attention in parallel tasks of one KV head over up to `per_task` consecutive rows of one sequence: each cached
+/// key and value row is read (and widened from f16/bf16 or dequantized from q8_0) once for all the rows and the
+/// query heads that share it. Every query row's arithmetic is the same whatever the grouping.
+fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, per_task: usize) -> Vec<f32> {
+    let (hd, heads, rows) = (plan.head_dim, plan.heads, plan.rows());
+    let gw = heads / plan.kv_heads * hd;
+    // KV-head-major results: each task owns the contiguous piece of its head and rows.
+    let mut by_head = vec![0f32; rows * heads * hd];
+    let mut tasks = Vec::new();
+    let mut rest = by_head.as_mut_slice();
+    for g in 0..plan.kv_heads {
+        for seq in &plan.seqs {
+            for r0 in seq.rows.clone().step_by(per_task) {
+                let r1 = (r0 + per_task).min(seq.rows.end);
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut((r1 - r0) * gw);
+                rest = tail;
+                tasks.push((g, seq, r0..r1, mine));
+            }
+        }
+    }
+    tasks.into_par_iter().for_each_init(Scratch::default, |s, (g, seq, rows, o)| {
+        attend_rows(kc, vc, qd, plan, Task { g, seq, rows }, o, s)
+    });
+    let mut out = vec![0f32; rows * heads * hd];
+    for (row, o) in out.chunks_exact_mut(heads * hd).enumerate() {
+        for (g, o) in o.chunks_exact_mut(gw).enumerate() {
+            o.copy_from_slice(&by_head[(g * rows + row) * gw..][..gw]);
+        }
+    }
+    out
+}
+
+/// One task of [`host_attend`]: KV head `g` for the packed batch's rows `rows`, all of sequence `seq`.
+struct Task<'p> {
+    g: usize,
+    seq: &'p SeqSpan,
+    rows: Range<usize>,
+}
+
+/// Runs `t` into `o` (zeroed; per row, the query heads of KV head `t.g`).
+fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Task<'_>, o: &mut [f32], s: &mut Scratch) {
     let (hd, heads) = (plan.head_dim, plan.heads);
     let width = plan.kv_heads * hd;
-    let group = heads / plan.kv_heads;
-    let mut out = vec![0f32; plan.rows() * heads * hd];
-    let scratch = || (Vec::new(), vec![0f32; group * hd], vec![0f32; hd], vec![0f32; group]);
-    out.par_chunks_mut(group * hd).enumerate().for_each_init(scratch, |(scores, qv, kv_row, inv), (idx, o)| {
-        let (row, g) = (idx / plan.kv_heads, idx % plan.kv_heads);
-        let seq = &plan.seqs[plan.row_seq[row]];
-        let pos = seq.start + row - seq.rows.start;
+    let gw = heads / plan.kv_heads * hd;
+    let group = gw / hd;
+    let base = t.seq.start + t.rows.start - t.seq.rows.start;
+    s.spans.clear();
+    s.queries.clear();
+    let mut len = 0;
+    for (j, row) in t.rows.clone().enumerate() {
+        let pos = base + j;
         let lo = plan.first_visible(pos);
-        let n = pos + 1 - lo;
-        for (d, &x) in qv.iter_mut().zip(&qd[idx * group * hd..][..group * hd]) {
-            *d = R::round(x);
+        s.spans.push((lo, pos, len));
+        len += group * (pos + 1 - lo);
+        s.queries.extend(qd[row * heads * hd + t.g * gw..][..gw].iter().map(|&x| R::round(x)));
+    }
+    let Scratch { spans, scores, queries, row: buf, inv } = s;
+    scores.clear();
+    scores.resize(len, 0.0);
+    let (first, last) = (spans[0].0, base + t.rows.len() - 1);
+    // Cached rows a block's run at a time; row j takes the positions of the run it sees, in order.
+    let visible = |(lo, pos, _): (usize, usize, usize), p0: usize, n: usize| (p0.max(lo), (p0 + n).min(pos + 1));
+    for (p0, slot, n) in t.seq.table.runs(first..last + 1) {
+        buf.resize(n * hd, 0.0);
+        for (k, r) in buf.chunks_exact_mut(hd).enumerate() {
+            kc.read((slot + k) * width + t.g * hd, r);
         }
-        scores.clear();
-        scores.resize(group * n, 0.0);
-        for (k, p) in (lo..=pos).enumerate() {
-            kc.read(seq.table.slot(p) * width + g * hd, kv_row);
-            for (i, q) in qv.chunks_exact(hd).enumerate() {
-                scores[i * n + k] = dot(q, kv_row) * plan.scale;
+        for (j, &span) in spans.iter().enumerate() {
+            let ((a, b), (lo, pos, at)) = (visible(span, p0, n), span);
+            if a >= b {
+                continue;
             }
-        }
-        for (s, inv) in scores.chunks_exact_mut(n).zip(inv.iter_mut()) {
-            let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f64;
-            for x in s.iter_mut() {
-                *x = (*x - max).exp();
-                sum += *x as f64;
-            }
-            *inv = (1.0 / sum) as f32;
-        }
-        for (k, p) in (lo..=pos).enumerate() {
-            vc.read(seq.table.slot(p) * width + g * hd, kv_row);
-            for (i, o) in o.chunks_exact_mut(hd).enumerate() {
-                let w = R::round(scores[i * n + k] * inv[i]);
-                for (o, &x) in o.iter_mut().zip(kv_row.iter()) {
-                    *o += w * x;
+            let (n, keys) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
+            for (i, q) in queries[j * gw..][..gw].chunks_exact(hd).enumerate() {
+                for (x, k) in scores[at + i * n + a - lo..at + i * n + b - lo].iter_mut().zip(keys.chunks_exact(hd)) {
+                    *x = dot(q, k) * plan.scale;
                 }
             }
         }
-    });
-    out
+    }
+    inv.clear();
+    for &(lo, pos, at) in spans.iter() {
+        let n = pos + 1 - lo;
+        for x in scores[at..at + group * n].chunks_exact_mut(n) {
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f64;
+            for x in x.iter_mut() {
+                *x = (*x - max).exp();
+                sum += *x as f64;
+            }
+            inv.push((1.0 / sum) as f32);
+        }
+    }
+    for (p0, slot, n) in t.seq.table.runs(first..last + 1) {
+        buf.resize(n * hd, 0.0);
+        for (k, r) in buf.chunks_exact_mut(hd).enumerate() {
+            vc.read((slot + k) * width + t.g * hd, r);
+        }
+        for (j, &span) in spans.iter().enumerate() {
+            let ((a, b), (lo, pos, at)) = (visible(span, p0, n), span);
+            if a >= b {
+                continue;
+            }
+            let (n, vals) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
+            for (i, o) in o[j * gw..][..gw].chunks_exact_mut(hd).enumerate() {
+                let weights = &scores[at + i * n + a - lo..at + i * n + b - lo];
+                for (&w, v) in weights.iter().zip(vals.chunks_exact(hd)) {
+                    let w = R::round(w * inv[j * group + i]);
+                    for (o, &x) in o.iter_mut().zip(v) {
+                        *o += w * x;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The tensor path (any device): scatter the new rows into the cache tensors, gather each sequence's
@@ -315,6 +406,44 @@ mod tests {
                     for (a, b) in rx.iter().zip(ry) {
                         assert!((a - b).abs() < 1e-5, "{a} vs {b} (window {window:?}, step {n})");
                     }
+                }
+            }
+        }
+    }
+
+    /// Tasks of several rows give every row exactly the result it gets alone: a verification-like batch (two
+    /// sequences of 5 and 7 rows after cached positions, interleaved blocks) over f32 and f16 caches, with and
+    /// without a sliding window, grouped into tasks of 1, 3 and 8 rows.
+    #[test]
+    fn row_grouping_does_not_change_results() {
+        let (heads, kvh, hd, bs) = (4, 2, 8, 4);
+        let mut pool = BlockAllocator::new(16, bs);
+        let (mut a, mut b) = (BlockTable::new(), BlockTable::new());
+        pool.grow(&mut b, 3).unwrap();
+        pool.grow(&mut a, 15).unwrap();
+        pool.grow(&mut b, 19).unwrap();
+        let width = kvh * hd;
+        for dtype in [KvDType::F32, KvDType::F16] {
+            for window in [None, Some(6)] {
+                let mut kc = HostBuf::zeros(16 * bs * width, dtype);
+                let mut vc = HostBuf::zeros(16 * bs * width, dtype);
+                let slots: Vec<usize> = (0..15).map(|p| a.slot(p)).chain((0..19).map(|p| b.slot(p))).collect();
+                store(&mut kc, &varied(34 * width, 4), &slots, width);
+                store(&mut vc, &varied(34 * width, 5), &slots, width);
+                let seqs = vec![
+                    SeqSpan { rows: 0..5, start: 10, table: a.clone() },
+                    SeqSpan { rows: 5..12, start: 12, table: b.clone() },
+                ];
+                let plan = AttentionPlan::new(seqs, heads, kvh, hd, window);
+                let q = varied(12 * heads * hd, 6);
+                let run = |per_task| match (&kc, &vc) {
+                    (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &q, &plan, per_task),
+                    (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &q, &plan, per_task),
+                    _ => unreachable!(),
+                };
+                let alone = run(1);
+                for per_task in [3, 8] {
+                    assert_eq!(run(per_task), alone, "{dtype:?}, window {window:?}, {per_task} rows per task");
                 }
             }
         }

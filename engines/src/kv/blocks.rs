@@ -4,6 +4,7 @@
 //! free list is empty.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 use super::KvError;
 
@@ -166,6 +167,20 @@ impl BlockTable {
         &self.blocks
     }
 
+    /// Positions `range` as runs of consecutive cache slots, one per block touched: (first position, its slot,
+    /// length). The positions must be below the capacity.
+    pub fn runs(&self, range: Range<usize>) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let mut p = range.start;
+        std::iter::from_fn(move || {
+            (p < range.end).then(|| {
+                let len = (self.block_size - p % self.block_size).min(range.end - p);
+                let run = (p, self.slot(p), len);
+                p += len;
+                run
+            })
+        })
+    }
+
     /// Tokens the held blocks can store.
     pub fn capacity(&self) -> usize {
         self.blocks.len() * self.block_size
@@ -256,6 +271,21 @@ mod tests {
         pool.release(&mut a);
         pool.release(&mut b);
         assert_eq!((pool.used_blocks(), pool.cached_blocks()), (0, 1));
+    }
+
+    /// Runs cover the positions in order, one per block touched, each slot the one `slot` gives.
+    #[test]
+    fn runs_split_positions_at_block_edges() {
+        let mut pool = BlockAllocator::new(6, 4);
+        let (mut a, mut b) = (BlockTable::new(), BlockTable::new());
+        pool.grow(&mut b, 4).unwrap();
+        pool.grow(&mut a, 12).unwrap();
+        let runs: Vec<_> = a.runs(2..11).collect();
+        assert_eq!(runs, vec![(2, a.slot(2), 2), (4, a.slot(4), 4), (8, a.slot(8), 3)]);
+        for (p, slot, len) in runs {
+            assert!((0..len).all(|k| a.slot(p + k) == slot + k));
+        }
+        assert_eq!(a.runs(5..5).count(), 0);
     }
 
     /// The block cached under `hash`.
