@@ -1,4 +1,4 @@
-//! Sizing the server from the flags and the model: token limits per request (defaults from the
+//! Sizing the server from its settings and the model: token limits per request (defaults from the
 //! context length) and the KV cache budget (default from available memory), checked against each other.
 
 use super::limits::RequestLimits;
