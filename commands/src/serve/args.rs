@@ -219,14 +219,14 @@ mod tests {
 
     #[test]
     fn prefill_cap_comes_from_the_flag_or_the_file_and_is_positive() {
-        assert_eq!(resolve(argv(&[])).unwrap().max_prefill_tokens_per_step, None);
-        let a = resolve(argv(&["--max-prefill-tokens-per-step", "48"])).unwrap();
+        assert_eq!(resolve(&argv(&[])).unwrap().0.max_prefill_tokens_per_step, None);
+        let (a, _) = resolve(&argv(&["--max-prefill-tokens-per-step", "48"])).unwrap();
         assert_eq!(a.max_prefill_tokens_per_step.map(|n| n.get()), Some(48));
-        assert!(resolve(argv(&["--max-prefill-tokens-per-step", "0"])).is_err());
+        assert!(resolve(&argv(&["--max-prefill-tokens-per-step", "0"])).is_err());
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("serve.toml");
         std::fs::write(&file, "max_prefill_tokens_per_step = 32\n").unwrap();
-        let a = resolve(argv(&["--config", file.to_str().unwrap()])).unwrap();
+        let (a, _) = resolve(&argv(&["--config", file.to_str().unwrap()])).unwrap();
         assert_eq!(a.max_prefill_tokens_per_step.map(|n| n.get()), Some(32));
     }
 }

@@ -315,8 +315,12 @@ impl<'m> Engine<'m> {
         for (mut s, end) in std::mem::take(&mut self.running).into_iter().zip(ends) {
             match end {
                 Progress::Running => self.running.push(s),
-                Progress::Finished => self.kv.release(&mut s.table),
+                Progress::Finished => {
+                    tracing::debug!(request_id = %s.request_id, tokens = s.tokens.len(), "retired");
+                    self.kv.release(&mut s.table);
+                }
                 Progress::Closed => {
+                    tracing::info!(request_id = %s.request_id, "cancelled: the client went away");
                     self.kv.release(&mut s.table);
                     self.stats.cancelled += 1;
                 }

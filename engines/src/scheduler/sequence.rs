@@ -81,6 +81,8 @@ pub(super) struct Sequence<'m> {
     preemptions: u32,
     /// Speculative decoding: the next step's draft, measured acceptance, counts.
     pub spec: Speculation,
+    /// The HTTP request's id (`x-request-id`), for log lines.
+    pub request_id: String,
 }
 
 impl<'m> Sequence<'m> {
@@ -118,6 +120,7 @@ impl<'m> Sequence<'m> {
             started: None,
             preemptions: 0,
             spec: Speculation::default(),
+            request_id: req.request_id,
         }
     }
 
@@ -167,6 +170,7 @@ impl<'m> Sequence<'m> {
         self.computed = cached;
         self.published = cached / BLOCK_SIZE;
         self.prefilling = true;
+        tracing::debug!(request_id = %self.request_id, prompt_tokens = self.prompt_len, cached, "admitted");
         if self.started.is_some() {
             return true;
         }
@@ -182,6 +186,7 @@ impl<'m> Sequence<'m> {
         self.published = 0;
         self.preemptions += 1;
         self.enqueued_step = step;
+        tracing::info!(request_id = %self.request_id, preemptions = self.preemptions, "preempted: KV blocks ran out");
         if self.logprobs.is_some() {
             self.logprobs = Some(PromptLogprobs::default());
         }
