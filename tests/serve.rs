@@ -1,10 +1,12 @@
 //! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai SDK and
 //! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, batching under
 //! concurrency, bad input, overload, dropped clients, API keys, config files, SIGTERM draining and
-//! JSON logs with request ids.
+//! JSON logs with request ids, and clients that hold connections (slow bodies, floods).
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::server::{get, post, post_json, post_with, Server, Sse};
@@ -282,7 +284,8 @@ fn json_logs_carry_the_request_id_it_echoes() {
         .send_string(&body)
         .unwrap();
     assert_eq!(reply.header("x-request-id"), Some("e2e-log-1"));
-    let generated = ureq::post(&server.url("/generate")).send_string(&body).unwrap();
+    let generated =
+        ureq::post(&server.url("/generate")).set("Content-Type", "application/json").send_string(&body).unwrap();
     let fresh = generated.header("x-request-id").expect("a generated id").to_string();
     assert_eq!(fresh.len(), 32, "{fresh}");
     let log = server.log.clone();
@@ -307,4 +310,71 @@ fn json_logs_carry_the_request_id_it_echoes() {
         assert_eq!((done["level"].as_str(), done["fields"]["status"].as_u64()), (Some("INFO"), Some(200)));
         assert_eq!(done["span"]["path"], "/generate");
     }
+}
+
+/// Opens a raw connection to `server` and sends `head`.
+fn raw_open(server: &Server, head: &str) -> TcpStream {
+    let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    c
+}
+
+/// Reads a connection until the server closes it.
+fn raw_rest(mut c: TcpStream) -> String {
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads one response head (and the empty body of a 100 or a `/health`).
+fn raw_head(c: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut byte).unwrap(), 1, "closed early: {}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+#[test]
+fn slow_bodies_time_out_and_connection_floods_leave_health_reachable() {
+    let server = Server::start_with_env(&["--max-connections", "3"], &[("TGI_BODY_TIMEOUT", "0.3")]);
+    let head = "POST /generate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n";
+    let mut slow = raw_open(&server, head);
+    slow.write_all(b"{\"inputs\": ").unwrap();
+    let answer = raw_rest(slow);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.ends_with(r#"{"error":"The request body did not arrive within 0.3 s","error_type":"timeout"}"#));
+    // Three connections served once and kept open fill --max-connections.
+    let held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut c = raw_open(&server, "GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert!(raw_head(&mut c).starts_with("HTTP/1.1 200"));
+            c
+        })
+        .collect();
+    let (status, text) = get(&server.url("/info"));
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("Too many open connections"), "{text}");
+    assert_eq!(get(&server.url("/health")).0, 200, "health checks are answered beyond the bound");
+    drop(held);
+}
+
+#[test]
+fn sigterm_does_not_wait_for_a_body_that_never_comes() {
+    let server = Server::start(&["--shutdown-timeout", "600", "--body-timeout", "600"]);
+    let head = "POST /generate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\
+                Expect: 100-continue\r\n\r\n";
+    let mut stuck = raw_open(&server, head);
+    assert!(raw_head(&mut stuck).starts_with("HTTP/1.1 100"), "the handler is reading the body");
+    let log = server.log.clone();
+    server.sigterm();
+    // Without the cut, the stop waits out --shutdown-timeout (600 s).
+    assert!(server.wait(Duration::from_secs(120)).success());
+    let answer = raw_rest(stuck);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("The server is shutting down"), "{answer}");
+    assert!(!log.lock().unwrap().contains("still in flight"), "{}", log.lock().unwrap());
 }

@@ -134,6 +134,19 @@ pub struct ServeArgs {
     #[arg(long, env = "TGI_REQUEST_TIMEOUT", value_name = "SECS")]
     pub request_timeout: Option<f64>,
 
+    /// Most seconds a request body may take to arrive once its headers are in; slower ones get 408 and their
+    /// connection is closed (headers themselves must arrive within 30 s).
+    #[arg(long, env = "TGI_BODY_TIMEOUT", default_value_t = 30.0, value_name = "SECS")]
+    pub body_timeout: f64,
+
+    /// Most connections served at once. Beyond it, a reserve of 16 more connections is answered at once: health
+    /// checks (/health, /ping, GET /) as usual, anything else with 503 and Retry-After: 1. A full reserve evicts its
+    /// oldest connection that has sent no request yet; failing that, new connections are closed unanswered. Each
+    /// connection holds a file descriptor: the open-file limit (ulimit -n) is raised to fit when the hard limit
+    /// allows, else fewer connections are served (with a warning).
+    #[arg(long, env = "TGI_MAX_CONNECTIONS", default_value_t = 512, value_name = "N")]
+    pub max_connections: usize,
+
     /// On SIGTERM/SIGINT, how many seconds requests in flight get to finish.
     #[arg(long, env = "TGI_SHUTDOWN_TIMEOUT", default_value_t = 30.0, value_name = "SECS")]
     pub shutdown_timeout: f64,

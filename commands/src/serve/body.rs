@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -14,6 +15,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::error::ApiError;
+use super::state::Stopping;
 
 /// A response body: all at once, or chunks from a channel until its sender is dropped. Dropping a
 /// streamed body (the client went away) closes the channel, which the producer notices.
@@ -83,29 +85,42 @@ pub fn event_stream() -> (HttpResponse, mpsc::Sender<Bytes>) {
     (r, tx)
 }
 
-/// Reads the whole request body, refusing more than `limit` bytes.
-pub async fn read(body: Incoming, declared: Option<u64>, limit: usize) -> Result<Bytes, ApiError> {
-    if declared.is_some_and(|n| n > limit as u64) {
-        drain(body).await;
-        return Err(ApiError::PayloadTooLarge(limit));
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(limit)),
-        Err(e) => Err(ApiError::Body(e.to_string())),
+/// Reads the whole request body, refusing more than `limit` bytes (413) and giving up when it has not arrived
+/// within `timeout` (408) or once the server is stopping (503): a body still arriving is not a request in flight.
+pub async fn read(
+    body: Incoming,
+    declared: Option<u64>,
+    limit: usize,
+    timeout: Duration,
+    stopping: &Stopping,
+) -> Result<Bytes, ApiError> {
+    let arrival = async {
+        if declared.is_some_and(|n| n > limit as u64) {
+            drain(body).await;
+            return Err(ApiError::PayloadTooLarge(limit));
+        }
+        match Limited::new(body, limit).collect().await {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(limit)),
+            Err(e) => Err(ApiError::Body(e.to_string())),
+        }
+    };
+    tokio::select! {
+        read = tokio::time::timeout(timeout, arrival) => read.unwrap_or(Err(ApiError::BodyTimeout(timeout))),
+        () = stopping.begun() => Err(ApiError::ShuttingDown),
     }
 }
 
 /// Most bytes of a refused body read and discarded before answering.
 const DRAIN_LIMIT: u64 = 16 << 20;
 
-/// Reads and discards (up to [`DRAIN_LIMIT`] bytes, 5 s per frame) a body refused for its size: closing the
-/// connection with unread data makes TCP reset it, and a client still sending would see the reset instead of the 413.
-async fn drain(mut body: Incoming) {
+/// Reads and discards (up to [`DRAIN_LIMIT`] bytes) a refused body: closing the connection with unread data makes
+/// TCP reset it, and a client still sending would see the reset instead of the answer. The caller bounds the time.
+pub async fn drain(mut body: Incoming) {
     let mut seen = 0u64;
     while seen <= DRAIN_LIMIT {
-        match tokio::time::timeout(std::time::Duration::from_secs(5), body.frame()).await {
-            Ok(Some(Ok(frame))) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
+        match body.frame().await {
+            Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
             _ => break,
         }
     }

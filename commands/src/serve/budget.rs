@@ -84,6 +84,7 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
             max_n: settings.max_n,
             payload_limit: settings.payload_limit,
             request_timeout: settings.request_timeout,
+            body_timeout: settings.body_timeout,
             max_batch_total_tokens: kv_tokens,
         },
         max_batch_size,

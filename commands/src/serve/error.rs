@@ -229,6 +229,32 @@ pub enum ApiError {
     /// The health check failed.
     #[error("unhealthy")]
     Unhealthy,
+    /// The request's head is malformed: a missing or repeated `Host`, or what hyper could not parse.
+    #[error("Bad request: {0}")]
+    BadRequest(String),
+    /// The request target is longer than the limit.
+    #[error("The request URI is longer than the limit of {0} bytes")]
+    UriTooLong(usize),
+    /// The header section is larger than the limit (or has too many fields).
+    #[error("The request header section is larger than {bytes} bytes or has more than {fields} fields")]
+    HeadersTooLarge {
+        /// The byte limit, start line included.
+        bytes: usize,
+        /// The field limit.
+        fields: usize,
+    },
+    /// A POST body that is not declared as JSON.
+    #[error("Expected `Content-Type: application/json`, got {0}")]
+    UnsupportedMediaType(String),
+    /// The body did not arrive within `--body-timeout`.
+    #[error("The request body did not arrive within {} s", .0.as_secs_f64())]
+    BodyTimeout(Duration),
+    /// `--max-connections` connections are open; only health checks are answered.
+    #[error("Too many open connections; retry shortly")]
+    TooManyConnections,
+    /// The server is stopping and takes no new request.
+    #[error("The server is shutting down")]
+    ShuttingDown,
 }
 
 impl From<SubmitError> for ApiError {
@@ -286,8 +312,29 @@ impl ApiError {
                 (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "invalid_request_error", "method_not_allowed")
             }
             Self::Unhealthy => (StatusCode::SERVICE_UNAVAILABLE, "healthcheck", "server_error", "unhealthy"),
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", "invalid_request_error", "bad_request"),
+            Self::UriTooLong(_) => (StatusCode::URI_TOO_LONG, "bad_request", "invalid_request_error", "bad_request"),
+            Self::HeadersTooLarge { .. } => {
+                (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "bad_request", "invalid_request_error", "bad_request")
+            }
+            Self::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "invalid_request_error",
+                "unsupported_media_type",
+            ),
+            Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout", "timeout_error", "body_timeout"),
+            Self::TooManyConnections => {
+                (StatusCode::SERVICE_UNAVAILABLE, "overloaded", "server_error", "too_many_connections")
+            }
+            Self::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "server_error", "shutting_down"),
         };
         Class { status, tgi_type, openai_type, metric }
+    }
+
+    /// Whether the connection is closed after this error's answer (its request body is left unread).
+    pub fn closes_connection(&self) -> bool {
+        matches!(self, Self::BodyTimeout(_) | Self::TooManyConnections | Self::ShuttingDown)
     }
 
     /// TGI's error body: `{"error": message, "error_type": type}`.

@@ -27,6 +27,8 @@ pub struct RequestLimits {
     pub payload_limit: usize,
     /// Longest a request may take before it is cancelled.
     pub request_timeout: Option<Duration>,
+    /// Longest a request body may take to arrive (408 after).
+    pub body_timeout: Duration,
     /// Tokens the KV cache holds (reported by `/info` and `/metrics`).
     pub max_batch_total_tokens: usize,
 }
@@ -118,6 +120,7 @@ pub(crate) mod tests {
             max_n: 4,
             payload_limit: 10_000,
             request_timeout: None,
+            body_timeout: Duration::from_secs(30),
             max_batch_total_tokens: 64,
         }
     }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, AUTHORIZATION, CONTENT_LENGTH, ORIGIN, VARY};
+use hyper::header::{
+    HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, ORIGIN, RETRY_AFTER,
+    VARY,
+};
 use hyper::{HeaderMap, Method, Request, StatusCode};
 use tgi_engines::sampling::SamplingParams;
 use tgi_engines::scheduler::{Event, Request as EngineRequest};
@@ -15,6 +18,7 @@ use tracing::Instrument;
 use super::backend::ChannelSink;
 use super::body::{self, HttpResponse, ResponseBody};
 use super::error::ApiError;
+use super::head;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::state::AppState;
 use super::{openai, tgi};
@@ -89,22 +93,27 @@ pub const ROUTES: &[Route] = &[
 
 /// Serves one HTTP request; never fails (errors become JSON responses). The request gets an id
 /// (the client's `x-request-id` or a fresh one), returned in `x-request-id`, and a `request` span
-/// carrying it that lasts until the response's end (a stream's task runs inside it too).
-pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Result<HttpResponse, Infallible> {
+/// carrying it that lasts until the response's end (a stream's task runs inside it too). On a
+/// connection in the reserve (beyond `--max-connections`) only health checks are served.
+pub async fn handle(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+    in_reserve: bool,
+) -> Result<HttpResponse, Infallible> {
     let id = RequestId::of(req.headers());
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
     let echo = id.header_value();
-    let mut response = id.scope(respond(state, req)).instrument(span).await;
+    let mut response = id.scope(respond(state, req, in_reserve)).instrument(span).await;
     response.headers_mut().insert(X_REQUEST_ID, echo);
     Ok(response)
 }
 
 /// The response to `req`, logged.
-async fn respond(state: Arc<AppState>, req: Request<Incoming>) -> HttpResponse {
+async fn respond(state: Arc<AppState>, req: Request<Incoming>, in_reserve: bool) -> HttpResponse {
     let start = Instant::now();
     let path = req.uri().path().to_owned();
     let origin = req.headers().get(ORIGIN).cloned();
-    let mut response = match route(&state, req).await {
+    let mut response = match route(&state, req, in_reserve).await {
         Ok(r) => r,
         Err(e) => {
             let status = e.class().status.as_u16();
@@ -115,8 +124,18 @@ async fn respond(state: Arc<AppState>, req: Request<Incoming>) -> HttpResponse {
             }
             let body = if path.starts_with("/v1/") { e.openai_body() } else { e.tgi_body() };
             let mut r = body::json(e.class().status, &body);
-            if let ApiError::MethodNotAllowed { .. } = e {
-                r.headers_mut().insert(ALLOW, allowed(&path));
+            let h = r.headers_mut();
+            match e {
+                ApiError::MethodNotAllowed { .. } => {
+                    h.insert(ALLOW, allowed(&path));
+                }
+                ApiError::TooManyConnections => {
+                    h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                }
+                _ => {}
+            }
+            if e.closes_connection() {
+                h.insert(CONNECTION, HeaderValue::from_static("close"));
             }
             r
         }
@@ -127,14 +146,22 @@ async fn respond(state: Arc<AppState>, req: Request<Incoming>) -> HttpResponse {
     response
 }
 
-/// The methods `path` answers to, for `Allow`.
+/// The methods `path` answers to, for `Allow` (`HEAD` wherever `GET` is).
 fn allowed(path: &str) -> HeaderValue {
-    let mut methods: Vec<&str> = ROUTES.iter().filter(|r| r.path == path).map(|r| r.method).collect();
+    let mut methods = Vec::new();
+    for r in ROUTES.iter().filter(|r| r.path == path) {
+        methods.push(r.method);
+        if r.method == "GET" {
+            methods.push("HEAD");
+        }
+    }
     methods.push("OPTIONS");
     HeaderValue::from_str(&methods.join(", ")).expect("method names are valid")
 }
 
-async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Result<HttpResponse, ApiError> {
+async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) -> Result<HttpResponse, ApiError> {
+    head::host(req.version(), req.headers())?;
+    head::uri(req.uri())?;
     let path = req.uri().path();
     if !ROUTES.iter().any(|r| r.path == path) {
         return Err(ApiError::NotFound(path.to_owned()));
@@ -142,15 +169,29 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>) -> Result<HttpResp
     if req.method() == Method::OPTIONS {
         return Ok(preflight(state, path, req.headers()));
     }
-    let Some(r) = ROUTES.iter().find(|r| r.path == path && r.method == req.method().as_str()) else {
+    // HEAD is GET without the body, which hyper leaves out.
+    let method = if req.method() == Method::HEAD { "GET" } else { req.method().as_str() };
+    let Some(r) = ROUTES.iter().find(|r| r.path == path && r.method == method) else {
         return Err(ApiError::MethodNotAllowed { method: req.method().to_string(), path: path.to_owned() });
     };
+    if in_reserve && r.handler != Handler::Health {
+        return Err(ApiError::TooManyConnections);
+    }
     if r.handler.protected() && !state.access.authorized(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
         return Err(ApiError::Unauthorized);
     }
-    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
     let raw = match r.method {
-        "POST" => body::read(req.into_body(), declared, state.limits.payload_limit).await?,
+        "POST" => {
+            let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+            let json = head::json_content_type(req.headers());
+            let (limits, body) = (&state.limits, req.into_body());
+            if let Err(e) = json {
+                // Read what was sent (within the body timeout) so that the client sees the 415, not a reset.
+                let _ = tokio::time::timeout(limits.body_timeout, body::drain(body)).await;
+                return Err(e);
+            }
+            body::read(body, declared, limits.payload_limit, limits.body_timeout, &state.stopping).await?
+        }
         _ => bytes::Bytes::new(),
     };
     match r.handler {

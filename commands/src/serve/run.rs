@@ -10,8 +10,9 @@ use tgi_engines::scheduler::{Scheduler, SchedulerConfig};
 use tokio::net::TcpListener;
 
 use super::budget::{self, Sizes, SizingInputs};
+use super::connections;
 use super::log;
-use super::server::{self, Stopped};
+use super::server::{self, ConnectionLimits, Stopped};
 use super::settings::ServeSettings;
 use super::state::{AppState, ServedModel};
 use crate::error::InputError;
@@ -52,7 +53,10 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
     };
     let summary = summary(&served, &sizes, &cfg, inputs.kv_bytes_per_token);
     let state = Arc::new(AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served));
-    let grace = settings.shutdown_timeout;
+    let limits = ConnectionLimits {
+        max_connections: connections::fit_open_files(settings.max_connections),
+        grace: settings.shutdown_timeout,
+    };
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -68,10 +72,10 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!("{summary}");
         tracing::info!("listening on http://{addr}");
-        match server::serve(listener, state, server::signal(), grace).await {
+        match server::serve(listener, state, server::signal(), limits).await {
             Stopped::Drained => tracing::info!("stopped"),
             Stopped::GraceExpired => {
-                tracing::warn!("stopped after {} s with requests still in flight", grace.as_secs_f64())
+                tracing::warn!("stopped after {} s with requests still in flight", limits.grace.as_secs_f64())
             }
         }
         Ok(())

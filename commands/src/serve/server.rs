@@ -1,5 +1,6 @@
-//! The HTTP/1.1 server: an accept loop on tokio, one task per connection, and a graceful stop that
-//! refuses new connections and lets requests in flight finish within a grace period.
+//! The HTTP/1.1 server: an accept loop on tokio, one task per connection within the connection
+//! bound (see [`super::connections`]), and a graceful stop that refuses new connections, cuts
+//! request bodies still arriving, and lets requests in flight finish within a grace period.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,8 +12,18 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use super::connections::{Slot, Slots};
+use super::head::{MAX_HEADERS, MAX_HEAD_BYTES};
+use super::parse_errors::JsonParseErrors;
 use super::router;
 use super::state::AppState;
+
+/// How long a request's header section may take to arrive (and an idle connection may wait for
+/// its next request).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The same on a connection in the reserve, which must free its slot quickly.
+const RESERVE_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How the server stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,15 +34,37 @@ pub enum Stopped {
     GraceExpired,
 }
 
-/// Serves `listener` until `shutdown` resolves, then stops accepting and waits up to `grace` for
-/// the connections in flight to finish their requests.
+/// What bounds the server's connections.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// Most connections served as usual (`--max-connections`).
+    pub max_connections: usize,
+    /// How long requests in flight get to finish after the stop signal.
+    pub grace: Duration,
+}
+
+/// The HTTP/1.1 settings of a connection (keep-alive off in the reserve).
+fn builder(reserve: bool) -> http1::Builder {
+    let mut b = http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(if reserve { RESERVE_HEADER_TIMEOUT } else { HEADER_TIMEOUT })
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_headers(MAX_HEADERS)
+        .keep_alive(!reserve);
+    b
+}
+
+/// Serves `listener` until `shutdown` resolves, then stops accepting, cuts the request bodies still
+/// arriving (503) and waits up to `limits.grace` for the requests in flight to finish.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
-    grace: Duration,
+    limits: ConnectionLimits,
 ) -> Stopped {
     let graceful = GracefulShutdown::new();
+    let slots = Slots::new(limits.max_connections);
+    let (regular, reserve) = (builder(false), builder(true));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -45,20 +78,48 @@ pub async fn serve(
                         continue;
                     }
                 };
+                let Some(slot) = slots.take() else {
+                    tracing::warn!("connection closed unanswered: --max-connections and its reserve are in use");
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
+                let reserved = match &slot {
+                    Slot::Regular { .. } => None,
+                    Slot::Reserve(r) => Some(r.reserved.clone()),
+                };
                 let state = state.clone();
-                let service = service_fn(move |req| router::handle(state.clone(), req));
-                let conn = http1::Builder::new().timer(TokioTimer::new()).serve_connection(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn);
+                let in_reserve = reserved.clone();
+                let service = service_fn(move |req| {
+                    if let Some(r) = &in_reserve {
+                        r.start();
+                    }
+                    router::handle(state.clone(), req, in_reserve.is_some())
+                });
+                let (io, linger) = JsonParseErrors::new(stream);
+                let builder = if reserved.is_some() { &reserve } else { &regular };
+                let conn = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
                 tokio::spawn(async move {
-                    let _ = conn.await;
+                    match reserved {
+                        None => {
+                            let _ = conn.await;
+                        }
+                        Some(r) => {
+                            tokio::select! {
+                                _ = conn => {}
+                                () = r.evicted() => {}
+                            }
+                        }
+                    }
+                    linger.close().await;
+                    drop(slot);
                 });
             }
             _ = &mut shutdown => break,
         }
     }
     drop(listener);
-    match tokio::time::timeout(grace, graceful.shutdown()).await {
+    state.stopping.begin();
+    match tokio::time::timeout(limits.grace, graceful.shutdown()).await {
         Ok(()) => Stopped::Drained,
         Err(_) => Stopped::GraceExpired,
     }

@@ -50,6 +50,10 @@ pub struct ServeSettings {
     pub payload_limit: usize,
     /// Longest a request may take (positive), when limited.
     pub request_timeout: Option<Duration>,
+    /// Longest a request body may take to arrive (positive).
+    pub body_timeout: Duration,
+    /// Most connections open at once (at least 1).
+    pub max_connections: usize,
     /// Most prompt tokens per request (at least 1), when given.
     pub max_input_tokens: Option<usize>,
     /// Most prompt plus generated tokens per request (at least 2), when given.
@@ -89,6 +93,7 @@ impl ServeSettings {
         let bad = |msg: &str| Err(InputError(msg.to_string()));
         let positive = [
             ("--max-concurrent-requests", args.max_concurrent_requests),
+            ("--max-connections", args.max_connections),
             ("--max-best-of", args.max_best_of),
             ("--max-n", args.max_n),
             ("--payload-limit", args.payload_limit),
@@ -109,6 +114,9 @@ impl ServeSettings {
             Some(t) => Some(Duration::from_secs_f64(t)),
             None => None,
         };
+        if !(args.body_timeout.is_finite() && args.body_timeout > 0.0) {
+            return bad("--body-timeout must be a positive number of seconds");
+        }
         if !(args.shutdown_timeout.is_finite() && args.shutdown_timeout >= 0.0) {
             return bad("--shutdown-timeout must be a non-negative number of seconds");
         }
@@ -131,6 +139,8 @@ impl ServeSettings {
             max_n: args.max_n,
             payload_limit: args.payload_limit,
             request_timeout,
+            body_timeout: Duration::from_secs_f64(args.body_timeout),
+            max_connections: args.max_connections,
             max_input_tokens: args.max_input_tokens,
             max_total_tokens: args.max_total_tokens,
             max_batch_total_tokens: args.max_batch_total_tokens,
@@ -177,6 +187,7 @@ pub(crate) mod tests {
         let s = settings(&[]).unwrap();
         assert_eq!((s.hostname.as_str(), s.port, s.log_format), ("127.0.0.1", 3000, LogFormat::Text));
         assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!((s.body_timeout, s.max_connections), (Duration::from_secs(30), 512));
         assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
         assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty());
         let s = settings(&[
@@ -186,6 +197,8 @@ pub(crate) mod tests {
             "--cors-allow-origin=http://a,http://b",
             "--speculate=3",
             "--log-format=json",
+            "--body-timeout=0.2",
+            "--max-connections=8",
         ])
         .unwrap();
         assert!(!s.prefix_caching);
@@ -194,12 +207,20 @@ pub(crate) mod tests {
         assert_eq!(s.access.cors_allow_origin, ["http://a", "http://b"]);
         assert_eq!(s.speculation.map(|c| c.depth), Some(3));
         assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!((s.body_timeout, s.max_connections), (Duration::from_millis(200), 8));
     }
 
     #[test]
     fn refuses_bad_values_naming_the_flag() {
         let err = |flags: &[&str]| settings(flags).unwrap_err().0;
-        for flag in ["--max-concurrent-requests", "--max-best-of", "--max-n", "--payload-limit", "--max-batch-size"] {
+        for flag in [
+            "--max-concurrent-requests",
+            "--max-connections",
+            "--max-best-of",
+            "--max-n",
+            "--payload-limit",
+            "--max-batch-size",
+        ] {
             assert!(err(&[flag, "0"]).contains(&format!("{flag} must be at least 1")), "{flag}");
         }
         assert!(err(&["--max-batch-prefill-tokens", "0"]).contains("--max-batch-prefill-tokens"));
@@ -208,6 +229,8 @@ pub(crate) mod tests {
         assert!(err(&["--request-timeout", "0"]).contains("--request-timeout"));
         assert!(err(&["--request-timeout", "inf"]).contains("--request-timeout"));
         assert!(err(&["--shutdown-timeout=-1"]).contains("--shutdown-timeout"));
+        assert!(err(&["--body-timeout=0"]).contains("--body-timeout"));
+        assert!(err(&["--body-timeout=nan"]).contains("--body-timeout"));
         assert!(err(&["--waiting-served-ratio=-0.5"]).contains("--waiting-served-ratio"));
         assert!(err(&["--speculate=2", "--ngram-min=4"]).contains("--speculate"));
     }

@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::backend::{Backend, Lexicon};
 use super::error::ApiError;
@@ -30,6 +30,36 @@ pub struct AppState {
     pub model: ServedModel,
     /// Whether the last generation succeeded; when not, `/health` runs a one-token generation.
     pub healthy: AtomicBool,
+    /// Set once the server stops accepting; cuts request bodies still arriving.
+    pub stopping: Stopping,
+}
+
+/// Whether the server is stopping: begun once by the accept loop, awaited by body reads (a request
+/// whose body is still arriving is not in flight yet, so a graceful stop does not wait for it).
+#[derive(Debug)]
+pub struct Stopping(watch::Sender<bool>);
+
+impl Stopping {
+    /// Not stopping yet.
+    pub fn new() -> Self {
+        Stopping(watch::channel(false).0)
+    }
+
+    /// Marks the server as stopping.
+    pub fn begin(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once the server is stopping.
+    pub async fn begun(&self) {
+        let _ = self.0.subscribe().wait_for(|s| *s).await;
+    }
+}
+
+impl Default for Stopping {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Who may call what.
@@ -72,6 +102,7 @@ impl AppState {
             access,
             model,
             healthy: AtomicBool::new(false),
+            stopping: Stopping::new(),
         }
     }
 

@@ -1,5 +1,5 @@
-//! A tiny blocking HTTP/1.1 client for the tests: one request per connection (`Connection: close`),
-//! chunked bodies decoded, server-sent events split.
+//! A tiny blocking HTTP/1.1 client for the tests: one request per connection (`Connection: close`,
+//! `Content-Type: application/json` on POSTs unless given), chunked bodies decoded, server-sent events split.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -57,6 +57,9 @@ pub fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]
     if !body.is_empty() || method == "POST" {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
+    if method == "POST" && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+        head.push_str("Content-Type: application/json\r\n");
+    }
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -74,6 +77,16 @@ pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &st
     parse(&raw)
 }
 
+/// Sends `raw` bytes as they are and reads the whole response (the server must close the connection).
+pub fn raw(addr: SocketAddr, raw: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    parse(&out)
+}
+
 /// `POST path` with a JSON body.
 pub fn post(addr: SocketAddr, path: &str, body: &Value) -> Reply {
     let body = serde_json::to_vec(body).unwrap();
@@ -86,7 +99,7 @@ pub fn get(addr: SocketAddr, path: &str) -> Reply {
 }
 
 /// Parses a complete HTTP/1.1 response.
-fn parse(raw: &[u8]) -> Reply {
+pub fn parse(raw: &[u8]) -> Reply {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head");
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");

@@ -95,7 +95,7 @@ fn unknown_route_is_404_and_wrong_method_405() {
     assert_eq!(r.header("allow"), Some("POST, OPTIONS"));
     let r = request(s.addr, "DELETE", "/", &[], b"");
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("GET, POST, OPTIONS"));
+    assert_eq!(r.header("allow"), Some("GET, HEAD, POST, OPTIONS"));
     assert_eq!(get(s.addr, "/health").status, 200);
 }
 

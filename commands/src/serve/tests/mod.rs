@@ -3,6 +3,7 @@
 
 mod client;
 mod errors;
+mod http;
 mod lifecycle;
 mod openai;
 mod openapi;
@@ -22,7 +23,7 @@ use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 
 use super::backend::{Backend, Lexicon};
 use super::limits::RequestLimits;
-use super::server::{serve, Stopped};
+use super::server::{serve, ConnectionLimits, Stopped};
 use super::state::{Access, AppState, ServedModel};
 
 /// What the mock generates: this text's tokens, then EOS.
@@ -184,6 +185,7 @@ fn limits() -> RequestLimits {
         max_n: 4,
         payload_limit: 4096,
         request_timeout: None,
+        body_timeout: Duration::from_secs(30),
         max_batch_total_tokens: 1024,
     }
 }
@@ -204,6 +206,11 @@ impl TestServer {
 
     /// A server with these limits and access rules.
     fn with(limits: RequestLimits, access: Access) -> Self {
+        Self::bounded(limits, access, 64)
+    }
+
+    /// A server with these limits and access rules serving at most `max_connections` connections as usual.
+    fn bounded(limits: RequestLimits, access: Access, max_connections: usize) -> Self {
         let lex = lexicon();
         let mock =
             Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
@@ -219,7 +226,8 @@ impl TestServer {
                 let shutdown = async {
                     let _ = stopped.await;
                 };
-                serve(listener, state, shutdown, Duration::from_secs(5)).await
+                let conns = ConnectionLimits { max_connections, grace: Duration::from_secs(5) };
+                serve(listener, state, shutdown, conns).await
             })
         });
         let addr = addr_rx.recv().unwrap();
