@@ -15,7 +15,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 pub const RESERVE: usize = 16;
 
 /// File descriptors the process needs besides its connections (model files, the listener, stdio).
-const OTHER_FILES: u64 = 64;
+const OTHER_FILES: libc::rlim_t = 64;
 
 /// The connection slots; a connection holds its [`Slot`] until it closes.
 pub struct Slots {
@@ -98,24 +98,20 @@ impl Slots {
 /// Raises the open-file limit (`ulimit -n`) so that `max_connections` plus the reserve fit, within
 /// the hard limit; returns how many connections fit (`max_connections` unless the limit is lower).
 pub fn fit_open_files(max_connections: usize) -> usize {
-    let needed = (max_connections + RESERVE) as u64 + OTHER_FILES;
+    let needed = (max_connections + RESERVE) as libc::rlim_t + OTHER_FILES;
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= needed {
         return max_connections;
     }
-    let current = lim.rlim_cur as u64;
-    if current >= needed {
-        return max_connections;
-    }
-    let raised = libc::rlimit { rlim_cur: needed.min(lim.rlim_max as u64) as libc::rlim_t, rlim_max: lim.rlim_max };
+    let raised = libc::rlimit { rlim_cur: needed.min(lim.rlim_max), rlim_max: lim.rlim_max };
     // SAFETY: setrlimit reads the struct it is given.
     let limit =
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 { raised.rlim_cur as u64 } else { current };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 { raised.rlim_cur } else { lim.rlim_cur };
     if limit >= needed {
         return max_connections;
     }
-    let fit = limit.saturating_sub(RESERVE as u64 + OTHER_FILES).max(1) as usize;
+    let fit = limit.saturating_sub(RESERVE as libc::rlim_t + OTHER_FILES).max(1) as usize;
     tracing::warn!(
         "the open-file limit ({limit}) is too low for --max-connections {max_connections}: serving at most {fit} \
          connections (raise the hard limit, e.g. `ulimit -Hn`, to allow more)"

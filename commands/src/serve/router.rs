@@ -117,7 +117,8 @@ async fn respond(state: Arc<AppState>, req: Request<Incoming>, in_reserve: bool)
         Ok(r) => r,
         Err(e) => {
             let status = e.class().status.as_u16();
-            if status >= 500 {
+            // A flood beyond --max-connections is not the server failing: refused at info, like 4xx.
+            if status >= 500 && !matches!(e, ApiError::TooManyConnections) {
                 tracing::warn!(status, error = %e, "request failed");
             } else {
                 tracing::info!(status, error = %e, "request refused");

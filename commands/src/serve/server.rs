@@ -79,7 +79,7 @@ pub async fn serve(
                     }
                 };
                 let Some(slot) = slots.take() else {
-                    tracing::warn!("connection closed unanswered: --max-connections and its reserve are in use");
+                    tracing::debug!("connection closed unanswered: --max-connections and its reserve are in use");
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
