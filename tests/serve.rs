@@ -308,3 +308,29 @@ fn json_logs_carry_the_request_id_it_echoes() {
         assert_eq!(done["span"]["path"], "/generate");
     }
 }
+
+/// A copy of the bundled HF model with `key` of config.json set to `value`.
+fn mutated_model(dir: &std::path::Path, key: &str, value: Value) -> std::path::PathBuf {
+    let hf = chat_model(dir);
+    let cfg_path = hf.join("config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg[key] = value;
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    hf
+}
+
+#[test]
+fn hostile_hyperparameters_are_refused_at_load_with_exit_2() {
+    let cases = [
+        ("sliding_window", json!(0), "field 'sliding_window': 0 must be positive"),
+        ("rope_theta", json!(0), "field 'rope_theta': 0 must be a finite number greater than 1"),
+        ("max_position_embeddings", json!(1u64 << 40), "field 'max_position_embeddings': 1099511627776 is larger"),
+    ];
+    for (key, value, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let hf = mutated_model(dir.path(), key, value);
+        // The port is never bound: the model is refused before.
+        let out = tgi(["serve", "-m", hf.to_str().unwrap(), "--port", "1"]);
+        common::assert_fails(&out, 2, want);
+    }
+}

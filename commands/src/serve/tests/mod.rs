@@ -2,10 +2,12 @@
 //! engine (the bundled model's tokenizer, no weights), and a tiny HTTP/1.1 client.
 
 mod client;
+mod engine_failure;
 mod errors;
 mod lifecycle;
 mod openai;
 mod openapi;
+mod prompt_bytes;
 mod request_id;
 mod tgi;
 
@@ -29,13 +31,16 @@ use super::state::{Access, AppState, ServedModel};
 const SCRIPT: &str = "Once upon a time there was a little friend named Lily.";
 
 /// The bundled model's tokenizer with a small chat template.
-struct TestLexicon {
+pub(super) struct TestLexicon {
     tokenizer: Tokenizer,
     template: ChatTemplate,
+    /// Calls of [`Lexicon::tokenizer`], to tell whether a request cost tokenizing work.
+    tokenizer_calls: AtomicU64,
 }
 
 impl Lexicon for TestLexicon {
     fn tokenizer(&self) -> &Tokenizer {
+        self.tokenizer_calls.fetch_add(1, Ordering::Relaxed);
         &self.tokenizer
     }
 
@@ -45,19 +50,22 @@ impl Lexicon for TestLexicon {
 }
 
 /// The shared test lexicon (loaded once).
-fn lexicon() -> Arc<TestLexicon> {
+pub(super) fn lexicon() -> Arc<TestLexicon> {
     static LEX: OnceLock<Arc<TestLexicon>> = OnceLock::new();
-    LEX.get_or_init(|| {
-        let path = crate::model_args::bundled_path().unwrap();
-        let file = tgi_formats::GgufFile::open(&path).unwrap();
-        let template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\
-                        {% if add_generation_prompt %}assistant:{% endif %}";
-        Arc::new(TestLexicon {
-            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
-            template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
-        })
-    })
-    .clone()
+    LEX.get_or_init(|| Arc::new(new_lexicon())).clone()
+}
+
+/// A test lexicon of its own (its tokenizer calls counted apart from other tests').
+fn new_lexicon() -> TestLexicon {
+    let path = crate::model_args::bundled_path().unwrap();
+    let file = tgi_formats::GgufFile::open(&path).unwrap();
+    let template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\
+                    {% if add_generation_prompt %}assistant:{% endif %}";
+    TestLexicon {
+        tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+        template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
+        tokenizer_calls: AtomicU64::new(0),
+    }
 }
 
 /// A deterministic engine: every request generates [`SCRIPT`]'s tokens then EOS (stop strings and
@@ -204,7 +212,11 @@ impl TestServer {
 
     /// A server with these limits and access rules.
     fn with(limits: RequestLimits, access: Access) -> Self {
-        let lex = lexicon();
+        Self::with_lexicon(limits, access, lexicon())
+    }
+
+    /// A server with these limits and access rules over `lex`.
+    fn with_lexicon(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>) -> Self {
         let mock =
             Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
         let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1, speculate: None };
