@@ -116,7 +116,8 @@ def write_gguf(path, meta, n_tensors, infos, tensor_data, align):
 
 HF_INTS = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
            "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "sliding_window"]
-HF_FLOATS = ["rms_norm_eps", "rope_theta"]
+# The bundled config.json is transformers 5's: its RoPE base is rope_parameters.rope_theta.
+HF_FLOATS = ["rms_norm_eps", "rope_parameters.rope_theta"]
 HOSTILE_JSON = [0, -1, "NaN", "Infinity", 1e30, 2**40, 2**64, "64", None, 3, 7]
 
 GGUF_INTS = ["llama.embedding_length", "llama.feed_forward_length", "llama.block_count",
@@ -127,22 +128,25 @@ HOSTILE_GGUF_INT = [(U32, 0), (I32, -1), (U64, 2**40), (U64, 2**64 - 1), (STRING
 HOSTILE_GGUF_FLOAT = [(F32, 0.0), (F32, -1.0), (F32, math.nan), (F32, math.inf), (F32, 1e30), (STRING, "x")]
 
 
+def rope(kind, **fields):
+    """A transformers 5 `rope_parameters` object (the bundled config.json's form)."""
+    return {"rope_theta": 10000.0, "rope_type": kind, **fields}
+
+
 def hf_cases():
     cases = []
     for key in HF_INTS + HF_FLOATS:
         for v in HOSTILE_JSON:
             cases.append((f"config.json {key}={v}", {key: v}))
     cases += [
-        ("config.json rope_scaling linear factor 0", {"rope_scaling": {"type": "linear", "factor": 0}}),
-        ("config.json rope_scaling linear factor -2", {"rope_scaling": {"type": "linear", "factor": -2}}),
-        ("config.json rope_scaling linear factor NaN", {"rope_scaling": {"type": "linear", "factor": "NaN"}}),
-        ("config.json rope_scaling linear factor 1e30", {"rope_scaling": {"type": "linear", "factor": 1e30}}),
-        ("config.json rope_scaling llama3 high==low", {"rope_scaling": {
-            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
-            "original_max_position_embeddings": 256}}),
-        ("config.json rope_scaling llama3 orig 0", {"rope_scaling": {
-            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 0}}),
+        ("config.json rope_parameters linear factor 0", {"rope_parameters": rope("linear", factor=0)}),
+        ("config.json rope_parameters linear factor -2", {"rope_parameters": rope("linear", factor=-2)}),
+        ("config.json rope_parameters linear factor NaN", {"rope_parameters": rope("linear", factor=math.nan)}),
+        ("config.json rope_parameters linear factor 1e30", {"rope_parameters": rope("linear", factor=1e30)}),
+        ("config.json rope_parameters llama3 high==low", {"rope_parameters": rope(
+            "llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=1.0, original_max_position_embeddings=256)}),
+        ("config.json rope_parameters llama3 orig 0", {"rope_parameters": rope(
+            "llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=0)}),
         ("config.json hidden_size 60 (not heads x head_dim)", {"hidden_size": 60}),
     ]
     return cases
@@ -169,7 +173,11 @@ def write_hf(dir, changes):
     path = os.path.join(model, "config.json")
     cfg = json.load(open(path))
     for k, v in changes.items():
-        cfg[k] = float(v) if v in ("NaN", "Infinity") else v
+        obj = cfg
+        *parents, leaf = k.split(".")
+        for p in parents:
+            obj = obj.setdefault(p, {})
+        obj[leaf] = float(v) if v in ("NaN", "Infinity") else v
     # allow_nan writes NaN / Infinity literals, as Python's json does by default (invalid JSON).
     open(path, "w").write(json.dumps(cfg))
     return model

@@ -323,7 +323,7 @@ fn mutated_model(dir: &std::path::Path, key: &str, value: Value) -> std::path::P
 fn hostile_hyperparameters_are_refused_at_load_with_exit_2() {
     let cases = [
         ("sliding_window", json!(0), "field 'sliding_window': 0 must be positive"),
-        ("rope_theta", json!(0), "field 'rope_theta': 0 must be a finite number greater than 1"),
+        ("rms_norm_eps", json!(0), "field 'rms_norm_eps': 0 must be a number between 0 and 1"),
         ("max_position_embeddings", json!(1u64 << 40), "field 'max_position_embeddings': 1099511627776 is larger"),
     ];
     for (key, value, want) in cases {
