@@ -378,3 +378,29 @@ fn sigterm_does_not_wait_for_a_body_that_never_comes() {
     assert!(answer.contains("The server is shutting down"), "{answer}");
     assert!(!log.lock().unwrap().contains("still in flight"), "{}", log.lock().unwrap());
 }
+
+/// A copy of the bundled HF model with `key` of config.json set to `value`.
+fn mutated_model(dir: &std::path::Path, key: &str, value: Value) -> std::path::PathBuf {
+    let hf = chat_model(dir);
+    let cfg_path = hf.join("config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg[key] = value;
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    hf
+}
+
+#[test]
+fn hostile_hyperparameters_are_refused_at_load_with_exit_2() {
+    let cases = [
+        ("sliding_window", json!(0), "field 'sliding_window': 0 must be positive"),
+        ("rms_norm_eps", json!(0), "field 'rms_norm_eps': 0 must be a number between 0 and 1"),
+        ("max_position_embeddings", json!(1u64 << 40), "field 'max_position_embeddings': 1099511627776 is larger"),
+    ];
+    for (key, value, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let hf = mutated_model(dir.path(), key, value);
+        // The port is never bound: the model is refused before.
+        let out = tgi(["serve", "-m", hf.to_str().unwrap(), "--port", "1"]);
+        common::assert_fails(&out, 2, want);
+    }
+}

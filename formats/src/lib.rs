@@ -7,6 +7,7 @@ pub mod convert;
 pub mod ggml_type;
 pub mod gguf;
 pub mod hf;
+pub mod hyperparameters;
 pub mod quant;
 pub mod safetensors;
 pub mod source;

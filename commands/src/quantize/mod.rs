@@ -17,6 +17,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgi_engines::convert::preset::{Preset, TypeOverrides};
 use tgi_engines::convert::{run_job, ExportPlan, Scratch};
+use tgi_engines::model::{LlamaConfig, ModelError};
 use tgi_formats::gguf::{GgufFile, GgufWriter};
 use tgi_formats::hf::{self, GgufVocab, ModelConfig};
 use tgi_formats::safetensors::SafetensorsSet;
@@ -202,6 +203,11 @@ impl Input {
         let path = Path::new(model);
         if path.is_file() && path.extension().is_none_or(|e| e != "safetensors") {
             let file = GgufFile::open(path)?;
+            // Hostile hyperparameters are refused here rather than copied into the output (architectures the
+            // engine does not run are requantized unchecked).
+            if let Err(e @ ModelError::Config(_)) = LlamaConfig::from_gguf(&file) {
+                return Err(InputError(format!("{}: {e}", path.display())).into());
+            }
             let name =
                 file.get("general.name").and_then(|v| v.as_str()).map(str::to_string).unwrap_or_else(|| stem(path));
             return Ok(Input::Gguf { name, file, path: path.to_path_buf() });

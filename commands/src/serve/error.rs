@@ -75,6 +75,19 @@ pub enum ValidationError {
         /// Prompt tokens.
         given: usize,
     },
+    /// A prompt longer in bytes than `--max-input-tokens` tokens could cover, refused before tokenizing.
+    #[error(
+        "`inputs` must have less than {max} tokens. Given: {bytes} bytes, more than the {max_bytes} that {max} tokens \
+         can cover"
+    )]
+    InputBytes {
+        /// `--max-input-tokens`.
+        max: usize,
+        /// Prompt bytes.
+        bytes: usize,
+        /// The byte bound (see `PromptBytes`).
+        max_bytes: usize,
+    },
     /// An empty prompt.
     #[error("`inputs` cannot be empty")]
     EmptyInput,
@@ -150,7 +163,7 @@ impl ValidationError {
             Self::Sampling(e) => sampling_param(e),
             Self::Truncate { .. } => "truncate",
             Self::NegativeMaxNewTokens | Self::MaxTotalTokens { .. } | Self::KvCapacity { .. } => "max_tokens",
-            Self::InputLength { .. } | Self::EmptyInput | Self::Tokenizer(_) => "inputs",
+            Self::InputLength { .. } | Self::InputBytes { .. } | Self::EmptyInput | Self::Tokenizer(_) => "inputs",
             Self::StopSequence { .. } => "stop",
             Self::Unsupported(name) => name,
             Self::N { .. } => "n",
@@ -350,9 +363,11 @@ impl ApiError {
         };
         let code = match self {
             Self::Unauthorized => Some("invalid_api_key"),
-            Self::Validation(ValidationError::MaxTotalTokens { .. } | ValidationError::InputLength { .. }) => {
-                Some("context_length_exceeded")
-            }
+            Self::Validation(
+                ValidationError::MaxTotalTokens { .. }
+                | ValidationError::InputLength { .. }
+                | ValidationError::InputBytes { .. },
+            ) => Some("context_length_exceeded"),
             _ => None,
         };
         serde_json::json!({"error": {

@@ -95,12 +95,58 @@ impl RequestLimits {
     }
 }
 
+/// How much a normalizer may shrink text before it is split into tokens (NFC composes three 3-byte
+/// Hangul jamo into one 3-byte syllable; no UTF-8 character is longer than 4 bytes).
+const NORMALIZER_SLACK: usize = 4;
+
+/// The longest prompt, in bytes, that `--max-input-tokens` tokens could cover: no token's text is longer
+/// than the vocabulary's longest piece, so a longer prompt has too many tokens whatever they are, and is
+/// refused before any tokenizing work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptBytes {
+    /// `--max-input-tokens`.
+    pub max_tokens: usize,
+    /// The bytes of the vocabulary's longest token.
+    pub token_bytes: usize,
+    /// Longest prompt accepted: `max_tokens * token_bytes * NORMALIZER_SLACK`.
+    pub max_bytes: usize,
+}
+
+impl PromptBytes {
+    /// The bound for `max_tokens` tokens of `lexicon`'s vocabulary.
+    pub fn new(max_tokens: usize, lexicon: &dyn Lexicon) -> Self {
+        let tok = lexicon.tokenizer();
+        let token_bytes = (0..tok.vocab_size() as u32).map(|id| tok.token_to_piece(id).len()).max().unwrap_or(0).max(1);
+        let max_bytes = max_tokens.saturating_mul(token_bytes).saturating_mul(NORMALIZER_SLACK);
+        PromptBytes { max_tokens, token_bytes, max_bytes }
+    }
+
+    /// Refuses `text` when it is longer than [`PromptBytes::max_bytes`].
+    pub fn check(&self, text: &str) -> Result<(), ValidationError> {
+        if text.len() > self.max_bytes {
+            return Err(ValidationError::InputBytes {
+                max: self.max_tokens,
+                bytes: text.len(),
+                max_bytes: self.max_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The token ids of a prompt: special tokens (BOS) added as the model asks when `add_special`, and
-/// control tokens written in the text recognized, as HF tokenizers do.
-pub fn tokenize(lexicon: &dyn Lexicon, text: &str, add_special: bool) -> Result<Vec<u32>, ValidationError> {
+/// control tokens written in the text recognized, as HF tokenizers do. A prompt over the byte bound is
+/// refused without being tokenized.
+pub fn tokenize(
+    lexicon: &dyn Lexicon,
+    bound: &PromptBytes,
+    text: &str,
+    add_special: bool,
+) -> Result<Vec<u32>, ValidationError> {
     if text.is_empty() {
         return Err(ValidationError::EmptyInput);
     }
+    bound.check(text)?;
     lexicon.tokenizer().encode(text, add_special, true).map_err(|e| ValidationError::Tokenizer(e.to_string()))
 }
 
@@ -140,5 +186,21 @@ pub(crate) mod tests {
         assert_eq!(l.check_truncate(Some(13)), Err(ValidationError::Truncate { max: 12, given: 13 }));
         assert_eq!(l.check_truncate(Some(0)), Err(ValidationError::Truncate { max: 12, given: 0 }));
         assert!(l.check_stop(&["a".into(), "b".into(), "c".into()]).is_err());
+    }
+
+    #[test]
+    fn prompt_bytes_bound() {
+        let lex = crate::serve::tests::lexicon();
+        let b = PromptBytes::new(12, lex.as_ref());
+        let longest = (0..512).map(|id| lex.tokenizer().token_to_piece(id).len()).max().unwrap();
+        assert_eq!((b.token_bytes, b.max_bytes), (longest, 12 * longest * NORMALIZER_SLACK));
+        let at = "a".repeat(b.max_bytes);
+        assert_eq!(b.check(&at), Ok(()));
+        let over = "a".repeat(b.max_bytes + 1);
+        assert_eq!(
+            b.check(&over),
+            Err(ValidationError::InputBytes { max: 12, bytes: b.max_bytes + 1, max_bytes: b.max_bytes })
+        );
+        assert_eq!(tokenize(lex.as_ref(), &b, &over, true), b.check(&over).map(|()| Vec::new()));
     }
 }

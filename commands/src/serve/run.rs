@@ -1,13 +1,16 @@
 //! `tgi serve` from start to exit: logs, model, sizes, scheduler, then serving until SIGTERM or
 //! SIGINT, after which requests in flight get `--shutdown-timeout` to finish.
 
+use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use tgi_engines::model::LoadedModel;
-use tgi_engines::scheduler::{Scheduler, SchedulerConfig};
+use tgi_engines::scheduler::{EngineWatch, Scheduler, SchedulerConfig};
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 
 use super::budget::{self, Sizes, SizingInputs};
 use super::connections;
@@ -45,6 +48,7 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         speculation: settings.speculation.clone(),
     };
     let handle = Scheduler::start(model.clone(), cfg.clone()).context("cannot start the scheduler")?;
+    let engine_failed = watch_engine(handle.watch())?;
     let served = ServedModel {
         id: settings.model.model.clone().unwrap_or_else(|| "stories260k".into()),
         compute_type: settings.model.device.to_string(),
@@ -72,14 +76,55 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!("{summary}");
         tracing::info!("listening on http://{addr}");
-        match server::serve(listener, state, server::signal(), limits).await {
-            Stopped::Drained => tracing::info!("stopped"),
-            Stopped::GraceExpired => {
-                tracing::warn!("stopped after {} s with requests still in flight", limits.grace.as_secs_f64())
+        serve_supervised(listener, state, server::signal(), engine_failed, limits).await
+    })
+}
+
+/// Reports the end of the engine thread when it panicked (its message) on the returned channel.
+fn watch_engine(watch: EngineWatch) -> Result<oneshot::Receiver<String>> {
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("tgi-engine-watch".into())
+        .spawn(move || {
+            if let Err(message) = watch.wait() {
+                let _ = tx.send(message);
+            }
+        })
+        .context("cannot start the engine watch thread")?;
+    Ok(rx)
+}
+
+/// Serves until `shutdown`, or until the engine fails (`engine_failed` resolves with its panic): the
+/// requests it held have failed by then, `/health` answers 503, the server stops as on SIGTERM, and
+/// the error returned makes the process exit non-zero so that a supervisor restarts it.
+pub(super) async fn serve_supervised(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+    engine_failed: oneshot::Receiver<String>,
+    limits: ConnectionLimits,
+) -> Result<()> {
+    let mut failure = None;
+    let stop = async {
+        tokio::select! {
+            _ = shutdown => {}
+            Ok(message) = engine_failed => {
+                tracing::error!(panic = %message, "the engine stopped; shutting down so that a supervisor can restart tgi");
+                state.healthy.store(false, Ordering::Relaxed);
+                failure = Some(message);
             }
         }
-        Ok(())
-    })
+    };
+    match server::serve(listener, state.clone(), stop, limits).await {
+        Stopped::Drained => tracing::info!("stopped"),
+        Stopped::GraceExpired => {
+            tracing::warn!("stopped after {} s with requests still in flight", limits.grace.as_secs_f64())
+        }
+    }
+    match failure {
+        Some(message) => Err(anyhow!("the engine stopped: {message}")),
+        None => Ok(()),
+    }
 }
 
 /// KV cache bytes per token: keys and values of every layer, in the cache's element type.

@@ -9,7 +9,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::backend::{Backend, Lexicon};
 use super::error::ApiError;
-use super::limits::RequestLimits;
+use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
 
 /// The server's shared state.
@@ -20,6 +20,8 @@ pub struct AppState {
     pub lexicon: Arc<dyn Lexicon>,
     /// Per-request budgets.
     pub limits: RequestLimits,
+    /// The longest prompt worth tokenizing.
+    pub prompt_bytes: PromptBytes,
     /// Request metrics.
     pub metrics: Arc<Metrics>,
     /// One permit per request in flight (`--max-concurrent-requests`).
@@ -95,6 +97,7 @@ impl AppState {
     ) -> Self {
         AppState {
             backend,
+            prompt_bytes: PromptBytes::new(limits.max_input_tokens, lexicon.as_ref()),
             lexicon,
             metrics: Arc::new(Metrics::new(&limits)),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),

@@ -1,7 +1,8 @@
 //! The hyperparameters a Llama-family model runs with, from config.json or from GGUF metadata.
 
-use tgi_formats::gguf::GgufFile;
+use tgi_formats::gguf::{GgufFile, Value};
 use tgi_formats::hf::{Architecture, ModelConfig, RopeScaling};
+use tgi_formats::hyperparameters::{Hyper, Hyperparameters};
 
 use super::ModelError;
 
@@ -48,35 +49,31 @@ pub struct LlamaConfig {
 }
 
 impl LlamaConfig {
-    /// From a config.json.
+    /// From a config.json (whose hyperparameters were checked when it was parsed).
     pub fn from_hf(cfg: &ModelConfig) -> Result<Self, ModelError> {
-        let rope_position_scale = match &cfg.rope_scaling {
-            None | Some(RopeScaling::Llama3 { .. }) => 1.0,
-            Some(RopeScaling::Linear { factor }) => 1.0 / factor,
+        let mut h = cfg.hyperparameters();
+        h.rope_factor = match &cfg.rope_scaling {
+            // Llama 3 scaling divides frequencies (the factors given to the model), not positions.
+            None | Some(RopeScaling::Llama3 { .. }) => None,
+            Some(RopeScaling::Linear { factor }) => Some(*factor),
             Some(RopeScaling::Yarn { .. }) => {
                 return Err(ModelError::Unsupported("YaRN rope scaling is not supported by the engine".into()))
             }
         };
-        Ok(LlamaConfig {
-            architecture: cfg.architecture,
-            hidden: cfg.hidden_size,
-            intermediate: cfg.intermediate_size,
-            layers: cfg.num_hidden_layers,
-            heads: cfg.num_attention_heads,
-            kv_heads: cfg.num_key_value_heads,
-            head_dim: cfg.head_dim,
-            vocab: cfg.vocab_size,
-            context: cfg.max_position_embeddings,
-            rms_eps: cfg.rms_norm_eps,
-            rope_theta: cfg.rope_theta,
-            rope_position_scale,
-            rope_style: RopeStyle::Halves,
-            sliding_window: cfg.sliding_window,
-        })
+        Ok(Self::new(cfg.architecture, &h, RopeStyle::Halves))
     }
 
     /// From a GGUF file's `{arch}.*` metadata; the vocabulary size comes from the embedding's shape.
     pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
+        let vocab = file
+            .tensor("token_embd.weight")
+            .map(|t| t.torch_shape()[0])
+            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+        Self::from_gguf_metadata(file, vocab)
+    }
+
+    /// From a GGUF file's metadata, with the vocabulary size given.
+    fn from_gguf_metadata(file: &GgufFile, vocab: usize) -> Result<Self, ModelError> {
         let arch_name = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
         let architecture = match arch_name {
             "llama" => Architecture::Llama,
@@ -88,30 +85,42 @@ impl LlamaConfig {
                 )))
             }
         };
-        let vocab = file
-            .tensor("token_embd.weight")
-            .map(|t| t.torch_shape()[0])
-            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
-        let key = |k: &str| format!("{arch_name}.{k}");
-        let int = |k: &str| file.get(&key(k)).and_then(|v| v.as_u64()).map(|v| v as usize);
-        let req = |k: &str| {
-            int(k).filter(|&v| v > 0).ok_or_else(|| ModelError::Config(format!("GGUF metadata lacks {}", key(k))))
-        };
-        let float = |k: &str| file.get(&key(k)).and_then(|v| v.as_f32());
+        let meta = Metadata { file, arch: arch_name };
+        let req = |k: &str| meta.int(k)?.ok_or_else(|| meta.error(k, "is missing"));
         let hidden = req("embedding_length")?;
         let heads = req("attention.head_count")?;
-        let kv_heads = int("attention.head_count_kv").unwrap_or(heads);
-        if kv_heads == 0 || heads % kv_heads != 0 {
-            return Err(ModelError::Config(format!("{kv_heads} KV heads do not divide {heads} heads")));
+        let kv_heads = meta.int("attention.head_count_kv")?.unwrap_or(heads);
+        let (key_length, rope_dims) = (meta.int("attention.key_length")?, meta.int("rope.dimension_count")?);
+        if let (Some(k), Some(r)) = (key_length, rope_dims) {
+            if k != r {
+                return Err(meta.error(
+                    "rope.dimension_count",
+                    format!("{r} differs from attention.key_length {k} (partial RoPE is not supported)"),
+                ));
+            }
         }
-        let head_dim = int("attention.key_length").or(int("rope.dimension_count")).unwrap_or(hidden / heads);
-        let rope_position_scale = match file.get(&key("rope.scaling.type")).and_then(|v| v.as_str()) {
-            None | Some("none") => 1.0,
-            Some("linear") => 1.0 / float("rope.scaling.factor").unwrap_or(1.0),
+        if let (Some(k), Some(v)) = (key_length, meta.int("attention.value_length")?) {
+            if k != v {
+                return Err(meta.error("attention.value_length", format!("{v} differs from attention.key_length {k}")));
+            }
+        }
+        let head_dim = match key_length.or(rope_dims) {
+            Some(d) => d,
+            None if heads == 0 || !hidden.is_multiple_of(heads) => {
+                return Err(meta.error(
+                    "attention.key_length",
+                    format!("is missing, and embedding_length {hidden} is not a multiple of head_count {heads}"),
+                ))
+            }
+            None => hidden / heads,
+        };
+        let scaling = meta.str("rope.scaling.type")?;
+        let rope_factor = match scaling {
+            None | Some("none") => None,
+            Some("linear") => Some(meta.float("rope.scaling.factor")?.unwrap_or(1.0)),
             Some(other) => return Err(ModelError::Unsupported(format!("rope scaling '{other}'"))),
         };
-        Ok(LlamaConfig {
-            architecture,
+        let h = Hyperparameters {
             hidden,
             intermediate: req("feed_forward_length")?,
             layers: req("block_count")?,
@@ -120,14 +129,222 @@ impl LlamaConfig {
             head_dim,
             vocab,
             context: req("context_length")?,
-            rms_eps: float("attention.layer_norm_rms_epsilon").unwrap_or(1e-5),
-            rope_theta: float("rope.freq_base").unwrap_or(10000.0),
-            rope_position_scale,
-            rope_style: match architecture {
-                Architecture::Qwen2 => RopeStyle::Halves,
-                Architecture::Llama | Architecture::Mistral => RopeStyle::Interleaved,
-            },
-            sliding_window: int("attention.sliding_window").filter(|&w| w > 0),
-        })
+            rms_eps: meta.float("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
+            rope_theta: meta.float("rope.freq_base")?.unwrap_or(10000.0),
+            rope_factor,
+            // llama.cpp reads a window of 0 as none.
+            sliding_window: meta.int("attention.sliding_window")?.filter(|&w| w > 0),
+        };
+        h.check().map_err(|e| {
+            let key = match e.hyper {
+                Hyper::Hidden => "embedding_length",
+                Hyper::Intermediate => "feed_forward_length",
+                Hyper::Layers => "block_count",
+                Hyper::Heads => "attention.head_count",
+                Hyper::KvHeads => "attention.head_count_kv",
+                Hyper::HeadDim if key_length.is_some() => "attention.key_length",
+                Hyper::HeadDim if rope_dims.is_some() => "rope.dimension_count",
+                Hyper::HeadDim => "embedding_length / attention.head_count",
+                Hyper::Vocab => {
+                    return ModelError::Config(format!("tensor 'token_embd.weight': {} rows: {}", e.value, e.problem))
+                }
+                Hyper::Context => "context_length",
+                Hyper::RmsEps => "attention.layer_norm_rms_epsilon",
+                Hyper::RopeTheta => "rope.freq_base",
+                Hyper::RopeFactor => "rope.scaling.factor",
+                Hyper::SlidingWindow => "attention.sliding_window",
+            };
+            meta.error(key, e.to_string())
+        })?;
+        let style = match architecture {
+            Architecture::Qwen2 => RopeStyle::Halves,
+            Architecture::Llama | Architecture::Mistral => RopeStyle::Interleaved,
+        };
+        Ok(Self::new(architecture, &h, style))
+    }
+
+    /// From hyperparameters that passed [`Hyperparameters::check`].
+    fn new(architecture: Architecture, h: &Hyperparameters, rope_style: RopeStyle) -> Self {
+        LlamaConfig {
+            architecture,
+            hidden: h.hidden,
+            intermediate: h.intermediate,
+            layers: h.layers,
+            heads: h.heads,
+            kv_heads: h.kv_heads,
+            head_dim: h.head_dim,
+            vocab: h.vocab,
+            context: h.context,
+            rms_eps: h.rms_eps,
+            rope_theta: h.rope_theta,
+            rope_position_scale: h.rope_factor.map_or(1.0, |f| 1.0 / f),
+            rope_style,
+            sliding_window: h.sliding_window,
+        }
+    }
+}
+
+/// The `{arch}.*` keys of a GGUF file, read with errors that name the key and what it holds.
+struct Metadata<'a> {
+    file: &'a GgufFile,
+    arch: &'a str,
+}
+
+impl Metadata<'_> {
+    fn error(&self, key: &str, problem: impl std::fmt::Display) -> ModelError {
+        ModelError::Config(format!("GGUF metadata '{}.{key}': {problem}", self.arch))
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.file.get(&format!("{}.{key}", self.arch))
+    }
+
+    fn wrong(&self, key: &str, expected: &str, found: &Value) -> ModelError {
+        let shown: String = format!("{found:?}").chars().take(40).collect();
+        self.error(key, format!("expected {expected}, found {shown} (type {})", found.value_type()))
+    }
+
+    /// An optional non-negative integer.
+    fn int(&self, key: &str) -> Result<Option<usize>, ModelError> {
+        let Some(v) = self.get(key) else { return Ok(None) };
+        let n = v.as_u64().ok_or_else(|| self.wrong(key, "a non-negative integer", v))?;
+        usize::try_from(n).map(Some).map_err(|_| self.error(key, format!("{n} is too large")))
+    }
+
+    /// An optional number.
+    fn float(&self, key: &str) -> Result<Option<f32>, ModelError> {
+        let Some(v) = self.get(key) else { return Ok(None) };
+        v.as_f32().map(Some).ok_or_else(|| self.wrong(key, "a number", v))
+    }
+
+    /// An optional string.
+    fn str(&self, key: &str) -> Result<Option<&str>, ModelError> {
+        let Some(v) = self.get(key) else { return Ok(None) };
+        v.as_str().map(Some).ok_or_else(|| self.wrong(key, "a string", v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tgi_formats::GgufWriter;
+
+    use super::*;
+
+    const STORIES_GGUF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/stories260k-f32.gguf");
+
+    /// The bundled model's metadata with `changes` applied (a key set, or removed when `None`), as a
+    /// metadata-only file.
+    fn mutated(changes: &[(&str, Option<Value>)]) -> GgufFile {
+        let stories = GgufFile::open(std::path::Path::new(STORIES_GGUF)).unwrap();
+        let mut metadata: Vec<(String, Value)> =
+            stories.metadata().iter().filter(|(k, _)| changes.iter().all(|(c, _)| c != k)).cloned().collect();
+        metadata.extend(changes.iter().filter_map(|(k, v)| Some((k.to_string(), v.clone()?))));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let out = std::io::BufWriter::new(file.reopen().unwrap());
+        GgufWriter::new(out, metadata, vec![]).unwrap().finish().unwrap();
+        GgufFile::open(file.path()).unwrap()
+    }
+
+    fn err(changes: &[(&str, Option<Value>)]) -> String {
+        LlamaConfig::from_gguf_metadata(&mutated(changes), 512).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn gguf_and_hf_agree_on_the_bundled_model() {
+        let gguf = LlamaConfig::from_gguf(&GgufFile::open(std::path::Path::new(STORIES_GGUF)).unwrap()).unwrap();
+        let hf = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/config.json");
+        let hf = LlamaConfig::from_hf(&ModelConfig::from_file(std::path::Path::new(hf)).unwrap()).unwrap();
+        assert_eq!(gguf, LlamaConfig { rope_style: RopeStyle::Interleaved, ..hf });
+        assert_eq!((gguf.heads, gguf.kv_heads, gguf.head_dim, gguf.sliding_window), (8, 4, 8, None));
+    }
+
+    #[test]
+    fn hostile_gguf_metadata() {
+        let one = |key: &'static str, value: Value| vec![(key, Some(value))];
+        let cases = [
+            (
+                one("llama.attention.layer_norm_rms_epsilon", Value::F32(f32::NAN)),
+                "'llama.attention.layer_norm_rms_epsilon': NaN must be a number between 0 and 1",
+            ),
+            (
+                one("llama.rope.freq_base", Value::F32(0.0)),
+                "'llama.rope.freq_base': 0 must be a finite number greater than 1",
+            ),
+            (one("llama.rope.freq_base", Value::F32(f32::INFINITY)), "'llama.rope.freq_base': inf must be"),
+            (
+                one("llama.block_count", Value::U64(1 << 40)),
+                "'llama.block_count': 1099511627776 is larger than the 4096 tgi accepts",
+            ),
+            (one("llama.block_count", Value::U32(0)), "'llama.block_count': 0 must be positive"),
+            (one("llama.context_length", Value::U64(1 << 40)), "'llama.context_length': 1099511627776 is larger"),
+            (
+                one("llama.context_length", Value::I32(-1)),
+                "'llama.context_length': expected a non-negative integer, found I32(-1) (type i32)",
+            ),
+            (
+                one("llama.embedding_length", Value::String("64".into())),
+                "'llama.embedding_length': expected a non-negative integer, found String(\"64\") (type string)",
+            ),
+            (
+                one("llama.attention.head_count_kv", Value::U32(3)),
+                "'llama.attention.head_count_kv': 3 does not divide the 8 attention heads",
+            ),
+            (one("llama.attention.head_count", Value::U32(0)), "'llama.attention.head_count': 0 must be positive"),
+            (
+                one("llama.attention.head_count", Value::U32(7)),
+                "'llama.attention.head_count_kv': 4 does not divide the 7 attention heads",
+            ),
+            (
+                vec![
+                    ("llama.rope.dimension_count", None),
+                    ("llama.attention.head_count", Some(Value::U32(7))),
+                    ("llama.attention.head_count_kv", Some(Value::U32(7))),
+                ],
+                "'llama.attention.key_length': is missing, and embedding_length 64 is not a multiple of head_count 7",
+            ),
+            (one("llama.feed_forward_length", Value::U32(0)), "'llama.feed_forward_length': 0 must be positive"),
+            (
+                one("llama.rope.scaling.type", Value::U32(1)),
+                "'llama.rope.scaling.type': expected a string, found U32(1) (type u32)",
+            ),
+            (
+                vec![("llama.rope.dimension_count", None), ("llama.attention.key_length", Some(Value::U32(7)))],
+                "'llama.attention.key_length': 7 must be even",
+            ),
+            (
+                vec![
+                    ("llama.attention.key_length", Some(Value::U32(8))),
+                    ("llama.rope.dimension_count", Some(Value::U32(4))),
+                ],
+                "'llama.rope.dimension_count': 4 differs from attention.key_length 8 (partial RoPE is not supported)",
+            ),
+            (
+                vec![
+                    ("llama.rope.scaling.type", Some(Value::String("linear".into()))),
+                    ("llama.rope.scaling.factor", Some(Value::F32(-1.0))),
+                ],
+                "'llama.rope.scaling.factor': -1 must be a finite positive number",
+            ),
+            (vec![("llama.context_length", None)], "'llama.context_length': is missing"),
+        ];
+        for (changes, want) in cases {
+            let msg = err(&changes);
+            assert!(msg.starts_with("invalid model: GGUF metadata"), "{changes:?}: {msg}");
+            assert!(msg.contains(want), "{changes:?}: {msg}");
+        }
+        let huge_vocab = LlamaConfig::from_gguf_metadata(&mutated(&[]), 1 << 40);
+        assert_eq!(
+            huge_vocab.unwrap_err().to_string(),
+            "invalid model: tensor 'token_embd.weight': 1099511627776 rows: is larger than the 16777216 tgi accepts"
+        );
+    }
+
+    #[test]
+    fn gguf_window_zero_means_none() {
+        let window = |w: u32| {
+            let file = mutated(&[("llama.attention.sliding_window", Some(Value::U32(w)))]);
+            LlamaConfig::from_gguf_metadata(&file, 512).unwrap().sliding_window
+        };
+        assert_eq!((window(0), window(16)), (None, Some(16)));
     }
 }

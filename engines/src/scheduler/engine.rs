@@ -1,7 +1,9 @@
 //! The loop on the scheduler thread: take in requests, drop cancelled ones, admit waiting ones, run one batched
 //! step (plan it, run the model, apply the result: sample, report), and retire the sequences that ended.
 
+use std::any::Any;
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -11,7 +13,7 @@ use rayon::prelude::*;
 use super::config::SchedulerConfig;
 use super::cost::StepCost;
 use super::plan::StepPlan;
-use super::request::{EventSink, Request};
+use super::request::{Event, EventSink, Request};
 use super::sequence::{Outcome, Progress, Sequence};
 use super::stats::Stats;
 use crate::kv::{KvCache, BLOCK_SIZE};
@@ -50,17 +52,34 @@ pub(super) struct Engine<'m> {
     step: u64,
 }
 
-/// Runs the engine until every sender is gone and no request is left.
+/// Runs the engine until every sender is gone and no request is left. A panic fails every request the
+/// engine holds or was sent, and ends the loop with the panic's message.
 pub(super) fn run(
     m: &LoadedModel,
     kv: KvCache,
     cfg: SchedulerConfig,
     rx: Receiver<Submission>,
     shared: Arc<Mutex<Stats>>,
-) {
+) -> Result<(), String> {
     let mut e = Engine::new(m, kv, cfg, rx, shared);
-    while e.intake() {
-        e.turn();
+    let looped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        while e.intake() {
+            e.turn();
+        }
+    }));
+    let Err(payload) = looped else { return Ok(()) };
+    let message = panic_message(payload.as_ref());
+    tracing::error!(panic = %message, "the engine thread panicked; failing every request it holds");
+    e.fail_all(&format!("the engine stopped: {message}"));
+    Err(message)
+}
+
+/// The text of a panic's payload.
+pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".into(),
     }
 }
 
@@ -92,6 +111,16 @@ impl<'m> Engine<'m> {
             self.enqueue(s);
         }
         true
+    }
+
+    /// Fails every queued, running and submitted request with `message` (after a panic).
+    fn fail_all(&mut self, message: &str) {
+        for mut seq in self.queue.drain(..).chain(self.running.drain(..)) {
+            seq.fail(message.to_string());
+        }
+        while let Ok(mut s) = self.rx.try_recv() {
+            s.sink.send(Event::Failed(message.to_string()));
+        }
     }
 
     /// Whether nothing is queued or running.

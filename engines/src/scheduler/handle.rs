@@ -1,7 +1,8 @@
 //! Starting the engine thread, and the handle the HTTP layer submits requests and reads stats through.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::Instant;
 
@@ -25,18 +26,56 @@ impl Scheduler {
         let stats = Arc::new(Mutex::new(Stats::new(&cfg)));
         let (tx, rx) = mpsc::channel();
         let c = model.model.config();
+        let fate = Arc::new(Fate::default());
         let handle = SchedulerHandle {
             tx,
             stats: stats.clone(),
             capacity: blocks * BLOCK_SIZE,
             context: c.context,
             vocab: c.vocab,
+            fate: fate.clone(),
         };
         thread::Builder::new()
             .name("tgi-scheduler".into())
-            .spawn(move || engine::run(&model, kv, cfg, rx, stats))
+            .spawn(move || {
+                // A panic while failing the requests after a first one still ends the thread with a verdict.
+                let ran = panic::catch_unwind(AssertUnwindSafe(|| engine::run(&model, kv, cfg, rx, stats)));
+                fate.end(ran.unwrap_or_else(|payload| Err(engine::panic_message(payload.as_ref()))));
+            })
             .map_err(|e| ModelError::Config(format!("cannot start the scheduler thread: {e}")))?;
         Ok(handle)
+    }
+}
+
+/// How the engine thread ended, once it has: `Err` with the message of a panic.
+#[derive(Default)]
+struct Fate {
+    ended: Mutex<Option<Result<(), String>>>,
+    changed: Condvar,
+}
+
+impl Fate {
+    fn end(&self, how: Result<(), String>) {
+        *self.ended.lock().unwrap_or_else(PoisonError::into_inner) = Some(how);
+        self.changed.notify_all();
+    }
+}
+
+/// Waits for the engine thread to end (without keeping it alive, unlike a [`SchedulerHandle`]).
+#[derive(Clone)]
+pub struct EngineWatch(Arc<Fate>);
+
+impl EngineWatch {
+    /// Blocks until the engine thread ends: `Err` with the panic's message when it panicked (every request it
+    /// held was failed), `Ok` when it ended because every handle was dropped.
+    pub fn wait(&self) -> Result<(), String> {
+        let mut ended = self.0.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(how) = ended.as_ref() {
+                return how.clone();
+            }
+            ended = self.0.changed.wait(ended).unwrap_or_else(PoisonError::into_inner);
+        }
     }
 }
 
@@ -51,6 +90,8 @@ pub struct SchedulerHandle {
     context: usize,
     /// The model's vocabulary size.
     vocab: usize,
+    /// How the engine thread ended.
+    fate: Arc<Fate>,
 }
 
 impl SchedulerHandle {
@@ -79,6 +120,11 @@ impl SchedulerHandle {
     /// A snapshot of the scheduler's gauges and counters.
     pub fn stats(&self) -> Stats {
         self.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// A watch on the engine thread, to learn when it ends (and whether it panicked).
+    pub fn watch(&self) -> EngineWatch {
+        EngineWatch(self.fate.clone())
     }
 
     /// Tokens the KV pool holds.

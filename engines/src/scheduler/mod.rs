@@ -23,6 +23,6 @@ mod tests_policy;
 mod tests_speculation;
 
 pub use config::SchedulerConfig;
-pub use handle::{Scheduler, SchedulerHandle};
+pub use handle::{EngineWatch, Scheduler, SchedulerHandle};
 pub use request::{Event, EventSink, Finished, Request, SubmitError, TokenEvent};
 pub use stats::{Histogram, Stats};

@@ -427,3 +427,36 @@ fn refuses_what_can_never_fit() {
     }
     assert!(Scheduler::start(m, SchedulerConfig { max_batch_size: 0, ..SchedulerConfig::default() }).is_err());
 }
+
+/// Panics the engine thread on the first token it is given (a stand-in for any bug in a step).
+struct PanickingSink;
+
+impl EventSink for PanickingSink {
+    fn send(&mut self, event: Event) -> bool {
+        if matches!(event, Event::Token(_)) {
+            panic!("injected panic");
+        }
+        true
+    }
+
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_panic_fails_every_request_and_ends_the_engine() {
+    let m = model();
+    let h = Scheduler::start(m.clone(), SchedulerConfig::default()).unwrap();
+    let watch = h.watch();
+    let prompt = m.tokenizer.encode("Once upon a time", true, false).unwrap();
+    // A long request running beside the one that panics, so that it is held by the engine when it panics.
+    let (held, held_rx) = sink(None);
+    h.submit(Request { ignore_eos: true, ..request(prompt.clone(), 400) }, held).unwrap();
+    h.submit(request(prompt.clone(), 4), Box::new(PanickingSink)).unwrap();
+    assert_eq!(watch.wait(), Err("injected panic".to_string()));
+    let events = events(&held_rx);
+    assert_eq!(events.last(), Some(&Event::Failed("the engine stopped: injected panic".into())), "{events:?}");
+    let (late, _) = sink(None);
+    assert!(matches!(h.submit(request(prompt, 4), late), Err(SubmitError::NotRunning)));
+}

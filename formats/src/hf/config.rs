@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::json::{parse_json, read_json, Obj};
 use super::HfError;
+use crate::hyperparameters::{Hyper, Hyperparameters};
 
 /// Supported decoder architectures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,6 +83,17 @@ pub enum RopeScaling {
     },
 }
 
+impl RopeScaling {
+    /// The scaling factor, whatever the kind.
+    pub fn factor(&self) -> f32 {
+        match *self {
+            RopeScaling::Linear { factor } | RopeScaling::Llama3 { factor, .. } | RopeScaling::Yarn { factor, .. } => {
+                factor
+            }
+        }
+    }
+}
+
 /// Llama-family hyperparameters read from config.json.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
@@ -140,21 +152,10 @@ impl ModelConfig {
     fn parse(value: &serde_json::Value, path: &Path) -> Result<Self, HfError> {
         let o = Obj::root(path, value)?;
         let architecture = architecture(&o)?;
-        let hidden_size = positive(&o, "hidden_size")?;
+        let hidden_size = o.req_usize("hidden_size")?;
         let num_attention_heads = positive(&o, "num_attention_heads")?;
-        let num_key_value_heads = match o.usize("num_key_value_heads")? {
-            None => num_attention_heads,
-            Some(0) => return Err(o.error("num_key_value_heads", "must be positive")),
-            Some(kv) if num_attention_heads % kv != 0 => {
-                return Err(o.error(
-                    "num_key_value_heads",
-                    format!("{kv} does not divide num_attention_heads {num_attention_heads}"),
-                ))
-            }
-            Some(kv) => kv,
-        };
+        let num_key_value_heads = o.usize("num_key_value_heads")?.unwrap_or(num_attention_heads);
         let head_dim = match o.usize("head_dim")? {
-            Some(0) => return Err(o.error("head_dim", "must be positive")),
             Some(d) => d,
             None if hidden_size % num_attention_heads != 0 => {
                 return Err(o.error(
@@ -167,7 +168,7 @@ impl ModelConfig {
             }
             None => hidden_size / num_attention_heads,
         };
-        let max_position_embeddings = positive(&o, "max_position_embeddings")?;
+        let max_position_embeddings = o.req_usize("max_position_embeddings")?;
         let rope = o.object("rope_parameters")?;
         let rope_theta = match rope.map(|r| r.f32("rope_theta")).transpose()?.flatten() {
             Some(theta) => theta,
@@ -192,15 +193,15 @@ impl ModelConfig {
             Some(dtype) => Some(dtype),
             None => o.str("dtype")?,
         };
-        Ok(ModelConfig {
+        let cfg = ModelConfig {
             architecture,
             hidden_size,
-            intermediate_size: positive(&o, "intermediate_size")?,
-            num_hidden_layers: positive(&o, "num_hidden_layers")?,
+            intermediate_size: o.req_usize("intermediate_size")?,
+            num_hidden_layers: o.req_usize("num_hidden_layers")?,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
-            vocab_size: positive(&o, "vocab_size")?,
+            vocab_size: o.req_usize("vocab_size")?,
             max_position_embeddings,
             rms_norm_eps: o.f32("rms_norm_eps")?.unwrap_or(1e-6),
             rope_theta,
@@ -212,7 +213,45 @@ impl ModelConfig {
             eos_token_ids: o.u32_list("eos_token_id")?,
             pad_token_id: o.u32("pad_token_id")?,
             torch_dtype: torch_dtype.map(str::to_string),
-        })
+        };
+        cfg.hyperparameters().check().map_err(|e| {
+            let rope_factor = if rope.is_some() { "rope_parameters.factor" } else { "rope_scaling.factor" };
+            let field = match e.hyper {
+                Hyper::Hidden => "hidden_size",
+                Hyper::Intermediate => "intermediate_size",
+                Hyper::Layers => "num_hidden_layers",
+                Hyper::Heads => "num_attention_heads",
+                Hyper::KvHeads => "num_key_value_heads",
+                Hyper::HeadDim => "head_dim",
+                Hyper::Vocab => "vocab_size",
+                Hyper::Context => "max_position_embeddings",
+                Hyper::RmsEps => "rms_norm_eps",
+                Hyper::RopeTheta if rope.is_some() => "rope_parameters.rope_theta",
+                Hyper::RopeTheta => "rope_theta",
+                Hyper::RopeFactor => rope_factor,
+                Hyper::SlidingWindow => "sliding_window",
+            };
+            o.error(field, e.to_string())
+        })?;
+        Ok(cfg)
+    }
+
+    /// The hyperparameters the bounds of [`Hyperparameters::check`] apply to.
+    pub fn hyperparameters(&self) -> Hyperparameters {
+        Hyperparameters {
+            hidden: self.hidden_size,
+            intermediate: self.intermediate_size,
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+            vocab: self.vocab_size,
+            context: self.max_position_embeddings,
+            rms_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            rope_factor: self.rope_scaling.as_ref().map(RopeScaling::factor),
+            sliding_window: self.sliding_window,
+        }
     }
 }
 
@@ -251,24 +290,30 @@ fn rope_scaling(r: &Obj, max_position_embeddings: usize) -> Result<Option<RopeSc
     let Some(rope_type) = r.str(type_field)? else {
         return Ok(None);
     };
-    let factor = |r: &Obj| -> Result<f32, HfError> {
-        let f = r.f32("factor")?.ok_or_else(|| r.error("factor", "missing"))?;
-        if f > 0.0 {
-            Ok(f)
-        } else {
-            Err(r.error("factor", format!("must be positive, found {f}")))
-        }
-    };
     let required_f32 = |field: &str| r.f32(field)?.ok_or_else(|| r.error(field, "missing"));
+    let factor = |r: &Obj| r.f32("factor")?.ok_or_else(|| r.error("factor", "missing"));
     Ok(Some(match rope_type {
         "default" | "dynamic" => return Ok(None),
         "linear" => RopeScaling::Linear { factor: factor(r)? },
-        "llama3" => RopeScaling::Llama3 {
-            factor: factor(r)?,
-            low_freq_factor: required_f32("low_freq_factor")?,
-            high_freq_factor: required_f32("high_freq_factor")?,
-            original_max_position_embeddings: r.req_usize("original_max_position_embeddings")?,
-        },
+        "llama3" => {
+            let (low, high) = (required_f32("low_freq_factor")?, required_f32("high_freq_factor")?);
+            if !(low.is_finite() && low > 0.0) {
+                return Err(r.error("low_freq_factor", format!("{low} must be a finite positive number")));
+            }
+            if !(high.is_finite() && high > low) {
+                return Err(r.error("high_freq_factor", format!("{high} must be finite and above low_freq_factor")));
+            }
+            let original = r.req_usize("original_max_position_embeddings")?;
+            if original == 0 {
+                return Err(r.error("original_max_position_embeddings", "0 must be positive"));
+            }
+            RopeScaling::Llama3 {
+                factor: factor(r)?,
+                low_freq_factor: low,
+                high_freq_factor: high,
+                original_max_position_embeddings: original,
+            }
+        }
         "yarn" => RopeScaling::Yarn {
             factor: factor(r)?,
             original_max_position_embeddings: r
@@ -469,7 +514,18 @@ mod tests {
             err(r#""rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}"#),
             "config.json: field 'rope_parameters.high_freq_factor': missing"
         );
-        assert!(err(r#""rope_scaling": {"type": "linear", "factor": 0}"#).contains("must be positive"));
+        assert_eq!(
+            err(r#""rope_scaling": {"type": "linear", "factor": 0}"#),
+            "config.json: field 'rope_scaling.factor': 0 must be a finite positive number"
+        );
+        let llama3 = |low: &str, high: &str| {
+            err(&format!(
+                r#""rope_scaling": {{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": {low},
+                    "high_freq_factor": {high}, "original_max_position_embeddings": 8192}}"#
+            ))
+        };
+        assert!(llama3("1.0", "1.0").contains("'rope_scaling.high_freq_factor': 1 must be finite and above"));
+        assert!(llama3("0", "4.0").contains("'rope_scaling.low_freq_factor': 0 must be a finite positive"));
         assert!(err(r#""rope_scaling": 2"#).contains("expected an object, found a number"));
     }
 
@@ -481,16 +537,52 @@ mod tests {
             err(r#""hidden_size": "64""#),
             "config.json: field 'hidden_size': expected a non-negative integer, found a string"
         );
-        assert_eq!(err(r#""vocab_size": 0"#), "config.json: field 'vocab_size': must be positive");
+        assert_eq!(err(r#""vocab_size": 0"#), "config.json: field 'vocab_size': 0 must be positive");
         assert_eq!(
             err(r#""num_key_value_heads": 3"#),
-            "config.json: field 'num_key_value_heads': 3 does not divide num_attention_heads 8"
+            "config.json: field 'num_key_value_heads': 3 does not divide the 8 attention heads"
         );
         assert!(err(r#""hidden_size": 60"#).contains("field 'head_dim': missing, and hidden_size 60"));
         assert!(err(r#""rms_norm_eps": "x""#).contains("'rms_norm_eps': expected a number, found a string"));
         assert!(err(r#""tie_word_embeddings": 1"#).contains("expected a boolean, found a number"));
         assert!(err(r#""eos_token_id": [1, "x"]"#).contains("field 'eos_token_id'"));
         assert!(ModelConfig::from_json_str("{").unwrap_err().to_string().starts_with("config.json: invalid JSON"));
+    }
+
+    /// Values that parse but that no model has: each refused, naming the key and the value.
+    #[test]
+    fn hostile_hyperparameters() {
+        let cases = [
+            (r#""sliding_window": 0"#, "'sliding_window': 0 must be positive (or absent, for no window)"),
+            (r#""rms_norm_eps": 0"#, "'rms_norm_eps': 0 must be a number between 0 and 1"),
+            (r#""rms_norm_eps": 1e300"#, "'rms_norm_eps': inf must be a number between 0 and 1"),
+            (r#""rope_theta": 0"#, "'rope_theta': 0 must be a finite number greater than 1"),
+            (r#""rope_theta": -1"#, "'rope_theta': -1 must be a finite number greater than 1"),
+            (r#""rope_parameters": {"rope_theta": 0.5}"#, "'rope_parameters.rope_theta': 0.5 must be"),
+            (r#""num_hidden_layers": 0"#, "'num_hidden_layers': 0 must be positive"),
+            (r#""num_hidden_layers": 1099511627776"#, "'num_hidden_layers': 1099511627776 is larger than the 4096"),
+            (r#""vocab_size": 1099511627776"#, "'vocab_size': 1099511627776 is larger than the 16777216"),
+            (r#""max_position_embeddings": 0"#, "'max_position_embeddings': 0 must be positive"),
+            (r#""max_position_embeddings": 1099511627776"#, "'max_position_embeddings': 1099511627776 is larger"),
+            (r#""hidden_size": 0"#, "'hidden_size': 0 must be positive"),
+            (r#""intermediate_size": 0"#, "'intermediate_size': 0 must be positive"),
+            (r#""num_key_value_heads": 0"#, "'num_key_value_heads': 0 must be positive"),
+            (r#""num_key_value_heads": 16"#, "'num_key_value_heads': 16 does not divide the 8 attention heads"),
+            (r#""head_dim": 0"#, "'head_dim': 0 must be positive"),
+            (r#""head_dim": 9"#, "'head_dim': 9 must be even"),
+            (r#""rope_scaling": {"type": "yarn", "factor": -2}"#, "'rope_scaling.factor': -2 must be"),
+            (r#""sliding_window": -1"#, "'sliding_window': expected a non-negative integer, found a number"),
+            (r#""rope_theta": "big""#, "'rope_theta': expected a number, found a string"),
+        ];
+        for (extra, want) in cases {
+            let msg = err(extra);
+            assert!(msg.contains(want), "{extra}: {msg}");
+        }
+        assert!(err(r#""num_attention_heads": 0"#).contains("'num_attention_heads': must be positive"));
+        assert!(ModelConfig::from_json_str(r#"{"rms_norm_eps": NaN}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("invalid JSON"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::serve::body::{self, event_stream, HttpResponse};
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::{collect, fail, submit};
 use crate::serve::headers;
-use crate::serve::limits::Budget;
+use crate::serve::limits::{tokenize, Budget};
 use crate::serve::metrics::Tracker;
 use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
@@ -110,8 +110,7 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
     let extra = req.chat_template_kwargs.clone().unwrap_or(serde_json::Value::Null);
     let text = template.render(&req.messages, true, &extra).map_err(|e| ApiError::Template(e.to_string()))?;
-    let ids =
-        state.lexicon.tokenizer().encode(&text, false, true).map_err(|e| ValidationError::Tokenizer(e.to_string()))?;
+    let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
     Ok(Valid { checked, budget, logprobs, characters: text.chars().count() })

@@ -117,11 +117,15 @@ fn validate(state: &AppState, req: &CompletionRequest) -> Result<Valid, Validati
         Some(_) if checked.stream => return Err(ValidationError::BestOfStream),
         Some(b) => b,
     };
-    let lex = state.lexicon.as_ref();
+    let (lex, bound) = (state.lexicon.as_ref(), &state.prompt_bytes);
     let texts: Vec<(String, Vec<u32>)> = match &req.prompt {
-        Prompt::Text(t) => vec![(t.clone(), tokenize(lex, t, true)?)],
+        Prompt::Text(t) => vec![(t.clone(), tokenize(lex, bound, t, true)?)],
         Prompt::Texts(ts) => {
-            ts.iter().map(|t| Ok((t.clone(), tokenize(lex, t, true)?))).collect::<Result<_, ValidationError>>()?
+            // Every prompt's bytes before any prompt's tokens, so that a huge one costs no tokenizing.
+            ts.iter().try_for_each(|t| bound.check(t))?;
+            ts.iter()
+                .map(|t| Ok((t.clone(), tokenize(lex, bound, t, true)?)))
+                .collect::<Result<_, ValidationError>>()?
         }
         Prompt::Ids(ids) => vec![(decode(lex, ids)?, ids.clone())],
         Prompt::IdLists(lists) => {

@@ -2,11 +2,13 @@
 //! engine (the bundled model's tokenizer, no weights), and a tiny HTTP/1.1 client.
 
 mod client;
+mod engine_failure;
 mod errors;
 mod http;
 mod lifecycle;
 mod openai;
 mod openapi;
+mod prompt_bytes;
 mod request_id;
 mod tgi;
 
@@ -30,13 +32,16 @@ use super::state::{Access, AppState, ServedModel};
 const SCRIPT: &str = "Once upon a time there was a little friend named Lily.";
 
 /// The bundled model's tokenizer with a small chat template.
-struct TestLexicon {
+pub(super) struct TestLexicon {
     tokenizer: Tokenizer,
     template: ChatTemplate,
+    /// Calls of [`Lexicon::tokenizer`], to tell whether a request cost tokenizing work.
+    tokenizer_calls: AtomicU64,
 }
 
 impl Lexicon for TestLexicon {
     fn tokenizer(&self) -> &Tokenizer {
+        self.tokenizer_calls.fetch_add(1, Ordering::Relaxed);
         &self.tokenizer
     }
 
@@ -46,19 +51,22 @@ impl Lexicon for TestLexicon {
 }
 
 /// The shared test lexicon (loaded once).
-fn lexicon() -> Arc<TestLexicon> {
+pub(super) fn lexicon() -> Arc<TestLexicon> {
     static LEX: OnceLock<Arc<TestLexicon>> = OnceLock::new();
-    LEX.get_or_init(|| {
-        let path = crate::model_args::bundled_path().unwrap();
-        let file = tgi_formats::GgufFile::open(&path).unwrap();
-        let template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\
-                        {% if add_generation_prompt %}assistant:{% endif %}";
-        Arc::new(TestLexicon {
-            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
-            template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
-        })
-    })
-    .clone()
+    LEX.get_or_init(|| Arc::new(new_lexicon())).clone()
+}
+
+/// A test lexicon of its own (its tokenizer calls counted apart from other tests').
+fn new_lexicon() -> TestLexicon {
+    let path = crate::model_args::bundled_path().unwrap();
+    let file = tgi_formats::GgufFile::open(&path).unwrap();
+    let template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\
+                    {% if add_generation_prompt %}assistant:{% endif %}";
+    TestLexicon {
+        tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+        template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
+        tokenizer_calls: AtomicU64::new(0),
+    }
 }
 
 /// A deterministic engine: every request generates [`SCRIPT`]'s tokens then EOS (stop strings and
@@ -206,12 +214,21 @@ impl TestServer {
 
     /// A server with these limits and access rules.
     fn with(limits: RequestLimits, access: Access) -> Self {
-        Self::bounded(limits, access, 64)
+        Self::build(limits, access, lexicon(), 64)
     }
 
     /// A server with these limits and access rules serving at most `max_connections` connections as usual.
     fn bounded(limits: RequestLimits, access: Access, max_connections: usize) -> Self {
-        let lex = lexicon();
+        Self::build(limits, access, lexicon(), max_connections)
+    }
+
+    /// A server with these limits and access rules over `lex`.
+    fn with_lexicon(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>) -> Self {
+        Self::build(limits, access, lex, 64)
+    }
+
+    /// A server over `lex` with these limits, access rules and connection bound.
+    fn build(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>, max_connections: usize) -> Self {
         let mock =
             Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
         let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1, speculate: None };

@@ -5,7 +5,7 @@ use hyper::StatusCode;
 use super::types::{GenerateRequest, Info, SimpleToken};
 use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, HttpResponse};
-use crate::serve::error::ApiError;
+use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::limits::tokenize as encode;
 use crate::serve::state::AppState;
 
@@ -33,11 +33,18 @@ pub fn info(state: &AppState) -> HttpResponse {
     )
 }
 
-/// `POST /tokenize`: the prompt's tokens (after `parameters.truncate`) with their byte spans.
+/// `POST /tokenize`: the prompt's tokens (after `parameters.truncate`) with their byte spans. Bounded
+/// like a generation's prompt: refused over the byte bound before tokenizing, and over
+/// `--max-input-tokens` tokens after truncation.
 pub fn tokenize(state: &AppState, raw: &[u8]) -> Result<HttpResponse, ApiError> {
     let req: GenerateRequest = body::parse(raw)?;
     state.limits.check_truncate(req.parameters.truncate)?;
-    let mut ids = encode(state.lexicon.as_ref(), &req.inputs, req.add_special_tokens)?;
+    let mut ids = encode(state.lexicon.as_ref(), &state.prompt_bytes, &req.inputs, req.add_special_tokens)?;
+    let kept = req.parameters.truncate.map_or(ids.len(), |t| t.min(ids.len()));
+    if kept > state.limits.max_input_tokens {
+        let max = state.limits.max_input_tokens;
+        return Err(ValidationError::InputLength { max, given: kept }.into());
+    }
     let mut tokens = spans(state.lexicon.as_ref(), &req.inputs, &ids);
     if let Some(t) = req.parameters.truncate.filter(|&t| t < ids.len()) {
         let cut = ids.len() - t;

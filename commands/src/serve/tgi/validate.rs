@@ -98,7 +98,7 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
         return Err(ValidationError::EmptyInput);
     }
     limits.check_truncate(p.truncate)?;
-    let ids = tokenize(state.lexicon.as_ref(), &req.inputs, req.add_special_tokens)?;
+    let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &req.inputs, req.add_special_tokens)?;
     let budget = limits.fit(ids, p.truncate, p.max_new_tokens.map(|n| n as usize))?;
     let request = Request {
         prompt_ids: budget.ids.clone(),
