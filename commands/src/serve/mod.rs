@@ -21,6 +21,7 @@ mod limits;
 mod log;
 mod metrics;
 mod openai;
+mod openapi;
 mod request_id;
 mod router;
 mod run;
