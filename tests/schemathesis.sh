@@ -8,7 +8,7 @@
 #
 # Needs `schemathesis` (pip install -r tests/python/requirements.txt) on PATH or in $SCHEMATHESIS.
 # MAX_TIME (seconds, default 150) bounds the run; SEED fixes the generated data; extra arguments go
-# to `schemathesis run`.
+# to `schemathesis run` (which runs in a scratch directory: give absolute paths).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +16,7 @@ TGI=${TGI:-target/release/tgi}
 ST=${SCHEMATHESIS:-schemathesis}
 MAX_TIME=${MAX_TIME:-150}
 [ -x "$TGI" ] || { echo "error: $TGI missing; run cargo build --release first" >&2; exit 2; }
-command -v "$ST" >/dev/null || { echo "error: schemathesis missing; pip install -r tests/python/requirements.txt" >&2; exit 2; }
+ST=$(command -v "$ST") || { echo "error: schemathesis missing; pip install -r tests/python/requirements.txt" >&2; exit 2; }
 
 work=$(mktemp -d)
 server=
@@ -46,8 +46,11 @@ for _ in $(seq 300); do
     sleep 0.2
 done
 
+# Run from the scratch directory: schemathesis keeps a cache in ./.schemathesis.
 status=0
-PYTHONPATH=tests/schemathesis SCHEMATHESIS_HOOKS=hooks "$ST" run "http://127.0.0.1:$port/api-doc/openapi.json" \
+hooks=$PWD/tests/schemathesis
+cd "$work"
+PYTHONPATH=$hooks SCHEMATHESIS_HOOKS=hooks "$ST" run "http://127.0.0.1:$port/api-doc/openapi.json" \
     --checks all \
     --exclude-checks positive_data_acceptance,negative_data_rejection,use_after_free,ensure_resource_availability \
     --phases examples,coverage,fuzzing \
