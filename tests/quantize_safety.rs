@@ -121,3 +121,83 @@ fn full_disk_is_an_error_and_leaves_nothing() {
     assert!(err.contains("No space left") || err.contains("space"), "stderr: {err}");
     assert!(listing.is_empty(), "left behind: {listing:?}");
 }
+
+/// `tgi quantize MODEL FORMAT... -o TARGET --quiet --force` (not waited for).
+fn spawn_quantize(model: &Path, format: &[&str], target: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_tgi"))
+        .arg("quantize")
+        .arg(model)
+        .args(format)
+        .args(["-o".as_ref(), target.as_os_str(), "--quiet".as_ref(), "--force".as_ref()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `signal` (e.g. "-INT") to `pid`; false when it has exited already.
+fn send(signal: &str, pid: u32) -> bool {
+    Command::new("kill").args([signal, &pid.to_string()]).stderr(Stdio::null()).status().unwrap().success()
+}
+
+#[test]
+fn an_interrupt_at_any_moment_leaves_no_temporary() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model("stories260k/hf");
+    let formats: [(&[&str], &str); 2] = [(&["--type", "q8_0"], "s.gguf"), (&["--format", "nf4"], "s-nf4")];
+    // From right after the spawn to past the end of a run, in steps of 0.2 ms, GGUF files and NF4
+    // directories in turn, each replacing the last complete output (--force).
+    for step in 0..240u64 {
+        let (format, name) = formats[step as usize % 2];
+        let target = dir.path().join(name);
+        let existed = target.exists();
+        let child = spawn_quantize(&model, format, &target);
+        std::thread::sleep(Duration::from_micros(step * 200));
+        send("-INT", child.id());
+        let status = child.wait_with_output().unwrap().status;
+        let left: Vec<String> = files_in(dir.path()).into_iter().filter(|f| f != "s.gguf" && f != "s-nf4").collect();
+        assert!(left.is_empty(), "after an interrupt at {} us ({status:?}): {left:?}", step * 200);
+        assert!(!existed || target.exists(), "the previous {name} is gone after an interrupt at {} us", step * 200);
+    }
+}
+
+#[test]
+fn the_next_run_removes_what_a_killed_run_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("big");
+    write_big_model(&m, 1024, 4096, 2);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let target = out_dir.join("big.gguf");
+    let mut child = spawn_quantize(&m, &["--type", "q8_0"], &target);
+    let start = Instant::now();
+    while files_in(&out_dir).is_empty() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(send("-KILL", child.id()));
+    child.wait().unwrap();
+    let left = files_in(&out_dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].starts_with(&format!(".big.gguf.tgi-{}-", child.id())), "{left:?}");
+    // Beside it: a live run's temporary (a running `sleep`'s pid), an AWQ temporary directory of a
+    // dead run, and names that are not ours.
+    let mut live = Command::new("sleep").arg("600").spawn().unwrap();
+    let live_temp = format!(".other.gguf.tgi-{}-abcdef.tmp", live.id());
+    std::fs::write(out_dir.join(&live_temp), b"").unwrap();
+    let dead_dir = format!(".big-AWQ.tgi-{}-ghijkl.tmp", child.id());
+    std::fs::create_dir(out_dir.join(&dead_dir)).unwrap();
+    std::fs::write(out_dir.join(&dead_dir).join("config.json"), b"{}").unwrap();
+    let foreign = [".big.gguf.abcdef.tmp", "notes.tmp", ".big.gguf.tgi-x-abcdef.tmp"];
+    for f in foreign {
+        std::fs::write(out_dir.join(f), b"").unwrap();
+    }
+    let small = out_dir.join("small.gguf");
+    let out = spawn_quantize(&model("stories260k/hf"), &["--type", "q8_0"], &small).wait_with_output().unwrap();
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(out.status.success());
+    let mut expected: Vec<String> = foreign.iter().map(|s| s.to_string()).collect();
+    expected.extend([live_temp, "small.gguf".to_string()]);
+    expected.sort();
+    assert_eq!(files_in(&out_dir), expected);
+}

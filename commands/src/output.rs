@@ -1,5 +1,9 @@
 //! Safe output files and directories: written beside the target under a temporary name, fsynced,
-//! then renamed into place, so the target path never holds a partial output.
+//! then renamed into place, so the target path never holds a partial output. Temporaries carry the
+//! writer's pid and are locked while written; the stale ones of killed runs are removed by the next
+//! output created in the same directory.
+
+mod stale;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -29,17 +33,52 @@ pub fn install_interrupt_cleanup() {
         for hook in hooks {
             hook();
         }
-        if let Ok(paths) = IN_FLIGHT.lock() {
-            for p in paths.iter() {
-                if p.is_dir() {
-                    let _ = std::fs::remove_dir_all(p);
-                } else {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
+        // Temporaries are created and registered under this lock, and the process exits holding it:
+        // none can appear between the cleanup and the exit.
+        let paths = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        for p in paths.iter() {
+            remove(p);
         }
         std::process::exit(130);
     });
+}
+
+/// Removes a temporary file or directory. A directory is removed again while it exists (a bounded
+/// number of times): the main thread may still be creating files in it.
+fn remove(path: &Path) {
+    if !path.is_dir() {
+        let _ = std::fs::remove_file(path);
+        return;
+    }
+    for _ in 0..100 {
+        if std::fs::remove_dir_all(path).is_ok() || !path.exists() {
+            return;
+        }
+    }
+}
+
+/// Creates a temporary with `create` and registers it for the interrupt handler, both under the
+/// registry's lock, after removing the stale temporaries in `dir`.
+fn in_flight<T>(
+    dir: &Path,
+    create: impl FnOnce() -> std::io::Result<T>,
+    path: impl Fn(&T) -> &Path,
+) -> std::io::Result<T> {
+    for cleaned in stale::clean_stale(dir) {
+        match cleaned {
+            stale::Cleaned::Removed(p) => eprintln!("removed {}, left by a killed run", p.display()),
+            stale::Cleaned::Restored(p) => eprintln!("restored {}, moved aside by a killed run", p.display()),
+        }
+    }
+    let mut registry = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    let temp = create()?;
+    registry.push(path(&temp).to_path_buf());
+    Ok(temp)
+}
+
+/// The prefix of this process's temporaries for `target` (see [`stale`]).
+fn temp_prefix(target: &Path) -> String {
+    stale::prefix(&target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
 }
 
 /// A file being written; becomes the target only on `commit`.
@@ -80,14 +119,19 @@ impl AtomicFile {
         if !dir.is_dir() {
             return Err(InputError(format!("{}: directory does not exist", dir.display())).into());
         }
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(&dir)
+        let prefix = temp_prefix(target);
+        let create = || {
+            let temp = tempfile::Builder::new()
+                .prefix(&prefix)
+                .suffix(stale::SUFFIX)
+                .rand_bytes(stale::RANDOM_LEN)
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                .tempfile_in(&dir)?;
+            temp.as_file().lock()?;
+            Ok(temp)
+        };
+        let temp = in_flight(&dir, create, |t: &tempfile::NamedTempFile| t.path())
             .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(temp.path().to_path_buf());
         Ok(AtomicFile { target: target.to_path_buf(), temp: Some(temp), force })
     }
 
@@ -138,6 +182,8 @@ fn forget(path: &Path) {
 pub struct AtomicDir {
     target: PathBuf,
     temp: Option<tempfile::TempDir>,
+    /// The temporary directory's lock, held while it is written (see [`stale`]).
+    _lock: File,
     force: bool,
 }
 
@@ -167,14 +213,20 @@ impl AtomicDir {
         if !parent.is_dir() {
             return Err(InputError(format!("{}: directory does not exist", parent.display())).into());
         }
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
-            .tempdir_in(&parent)
+        let prefix = temp_prefix(target);
+        let create = || {
+            let temp = tempfile::Builder::new()
+                .prefix(&prefix)
+                .suffix(stale::SUFFIX)
+                .rand_bytes(stale::RANDOM_LEN)
+                .tempdir_in(&parent)?;
+            let lock = File::open(temp.path())?;
+            lock.lock()?;
+            Ok((temp, lock))
+        };
+        let (temp, lock) = in_flight(&parent, create, |t: &(tempfile::TempDir, File)| t.0.path())
             .with_context(|| format!("cannot create a temporary directory in {}", parent.display()))?;
-        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(temp.path().to_path_buf());
-        Ok(AtomicDir { target: target.to_path_buf(), temp: Some(temp), force })
+        Ok(AtomicDir { target: target.to_path_buf(), temp: Some(temp), _lock: lock, force })
     }
 
     /// The temporary directory to write into.
@@ -195,26 +247,33 @@ impl AtomicDir {
         }
         let _ = std::fs::set_permissions(&temp_path, std::os::unix::fs::PermissionsExt::from_mode(0o755));
         let kept = temp.keep();
+        // The swap runs under the registry's lock: an interrupt waits for it to end, so it never
+        // leaves the old output aside or the target missing.
+        let mut registry = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
         let old = if self.force && self.target.exists() {
-            let old = kept.with_extension("old");
-            std::fs::rename(&self.target, &old)
-                .with_context(|| format!("cannot move the old {} aside", self.target.display()))?;
+            let old = kept.with_extension(stale::OLD_EXTENSION);
+            if let Err(e) = std::fs::rename(&self.target, &old) {
+                remove(&kept);
+                registry.retain(|p| p != &temp_path);
+                return Err(e).with_context(|| format!("cannot move the old {} aside", self.target.display()));
+            }
             Some(old)
         } else {
             None
         };
         let moved = std::fs::rename(&kept, &self.target);
-        forget(&temp_path);
+        registry.retain(|p| p != &temp_path);
         if let Err(e) = moved {
             if let Some(old) = &old {
                 let _ = std::fs::rename(old, &self.target);
             }
-            let _ = std::fs::remove_dir_all(&kept);
+            remove(&kept);
             return Err(e).with_context(|| format!("cannot move the output into {}", self.target.display()));
         }
         if let Some(old) = old {
-            let _ = std::fs::remove_dir_all(old);
+            remove(&old);
         }
+        drop(registry);
         if let Ok(d) = File::open(parent_dir(&self.target)) {
             let _ = d.sync_all();
         }

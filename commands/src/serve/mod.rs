@@ -23,6 +23,7 @@ mod limits;
 mod log;
 mod metrics;
 mod openai;
+mod openapi;
 mod parse_errors;
 mod request_id;
 mod router;

@@ -21,10 +21,7 @@ use super::error::ApiError;
 use super::head;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::state::AppState;
-use super::{openai, tgi};
-
-/// The OpenAPI description of every route.
-pub const OPENAPI: &str = include_str!("openapi.json");
+use super::{openai, openapi, tgi};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +206,10 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
         Handler::Chat => openai::chat(state, &raw).await,
         Handler::Completions => openai::completions(state, &raw).await,
         Handler::Models => Ok(openai::models(state)),
-        Handler::OpenApi => Ok(body::response(StatusCode::OK, "application/json", OPENAPI)),
+        Handler::OpenApi => {
+            let doc = openapi::document(&state.limits, state.lexicon.tokenizer().vocab_size());
+            Ok(body::response(StatusCode::OK, "application/json", doc))
+        }
     }
 }
 

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use super::client::{get, post, request, Reply};
 use super::TestServer;
-use crate::serve::router::{OPENAPI, ROUTES};
+use crate::serve::openapi::OPENAPI;
+use crate::serve::router::ROUTES;
 
 fn doc() -> Value {
     serde_json::from_str(OPENAPI).unwrap()
@@ -76,6 +77,16 @@ fn check(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String>
     }
 }
 
+/// The schema of an event's JSON `data` (its `contentSchema`, directly or in a `oneOf` branch beside
+/// `[DONE]`), from the schema of the events of a `text/event-stream` response.
+fn event_payload<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    let name = schema["$ref"].as_str().unwrap().strip_prefix("#/components/schemas/").unwrap();
+    let data = &doc["components"]["schemas"][name]["properties"]["data"];
+    let branches = data.get("oneOf").and_then(Value::as_array).map_or(std::slice::from_ref(data), Vec::as_slice);
+    let payload = branches.iter().find_map(|b| b.get("contentSchema"));
+    payload.unwrap_or_else(|| panic!("{name}: no contentSchema for `data`"))
+}
+
 /// Checks a response against the description of `method path` for its status and content type.
 fn conforms(doc: &Value, method: &str, path: &str, r: &Reply) {
     let op = &doc["paths"][path][method.to_ascii_lowercase()];
@@ -87,9 +98,9 @@ fn conforms(doc: &Value, method: &str, path: &str, r: &Reply) {
     };
     let schema = &described["content"][&kind]["schema"];
     assert!(schema.is_object(), "{method} {path}: {kind} undocumented for {}", r.status);
-    let values = match kind.as_str() {
-        "text/event-stream" => r.json_events(),
-        "application/json" => vec![r.json()],
+    let (schema, values) = match kind.as_str() {
+        "text/event-stream" => (event_payload(doc, schema), r.json_events()),
+        "application/json" => (schema, vec![r.json()]),
         _ => return,
     };
     for v in values {

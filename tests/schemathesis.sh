@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Schemathesis against `tgi serve` on the bundled model, for a bounded time: fails on any 5xx, any
+# response that does not match the served OpenAPI description (status, content type, headers, body),
+# any schema-valid request refused and any schema-violating request accepted (less what a schema
+# cannot state: tests/schemathesis/hooks.py).
+#
+#   cargo build --release && bash tests/schemathesis.sh
+#
+# Needs `schemathesis` (pip install -r tests/python/requirements.txt) on PATH or in $SCHEMATHESIS.
+# MAX_TIME (seconds, default 150) bounds the run; SEED fixes the generated data; extra arguments go
+# to `schemathesis run` (which runs in a scratch directory: give absolute paths).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TGI=${TGI:-target/release/tgi}
+ST=${SCHEMATHESIS:-schemathesis}
+MAX_TIME=${MAX_TIME:-150}
+[ -x "$TGI" ] || { echo "error: $TGI missing; run cargo build --release first" >&2; exit 2; }
+ST=$(command -v "$ST") || { echo "error: schemathesis missing; pip install -r tests/python/requirements.txt" >&2; exit 2; }
+
+work=$(mktemp -d)
+server=
+cleanup() {
+    if [ -n "$server" ]; then
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# Any role, any content: the template itself refuses nothing.
+printf '%s' '{% for m in messages %}{{ m.role }}: {{ m.content }}
+{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}' >"$work/chat.jinja"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+# Small token limits keep every generation short.
+"$TGI" serve -m models/stories260k/hf --port "$port" --chat-template "$work/chat.jinja" \
+    --max-total-tokens 96 --max-input-tokens 64 --max-best-of 2 --max-n 2 --max-stop-sequences 2 \
+    --max-top-n-tokens 3 --max-concurrent-requests 64 --payload-limit 1000000 \
+    >"$work/server.log" 2>&1 &
+server=$!
+for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    kill -0 "$server" 2>/dev/null || { cat "$work/server.log" >&2; echo "error: tgi serve exited" >&2; exit 1; }
+    sleep 0.2
+done
+
+# Run from the scratch directory: schemathesis keeps a cache in ./.schemathesis.
+status=0
+hooks=$PWD/tests/schemathesis
+cd "$work"
+PYTHONPATH=$hooks SCHEMATHESIS_HOOKS=hooks "$ST" run "http://127.0.0.1:$port/api-doc/openapi.json" \
+    --checks all \
+    --exclude-checks positive_data_acceptance,negative_data_rejection,use_after_free,ensure_resource_availability \
+    --phases examples,coverage,fuzzing \
+    --max-time "$MAX_TIME" --max-examples 400 --workers 2 --request-timeout 30 \
+    --suppress-health-check too_slow,filter_too_much \
+    --generation-database none --no-color ${SEED:+--seed "$SEED"} "$@" || status=$?
+
+if ! kill -0 "$server" 2>/dev/null; then
+    echo "error: tgi serve died during the run" >&2
+    tail -50 "$work/server.log" >&2
+    status=1
+fi
+if grep -q "panicked" "$work/server.log"; then
+    echo "error: tgi serve panicked" >&2
+    grep -A5 "panicked" "$work/server.log" >&2
+    status=1
+fi
+exit "$status"
