@@ -13,6 +13,7 @@ mod args;
 mod backend;
 mod body;
 mod budget;
+mod check;
 mod config;
 mod connections;
 mod error;
@@ -37,6 +38,7 @@ mod tests;
 mod tgi;
 
 pub use args::ServeArgs;
+pub use check::{RequestChecker, Route};
 pub use log::LogFormat;
 pub use run::run;
 pub use settings::ServeSettings;

@@ -123,7 +123,7 @@ pub struct Stats {
 impl Stats {
     /// Zero counters for a scheduler with `cfg`: step durations bucketed from 1 ms doubling to about 33 s,
     /// batch sizes and prompt tokens per step by powers of 2 up to their limits, a count per draft position.
-    pub(super) fn new(cfg: &SchedulerConfig) -> Self {
+    pub fn new(cfg: &SchedulerConfig) -> Self {
         let powers_to =
             |max: usize| Histogram::exponential(1.0, 2.0, max.next_power_of_two().trailing_zeros() as usize + 1);
         let depth = cfg.speculation.as_ref().map_or(0, |s| s.depth);

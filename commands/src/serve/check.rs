@@ -1,0 +1,135 @@
+//! Request bodies answered as `tgi serve` answers them, without a socket or an engine: the route's
+//! own handler parses and validates the body, and submitting to the engine is refused. The fuzz
+//! targets (`fuzz/`) drive the validation of every generation route through it.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use tgi_engines::scheduler::{EventSink, Request, SchedulerConfig, Stats, SubmitError};
+use tgi_engines::text::chat::ChatTemplate;
+use tgi_engines::text::tokenizer::Tokenizer;
+
+use super::backend::{Backend, Lexicon};
+use super::body::HttpResponse;
+use super::budget::{size, SizingInputs};
+use super::error::ApiError;
+use super::settings::ServeSettings;
+use super::state::{AppState, ServedModel};
+use super::{openai, tgi};
+
+/// A route whose request body carries what the model is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /`.
+    Compat,
+    /// `POST /generate`.
+    Generate,
+    /// `POST /generate_stream`.
+    GenerateStream,
+    /// `POST /tokenize`.
+    Tokenize,
+    /// `POST /v1/completions`.
+    Completions,
+    /// `POST /v1/chat/completions`.
+    Chat,
+}
+
+/// Answers request bodies with the server's handlers over a tokenizer and chat template, with an
+/// engine that refuses every request.
+pub struct RequestChecker {
+    state: Arc<AppState>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl RequestChecker {
+    /// A checker with the limits `settings` give a model of `context` tokens.
+    pub fn new(
+        settings: &ServeSettings,
+        context: usize,
+        tokenizer: Tokenizer,
+        chat_template: Option<ChatTemplate>,
+    ) -> Result<Self> {
+        let inputs = SizingInputs { context, kv_bytes_per_token: 1, mem_available: None, default_max_batch_size: 1 };
+        let limits = size(settings, &inputs)?.limits;
+        let model = ServedModel { id: "checker".into(), compute_type: "cpu".into(), created: 0, speculate: None };
+        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template });
+        let state = AppState::new(Arc::new(NoEngine), lexicon, limits, settings.access.clone(), model);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Ok(RequestChecker { state: Arc::new(state), runtime })
+    }
+
+    /// The status `route` answers `raw` with: 503 when it passed validation (200 for a stream,
+    /// which reports the refusal in its first event).
+    pub fn status(&self, route: Route, raw: &[u8]) -> u16 {
+        let state = &self.state;
+        let answer: Result<HttpResponse, ApiError> = self.runtime.block_on(async {
+            match route {
+                Route::Compat => tgi::compat(state, raw).await,
+                Route::Generate => tgi::generate(state, raw).await,
+                Route::GenerateStream => tgi::generate_stream(state, raw).await,
+                Route::Tokenize => tgi::tokenize(state, raw),
+                Route::Completions => openai::completions(state, raw).await,
+                Route::Chat => openai::chat(state, raw).await,
+            }
+        });
+        match answer {
+            Ok(response) => response.status().as_u16(),
+            Err(e) => e.class().status.as_u16(),
+        }
+    }
+}
+
+/// The tokenizer and chat template a [`RequestChecker`] validates with.
+struct CheckerLexicon {
+    tokenizer: Tokenizer,
+    chat_template: Option<ChatTemplate>,
+}
+
+impl Lexicon for CheckerLexicon {
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.chat_template.as_ref()
+    }
+}
+
+/// An engine that is not running: every submission is refused.
+struct NoEngine;
+
+impl Backend for NoEngine {
+    fn submit(&self, _req: Request, _sink: Box<dyn EventSink>) -> Result<(), SubmitError> {
+        Err(SubmitError::NotRunning)
+    }
+
+    fn stats(&self) -> Stats {
+        Stats::new(&SchedulerConfig::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::settings::tests::settings;
+
+    fn checker() -> RequestChecker {
+        let path = crate::model_args::bundled_path().unwrap();
+        let tokenizer = Tokenizer::from_gguf(&tgi_formats::GgufFile::open(&path).unwrap()).unwrap();
+        let template = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", None, None).unwrap();
+        RequestChecker::new(&settings(&[]).unwrap(), 64, tokenizer, Some(template)).unwrap()
+    }
+
+    #[test]
+    fn valid_bodies_reach_the_engine_and_invalid_ones_do_not() {
+        let c = checker();
+        assert_eq!(c.status(Route::Generate, br#"{"inputs": "Once upon a time"}"#), 503);
+        assert_eq!(c.status(Route::Chat, br#"{"messages": [{"role": "user", "content": "Hi"}]}"#), 503);
+        assert_eq!(c.status(Route::Completions, br#"{"prompt": "Once", "max_tokens": 4}"#), 503);
+        assert_eq!(c.status(Route::Tokenize, br#"{"inputs": "Once"}"#), 200);
+        assert_eq!(c.status(Route::GenerateStream, br#"{"inputs": "Once"}"#), 200);
+        assert_eq!(c.status(Route::Generate, br#"{"inputs": ""}"#), 422);
+        assert_eq!(c.status(Route::Compat, b"{"), 400);
+        assert_eq!(c.status(Route::Chat, br#"{"messages": []}"#), 422);
+    }
+}

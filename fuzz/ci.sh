@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds every fuzz target once and runs each for FUZZ_SECONDS (default 30) from a temporary copy
+# of its seed corpus; fails on the first crash, panic, hang or out-of-memory, whose input is kept
+# under FUZZ_ARTIFACTS (default fuzz/artifacts/<target>/) and printed.
+#
+#   FUZZ_SECONDS=30 FUZZ_SANITIZER=address fuzz/ci.sh
+#
+# FUZZ_SANITIZER: address (default) or none (faster to build and run, catches only panics,
+# aborts, hangs and out-of-memory; Rust code without `unsafe` needs no more).
+set -euo pipefail
+
+cd "$(dirname "$0")"
+seconds=${FUZZ_SECONDS:-30}
+sanitizer=${FUZZ_SANITIZER:-address}
+artifacts=$(realpath -m "${FUZZ_ARTIFACTS:-artifacts}")
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+
+start=$(date +%s)
+cargo +nightly fuzz build -O -s "$sanitizer"
+echo "fuzz: built every target in $(($(date +%s) - start)) s"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+for target in $(cargo +nightly fuzz list); do
+    cp -r "corpus/$target" "$work/$target"
+    mkdir -p "$artifacts/$target"
+    log="$work/$target.log"
+    if cargo +nightly fuzz run -O -s "$sanitizer" "$target" "$work/$target" -- \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$artifacts/$target/" -print_final_stats=1 >"$log" 2>&1; then
+        echo "fuzz: $target: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
+    else
+        status=1
+        echo "fuzz: $target FAILED; the last lines of its log:"
+        tail -40 "$log"
+        for input in "$artifacts/$target"/*; do
+            [ -f "$input" ] || continue
+            echo "fuzz: $target: crashing input $input (base64):"
+            base64 "$input" | head -c 4000
+            echo
+        done
+    fi
+done
+exit "$status"
