@@ -1,6 +1,7 @@
 //! Response bodies (whole, or streamed from a channel) and reading request bodies within the limit.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -105,8 +106,18 @@ pub async fn read(
             Err(e) => Err(ApiError::Body(e.to_string())),
         }
     };
+    arriving(arrival, timeout, stopping).await?
+}
+
+/// Reads and discards a body refused before it was read, within the same bounds as [`read`].
+pub async fn discard(body: Incoming, timeout: Duration, stopping: &Stopping) {
+    let _ = arriving(drain(body), timeout, stopping).await;
+}
+
+/// `reading` cut after `timeout` (408) or once the server is stopping (503).
+async fn arriving<T>(reading: impl Future<Output = T>, timeout: Duration, stopping: &Stopping) -> Result<T, ApiError> {
     tokio::select! {
-        read = tokio::time::timeout(timeout, arrival) => read.unwrap_or(Err(ApiError::BodyTimeout(timeout))),
+        read = tokio::time::timeout(timeout, reading) => read.map_err(|_| ApiError::BodyTimeout(timeout)),
         () = stopping.begun() => Err(ApiError::ShuttingDown),
     }
 }
@@ -116,7 +127,7 @@ const DRAIN_LIMIT: u64 = 16 << 20;
 
 /// Reads and discards (up to [`DRAIN_LIMIT`] bytes) a refused body: closing the connection with unread data makes
 /// TCP reset it, and a client still sending would see the reset instead of the answer. The caller bounds the time.
-pub async fn drain(mut body: Incoming) {
+async fn drain(mut body: Incoming) {
     let mut seen = 0u64;
     while seen <= DRAIN_LIMIT {
         match body.frame().await {

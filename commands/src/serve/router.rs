@@ -184,8 +184,8 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
             let json = head::json_content_type(req.headers());
             let (limits, body) = (&state.limits, req.into_body());
             if let Err(e) = json {
-                // Read what was sent (within the body timeout) so that the client sees the 415, not a reset.
-                let _ = tokio::time::timeout(limits.body_timeout, body::drain(body)).await;
+                // Read what was sent so that the client sees the 415, not a reset.
+                body::discard(body, limits.body_timeout, &state.stopping).await;
                 return Err(e);
             }
             body::read(body, declared, limits.payload_limit, limits.body_timeout, &state.stopping).await?
