@@ -246,8 +246,9 @@ def small_latencies(port, n):
 
 def run_prompt(tgi, clients, seconds):
     port = free_port()
-    server = subprocess.Popen([tgi, "serve", "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    # The log goes to a file: an unread pipe fills up and blocks the server.
+    log = tempfile.TemporaryFile()
+    server = subprocess.Popen([tgi, "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log)
     try:
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -395,6 +395,7 @@ fn hostile_hyperparameters_are_refused_at_load_with_exit_2() {
         ("sliding_window", json!(0), "field 'sliding_window': 0 must be positive"),
         ("rms_norm_eps", json!(0), "field 'rms_norm_eps': 0 must be a number between 0 and 1"),
         ("max_position_embeddings", json!(1u64 << 40), "field 'max_position_embeddings': 1099511627776 is larger"),
+        ("num_hidden_layers", json!(3), "has more than the 3 layers its configuration states"),
     ];
     for (key, value, want) in cases {
         let dir = tempfile::tempdir().unwrap();

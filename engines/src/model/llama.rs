@@ -61,6 +61,13 @@ impl Llama {
         let (h, hd) = (cfg.hidden, cfg.head_dim);
         let (q_out, kv_out) = (cfg.heads * hd, cfg.kv_heads * hd);
         let bias = w.has("model.layers.0.self_attn.q_proj.bias");
+        let beyond = format!("model.layers.{}.input_layernorm.weight", cfg.layers);
+        if w.has(&beyond) {
+            return Err(ModelError::Config(format!(
+                "the checkpoint has more than the {} layers its configuration states (it has '{beyond}')",
+                cfg.layers
+            )));
+        }
         let blocks = (0..cfg.layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
