@@ -35,8 +35,9 @@ fn checker() -> &'static RequestChecker {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let model = GgufFile::open(&root.join("models/stories260k/stories260k-f32.gguf")).expect("the bundled model");
         let tokenizer = Tokenizer::from_gguf(&model).expect("the bundled tokenizer");
-        let source = std::fs::read_to_string(root.join("engines/tests/data/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
-            .expect("a chat template");
+        let source =
+            std::fs::read_to_string(root.join("engines/tests/data/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
+                .expect("a chat template");
         let template = ChatTemplate::new(&source, Some("<s>".into()), Some("</s>".into())).expect("it compiles");
         let settings = ServeSettings::validate(Serve::parse_from(["serve"]).args, Vec::new()).expect("the defaults");
         RequestChecker::new(&settings, CONTEXT, tokenizer, Some(template)).expect("the default limits fit")
