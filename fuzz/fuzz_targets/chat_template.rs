@@ -106,7 +106,8 @@ fn message(m: ArbMessage) -> Message {
     Message { role, content, reasoning_content: m.reasoning, name: m.name, tool_calls, tool_call_id: m.tool_call_id }
 }
 
-fuzz_target!(|input: Input| {
+// Loaded before the first input, so that loading does not count against `-timeout`.
+fuzz_target!(init: { templates(); }, |input: Input| {
     let all = templates();
     let template = &all[input.template as usize % all.len()];
     let messages: Vec<Message> = input.messages.into_iter().map(message).collect();

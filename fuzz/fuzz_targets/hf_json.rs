@@ -26,11 +26,10 @@ fn bundled_tokenizer_json() -> &'static [u8] {
     })
 }
 
-/// Loads `dir/tokenizer.json` both ways and runs a short text through the engine's tokenizer.
-fn load_tokenizer(dir: &Path, config: Option<&Path>) {
-    let json = dir.join("tokenizer.json");
-    let _ = GgufVocab::from_hf_files(&json, config, VOCAB_SIZE);
-    if let Ok(tok) = Tokenizer::from_tokenizer_json(&json) {
+/// Loads a `tokenizer.json` both ways and runs a short text through the engine's tokenizer.
+fn load_tokenizer(json: &Path, config: Option<&Path>) {
+    let _ = GgufVocab::from_hf_files(json, config, VOCAB_SIZE);
+    if let Ok(tok) = Tokenizer::from_tokenizer_json(json) {
         if let Ok(ids) = tok.encode("Once upon a time, <s> 12 é", true, true) {
             let _ = tok.decode(&ids, true);
         }
@@ -49,18 +48,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = GenerationConfig::from_json_str(&String::from_utf8_lossy(rest));
         }
         2 => {
-            let dir = scratch::dir().join("tokenizer");
-            std::fs::create_dir_all(&dir).expect("scratch directory");
-            std::fs::write(dir.join("tokenizer.json"), rest).expect("scratch file");
-            load_tokenizer(&dir, None);
+            let json = scratch::write("tokenizer/tokenizer.json", rest);
+            load_tokenizer(&json, None);
         }
         _ => {
-            let dir = scratch::dir().join("tokenizer_config");
-            std::fs::create_dir_all(&dir).expect("scratch directory");
-            std::fs::write(dir.join("tokenizer.json"), bundled_tokenizer_json()).expect("scratch file");
-            let config = dir.join("tokenizer_config.json");
-            std::fs::write(&config, rest).expect("scratch file");
-            load_tokenizer(&dir, Some(&config));
+            let json = scratch::write("tokenizer_config/tokenizer.json", bundled_tokenizer_json());
+            let config = scratch::write("tokenizer_config/tokenizer_config.json", rest);
+            load_tokenizer(&json, Some(&config));
         }
     }
 });

@@ -35,15 +35,17 @@ fn checker() -> &'static RequestChecker {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let model = GgufFile::open(&root.join("models/stories260k/stories260k-f32.gguf")).expect("the bundled model");
         let tokenizer = Tokenizer::from_gguf(&model).expect("the bundled tokenizer");
-        let source = std::fs::read_to_string(root.join("engines/tests/data/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
-            .expect("a chat template");
+        let source =
+            std::fs::read_to_string(root.join("engines/tests/data/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
+                .expect("a chat template");
         let template = ChatTemplate::new(&source, Some("<s>".into()), Some("</s>".into())).expect("it compiles");
         let settings = ServeSettings::validate(Serve::parse_from(["serve"]).args, Vec::new()).expect("the defaults");
         RequestChecker::new(&settings, CONTEXT, tokenizer, Some(template)).expect("the default limits fit")
     })
 }
 
-fuzz_target!(|data: &[u8]| {
+// Loaded before the first input, so that loading does not count against `-timeout`.
+fuzz_target!(init: { checker(); }, |data: &[u8]| {
     let Some((&which, body)) = data.split_first() else {
         return;
     };

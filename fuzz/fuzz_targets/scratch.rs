@@ -13,9 +13,12 @@ pub fn dir() -> &'static Path {
     })
 }
 
-/// Writes `bytes` to `name` in the scratch directory and returns its path.
+/// Writes `bytes` to `name` (a relative path) in the scratch directory and returns its path.
 pub fn write(name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir().join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("scratch directory");
+    }
     std::fs::write(&path, bytes).expect("scratch file");
     path
 }

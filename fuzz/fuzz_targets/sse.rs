@@ -35,11 +35,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let chunked = events(body, seed);
     assert_eq!(chunked, events(body, 0), "events depend on how the body was chunked");
-    let apis = [
-        Api::Tgi,
-        Api::OpenAi { model: "m".into(), chat: false },
-        Api::OpenAi { model: "m".into(), chat: true },
-    ];
+    let apis =
+        [Api::Tgi, Api::OpenAi { model: "m".into(), chat: false }, Api::OpenAi { model: "m".into(), chat: true }];
     for data in &chunked {
         for api in &apis {
             let _ = api.event(data);

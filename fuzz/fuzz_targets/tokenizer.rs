@@ -48,7 +48,8 @@ struct Input {
     skip_special: bool,
 }
 
-fuzz_target!(|input: Input| {
+// Loaded before the first input, so that loading does not count against `-timeout`.
+fuzz_target!(init: { tokenizers(); }, |input: Input| {
     let all = tokenizers();
     let tok = &all[input.vocab as usize % all.len()];
     let n = tok.vocab_size() as u32;

@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(c.status(Route::Tokenize, br#"{"inputs": "Once"}"#), 200);
         assert_eq!(c.status(Route::GenerateStream, br#"{"inputs": "Once"}"#), 200);
         assert_eq!(c.status(Route::Generate, br#"{"inputs": ""}"#), 422);
-        assert_eq!(c.status(Route::Compat, b"{"), 400);
+        assert_eq!(c.status(Route::Compat, b"{"), 422);
         assert_eq!(c.status(Route::Chat, br#"{"messages": []}"#), 422);
     }
 }

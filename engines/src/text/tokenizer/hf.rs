@@ -48,7 +48,10 @@ impl HfTokenizer {
     /// Loads `path` (a `tokenizer.json`).
     pub(super) fn load(path: &Path) -> Result<Self, TokenizerError> {
         let err = |e: &dyn std::fmt::Display| hf_error(path, e);
-        let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| err(&e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| err(&e))?;
+        // Parsed as JSON first: the `tokenizers` crate panics on a syntax error inside `decoder`.
+        let json: Value = serde_json::from_str(&text).map_err(|e| err(&e))?;
+        let tok: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| err(&e))?;
         let decoder = serde_json::to_value(tok.get_decoder()).map_err(|e| err(&e))?;
         let byte_level = has_type(&decoder, "ByteLevel");
         let added_tokens = tok.get_added_tokens_decoder();
@@ -209,6 +212,20 @@ mod tests {
         write("tokenizer_config.json", json!({"bos_token": "<|bos|>", "eos_token": {"content": "<|eot|>"}}));
         write("generation_config.json", json!({"eos_token_id": [260, 0]}));
         dir
+    }
+
+    #[test]
+    fn malformed_decoder_is_an_error_not_a_panic() {
+        // The `tokenizers` crate panics (`expect("Helper")`) on a syntax error inside `decoder`;
+        // found by the `hf_json` fuzz target.
+        let dir = byte_level_dir();
+        let path = dir.path().join("tokenizer.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let broken = text.replace(r#""decoder":{"#, r#""decoder":{"x" "#);
+        assert_ne!(broken, text);
+        std::fs::write(&path, broken).unwrap();
+        let err = HfTokenizer::load(&path).err().unwrap();
+        assert!(matches!(err, TokenizerError::Hf { .. }), "{err}");
     }
 
     #[test]
