@@ -24,6 +24,9 @@ echo "fuzz: built every target in $(($(date +%s) - start)) s"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The targets that read files write them under $TMPDIR: keep those in the work directory too.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 status=0
 for target in $(cargo +nightly fuzz list); do
     cp -r "corpus/$target" "$work/$target"
