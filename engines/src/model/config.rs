@@ -65,6 +65,7 @@ impl LlamaConfig {
 
     /// From a GGUF file's `{arch}.*` metadata; the vocabulary size comes from the embedding's shape.
     pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
+        gguf_architecture(file)?; // an unsupported architecture is the first thing to say
         let vocab = file
             .tensor("token_embd.weight")
             .map(|t| t.torch_shape()[0])
@@ -74,17 +75,7 @@ impl LlamaConfig {
 
     /// From a GGUF file's metadata, with the vocabulary size given.
     fn from_gguf_metadata(file: &GgufFile, vocab: usize) -> Result<Self, ModelError> {
-        let arch_name = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
-        let architecture = match arch_name {
-            "llama" => Architecture::Llama,
-            "mistral" => Architecture::Mistral,
-            "qwen2" => Architecture::Qwen2,
-            other => {
-                return Err(ModelError::Unsupported(format!(
-                    "GGUF architecture '{other}' (supported: llama, mistral, qwen2)"
-                )))
-            }
-        };
+        let (architecture, arch_name) = gguf_architecture(file)?;
         let meta = Metadata { file, arch: arch_name };
         let req = |k: &str| meta.int(k)?.ok_or_else(|| meta.error(k, "is missing"));
         let hidden = req("embedding_length")?;
@@ -180,6 +171,19 @@ impl LlamaConfig {
             rope_position_scale: h.rope_factor.map_or(1.0, |f| 1.0 / f),
             rope_style,
             sliding_window: h.sliding_window,
+        }
+    }
+}
+
+/// A GGUF file's `general.architecture`, when the engine runs it.
+fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError> {
+    let name = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
+    match name {
+        "llama" => Ok((Architecture::Llama, name)),
+        "mistral" => Ok((Architecture::Mistral, name)),
+        "qwen2" => Ok((Architecture::Qwen2, name)),
+        other => {
+            Err(ModelError::Unsupported(format!("GGUF architecture '{other}' (supported: llama, mistral, qwen2)")))
         }
     }
 }
