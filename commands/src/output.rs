@@ -112,19 +112,10 @@ impl AtomicFile {
                 );
             }
         }
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !dir.is_dir() {
-            return Err(InputError(format!("{}: directory does not exist", dir.display())).into());
-        }
+        let dir = existing_parent(target)?;
         let prefix = temp_prefix(target);
         let create = || {
-            let temp = tempfile::Builder::new()
-                .prefix(&prefix)
-                .suffix(stale::SUFFIX)
-                .rand_bytes(stale::RANDOM_LEN)
+            let temp = temp_builder(&prefix)
                 .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
                 .tempfile_in(&dir)?;
             temp.as_file().lock()?;
@@ -209,17 +200,10 @@ impl AtomicDir {
                 );
             }
         }
-        let parent = parent_dir(target);
-        if !parent.is_dir() {
-            return Err(InputError(format!("{}: directory does not exist", parent.display())).into());
-        }
+        let parent = existing_parent(target)?;
         let prefix = temp_prefix(target);
         let create = || {
-            let temp = tempfile::Builder::new()
-                .prefix(&prefix)
-                .suffix(stale::SUFFIX)
-                .rand_bytes(stale::RANDOM_LEN)
-                .tempdir_in(&parent)?;
+            let temp = temp_builder(&prefix).tempdir_in(&parent)?;
             let lock = File::open(temp.path())?;
             lock.lock()?;
             Ok((temp, lock))
@@ -287,6 +271,22 @@ impl Drop for AtomicDir {
             forget(t.path());
         }
     }
+}
+
+/// The directory `target` will be written in, which must exist.
+fn existing_parent(target: &Path) -> Result<PathBuf> {
+    let dir = parent_dir(target);
+    if !dir.is_dir() {
+        return Err(InputError(format!("{}: directory does not exist", dir.display())).into());
+    }
+    Ok(dir)
+}
+
+/// A builder of temporaries named after `prefix` in the pattern stale-temporary cleanup knows.
+fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
+    let mut b = tempfile::Builder::new();
+    b.prefix(prefix).suffix(stale::SUFFIX).rand_bytes(stale::RANDOM_LEN);
+    b
 }
 
 /// The directory holding `path` (`.` for a bare name).

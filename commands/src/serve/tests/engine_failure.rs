@@ -76,7 +76,14 @@ fn an_engine_panic_fails_held_requests_and_stops_the_server_with_an_error() {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             addr_tx.send(listener.local_addr().unwrap()).unwrap();
             let never = std::future::pending::<()>();
-            serve_supervised(listener, server_state, never, failed_rx, ConnectionLimits { max_connections: 64, grace: Duration::from_secs(5) }).await
+            serve_supervised(
+                listener,
+                server_state,
+                never,
+                failed_rx,
+                ConnectionLimits { max_connections: 64, grace: Duration::from_secs(5) },
+            )
+            .await
         })
     });
     let addr = addr_rx.recv().unwrap();
