@@ -2,6 +2,7 @@
 //! models, KV cache and scheduler build on the same crate.
 
 pub mod awq;
+pub mod constraint;
 pub mod convert;
 pub mod device;
 pub mod generate;

@@ -87,6 +87,7 @@ pub(super) fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
         ignore_eos: false,
         prompt_logprobs: false,
         cache_salt: 0,
+        grammar: None,
         request_id: String::new(),
     }
 }

@@ -124,6 +124,7 @@ impl Checked {
                     ignore_eos: self.ignore_eos,
                     prompt_logprobs,
                     cache_salt: salt,
+                    grammar: None,
                     request_id: id.clone(),
                 })
             })

@@ -108,6 +108,7 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
         ignore_eos: false,
         prompt_logprobs: decoder_input_details,
         cache_salt: state.access.cache_salt(),
+        grammar: None,
         request_id: RequestId::current(),
     };
     Ok(ValidGenerate {
