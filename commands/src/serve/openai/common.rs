@@ -4,6 +4,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use tgi_engines::constraint::Grammar;
 use tgi_engines::sampling::{SamplingError, SamplingParams};
 use tgi_engines::scheduler::{Request, TokenEvent};
 
@@ -55,6 +56,8 @@ pub struct Checked {
     pub include_usage: bool,
     /// Keep generating past end-of-sequence tokens.
     pub ignore_eos: bool,
+    /// The grammar every choice's output must match (`response_format`, or a forced tool call).
+    pub grammar: Option<Grammar>,
 }
 
 impl Sampling {
@@ -93,7 +96,15 @@ impl Sampling {
         limits.check_stop(&stop)?;
         let stream = self.stream.unwrap_or(false);
         let include_usage = stream && self.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
-        Ok(Checked { params, stop, n, stream, include_usage, ignore_eos: self.ignore_eos.unwrap_or(false) })
+        Ok(Checked {
+            params,
+            stop,
+            n,
+            stream,
+            include_usage,
+            ignore_eos: self.ignore_eos.unwrap_or(false),
+            grammar: None,
+        })
     }
 }
 
@@ -124,7 +135,7 @@ impl Checked {
                     ignore_eos: self.ignore_eos,
                     prompt_logprobs,
                     cache_salt: salt,
-                    grammar: None,
+                    grammar: self.grammar.clone(),
                     request_id: id.clone(),
                 })
             })
