@@ -51,6 +51,8 @@ impl HfTokenizer {
         let text = std::fs::read_to_string(path).map_err(|e| err(&e))?;
         // Parsed as JSON first: the `tokenizers` crate panics on a syntax error inside `decoder`.
         let json: Value = serde_json::from_str(&text).map_err(|e| err(&e))?;
+        // ... and indexes a template's special tokens and sequences without checking them.
+        check_post_processor(&json["post_processor"]).map_err(|e| err(&e))?;
         let tok: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| err(&e))?;
         let decoder = serde_json::to_value(tok.get_decoder()).map_err(|e| err(&e))?;
         let byte_level = has_type(&decoder, "ByteLevel");
@@ -157,6 +159,40 @@ impl HfTokenizer {
     }
 }
 
+/// Checks a `TemplateProcessing` post-processor (also inside a `Sequence`) as the `tokenizers`
+/// crate's encoder assumes without checking: every special token of `single` and `pair` defined in
+/// `special_tokens` with as many ids as tokens, and `single` reading only sequence `A`.
+fn check_post_processor(v: &Value) -> Result<(), String> {
+    match v.get("type").and_then(Value::as_str) {
+        Some("Sequence") => {
+            v.get("processors").and_then(Value::as_array).into_iter().flatten().try_for_each(check_post_processor)
+        }
+        Some("TemplateProcessing") => {
+            let defined = v.get("special_tokens").and_then(Value::as_object);
+            for (name, template) in [("single", &v["single"]), ("pair", &v["pair"])] {
+                for piece in template.as_array().into_iter().flatten() {
+                    if let Some(id) = piece.pointer("/SpecialToken/id").and_then(Value::as_str) {
+                        let token = defined.and_then(|d| d.get(id)).ok_or_else(|| {
+                            format!(
+                                "post_processor: the {name} template's special token {id:?} is not in special_tokens"
+                            )
+                        })?;
+                        let count = |field| token.get(field).and_then(Value::as_array).map(Vec::len);
+                        if count("ids") != count("tokens") {
+                            return Err(format!("post_processor: special token {id:?} has not as many ids as tokens"));
+                        }
+                    }
+                    if name == "single" && piece.pointer("/Sequence/id").is_some_and(|s| s != "A") {
+                        return Err("post_processor: the single template may only read sequence A".into());
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A JSON file's contents, `None` if it does not exist.
 fn read_json(path: &Path) -> Result<Option<Value>, TokenizerError> {
     if !path.is_file() {
@@ -247,6 +283,29 @@ mod tests {
         assert_eq!(tok.decode(&[259, 258], true).unwrap(), " the");
         assert_eq!(tok.decode(&[259, 258], false).unwrap(), "<|bos|> the");
         assert!(matches!(tok.decode(&[261], false), Err(TokenizerError::InvalidId { id: 261, size: 261 })));
+    }
+
+    /// A post-processor the `tokenizers` crate would panic on when encoding is refused at load.
+    #[test]
+    fn undefined_template_tokens_are_refused() {
+        let bad = [
+            json!({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}],
+                   "pair": [], "special_tokens": {"<t>": {"id": "<t>", "ids": [1], "tokens": ["<t>"]}}}),
+            json!({"type": "Sequence", "processors": [{"type": "TemplateProcessing",
+                   "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "pair": [],
+                   "special_tokens": {"<s>": {"id": "<s>", "ids": [1, 2], "tokens": ["<s>"]}}}]}),
+            json!({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "B", "type_id": 0}}],
+                   "pair": [], "special_tokens": {}}),
+        ];
+        for processor in bad {
+            let dir = byte_level_dir();
+            let path = dir.path().join("tokenizer.json");
+            let mut json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            json["post_processor"] = processor;
+            std::fs::write(&path, json.to_string()).unwrap();
+            let err = HfTokenizer::load(&path).err().unwrap().to_string();
+            assert!(err.contains("post_processor"), "{err}");
+        }
     }
 
     #[test]
