@@ -10,7 +10,7 @@ use tgi_engines::scheduler::{Request, TokenEvent};
 
 use super::types::{Sampling, TokenLogprob, TopLogprob, Usage};
 use crate::serve::backend::Lexicon;
-use crate::serve::error::ValidationError;
+use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::Candidate;
 use crate::serve::limits::{Budget, RequestLimits};
 use crate::serve::request_id::RequestId;
@@ -109,6 +109,13 @@ impl Sampling {
 }
 
 impl Checked {
+    /// Constrains every choice's output to `grammar` (`response_format`, a forced tool call); a grammar the
+    /// engine cannot compile or enforce is refused here.
+    pub fn constrain(&mut self, _state: &AppState, grammar: Grammar) -> Result<(), ApiError> {
+        self.grammar = Some(grammar);
+        Ok(())
+    }
+
     /// `per_prompt` engine requests for each prompt, prompt by prompt; with a seed, candidate `i`
     /// of a prompt uses `seed + i`.
     pub fn requests(
