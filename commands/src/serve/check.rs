@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Result;
+use tgi_engines::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use tgi_engines::scheduler::{EventSink, Request, SchedulerConfig, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
@@ -52,7 +53,7 @@ impl RequestChecker {
         let inputs = SizingInputs { context, kv_bytes_per_token: 1, mem_available: None, default_max_batch_size: 1 };
         let limits = size(settings, &inputs)?.limits;
         let model = ServedModel { id: "checker".into(), compute_type: "cpu".into(), created: 0, speculate: None };
-        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template });
+        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template, grammars: GrammarCell::default() });
         let state = AppState::new(Arc::new(NoEngine), lexicon, limits, settings.access.clone(), model);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(RequestChecker { state: Arc::new(state), runtime })
@@ -83,6 +84,7 @@ impl RequestChecker {
 struct CheckerLexicon {
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
+    grammars: GrammarCell,
 }
 
 impl Lexicon for CheckerLexicon {
@@ -92,6 +94,11 @@ impl Lexicon for CheckerLexicon {
 
     fn chat_template(&self) -> Option<&ChatTemplate> {
         self.chat_template.as_ref()
+    }
+
+    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
+        let t = &self.tokenizer;
+        self.grammars.get(t, t.vocab_size(), t.eos_ids())
     }
 }
 

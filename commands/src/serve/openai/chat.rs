@@ -15,6 +15,7 @@ use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, event_stream, HttpResponse};
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::{collect, fail, submit};
+use crate::serve::grammar;
 use crate::serve::headers;
 use crate::serve::limits::{tokenize, Budget};
 use crate::serve::metrics::Tracker;
@@ -94,9 +95,6 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if req.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
         return Err(ValidationError::Unsupported("tools").into());
     }
-    if req.response_format.as_ref().is_some_and(|f| !f.is_null() && f.get("type").is_none_or(|t| t != "text")) {
-        return Err(ValidationError::Unsupported("response_format").into());
-    }
     let logprobs = req.logprobs.unwrap_or(false);
     let top = req.top_logprobs.unwrap_or(0);
     if top > 0 && !logprobs {
@@ -105,7 +103,11 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if top > MAX_TOP_LOGPROBS {
         return Err(ValidationError::Logprobs { name: "top_logprobs", max: MAX_TOP_LOGPROBS, given: top }.into());
     }
-    let checked = req.sampling.check(&state.limits, logprobs, top)?;
+    let mut checked = req.sampling.check(&state.limits, logprobs, top)?;
+    let format = req.response_format.as_ref().map(|f| grammar::parse("response_format", f)).transpose()?.flatten();
+    if let Some(g) = &format {
+        checked.constrain(state, "response_format", g)?;
+    }
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
     let extra = req.chat_template_kwargs.clone().unwrap_or(serde_json::Value::Null);

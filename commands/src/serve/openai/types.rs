@@ -101,7 +101,7 @@ pub struct ChatRequest {
     /// Tools (not supported: refused when given).
     #[serde(default)]
     pub tools: Option<Value>,
-    /// Output format (only `{"type": "text"}` is supported).
+    /// Output format: text, or a grammar the output must match (see `serve::grammar::parse`).
     #[serde(default)]
     pub response_format: Option<Value>,
     /// Extra variables for the chat template.
