@@ -4,6 +4,7 @@
 mod client;
 mod engine_failure;
 mod errors;
+mod grammar;
 mod http;
 mod lifecycle;
 mod openai;
@@ -124,6 +125,7 @@ impl Backend for MockBackend {
             speculative_verifications: 0,
             speculated_by_position: Vec::new(),
             accepted_by_position: Vec::new(),
+            grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 4),
         }
     }
 }
