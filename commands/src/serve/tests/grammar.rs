@@ -17,7 +17,8 @@ fn tgi_grammars_and_openai_formats_reach_the_engine_compiled() {
         json!({"type": "json_schema", "value": {"name": "x", "schema": schema}}),
     ];
     for g in &grammars {
-        let body = json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "grammar": g, "best_of": 2, "do_sample": true}});
+        let body =
+            json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "grammar": g, "best_of": 2, "do_sample": true}});
         assert_eq!(post(s.addr, "/generate", &body).status, 200, "{g}");
     }
     let formats = [
@@ -26,10 +27,12 @@ fn tgi_grammars_and_openai_formats_reach_the_engine_compiled() {
         json!({"type": "json", "value": schema}),
     ];
     for f in &formats {
-        let body = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "n": 2, "response_format": f});
+        let body =
+            json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "n": 2, "response_format": f});
         assert_eq!(post(s.addr, "/v1/chat/completions", &body).status, 200, "{f}");
     }
-    let text = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "response_format": {"type": "text"}});
+    let text =
+        json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "response_format": {"type": "text"}});
     assert_eq!(post(s.addr, "/v1/chat/completions", &text).status, 200);
     let reqs = s.submitted();
     assert_eq!(reqs.len(), 2 * (grammars.len() + formats.len()) + 1);
