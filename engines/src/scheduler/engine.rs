@@ -307,8 +307,6 @@ impl<'m> Engine<'m> {
                 })
                 .collect::<Vec<_>>()
         };
-        // Also without grammars: `join` runs the forward pass on a pool thread, whose nested parallel kernels
-        // then start without waking the pool from outside once each (a large share of a small model's step).
         let (rows, timed) = rayon::join(|| m.model.forward(kv, &inputs), masks);
         let masks = timed
             .into_iter()
