@@ -71,7 +71,10 @@ impl GrammarCompiler {
         if let Some(e) = matcher.get_error() {
             return Err(invalid(&e));
         }
-        Ok((Constraint::new(matcher), Compiled { seconds: start.elapsed().as_secs_f64(), cached }))
+        // A grammar no token can start (e.g. a regex no text matches) is refused now, not mid-generation.
+        let constraint = Constraint::new(matcher);
+        constraint.mask().map_err(|e| invalid(&e))?;
+        Ok((constraint, Compiled { seconds: start.elapsed().as_secs_f64(), cached }))
     }
 
     fn lookup(&self, key: &str) -> Option<TokenParser> {
@@ -150,6 +153,7 @@ mod tests {
         assert!(unsupported.starts_with("invalid json_schema grammar: "), "{unsupported}");
         let unknown = err(Grammar::JsonSchema(json!({"type": "object", "unevaluatedProperties": {"type": "string"}})));
         assert!(unknown.contains("unevaluatedProperties"), "{unknown}");
+        assert!(err(Grammar::Regex("[^\\s\\S]".into())).starts_with("invalid regex grammar: "), "matches no text");
     }
 
     #[test]
