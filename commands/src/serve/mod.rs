@@ -31,6 +31,7 @@ mod router;
 mod run;
 mod server;
 mod settings;
+mod spans;
 mod state;
 mod stream;
 #[cfg(test)]

@@ -101,6 +101,7 @@ impl<'m> Sequence<'m> {
         let rules =
             EndRules { stop: req.stop, max_tokens: total.saturating_sub(prompt_len), ignore_eos: req.ignore_eos };
         let hashes = if cache { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
+        let prompt_top = if req.params.logprobs { req.params.top_logprobs } else { 0 };
         Sequence {
             sampler: Sampler::new(req.params, &req.prompt_ids),
             tokens: req.prompt_ids,
@@ -114,7 +115,7 @@ impl<'m> Sequence<'m> {
             enqueued: at,
             enqueued_step: step,
             sink,
-            logprobs: req.prompt_logprobs.then(PromptLogprobs::default),
+            logprobs: req.prompt_logprobs.then(|| PromptLogprobs::new(prompt_top)),
             total,
             completion: Completion::new(&m.tokenizer, &m.eos, rules),
             started: None,
@@ -187,8 +188,8 @@ impl<'m> Sequence<'m> {
         self.preemptions += 1;
         self.enqueued_step = step;
         tracing::info!(request_id = %self.request_id, preemptions = self.preemptions, "preempted: KV blocks ran out");
-        if self.logprobs.is_some() {
-            self.logprobs = Some(PromptLogprobs::default());
+        if let Some(acc) = &mut self.logprobs {
+            acc.restart();
         }
     }
 

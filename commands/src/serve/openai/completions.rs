@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hyper::{HeaderMap, StatusCode};
-use serde_json::Map;
+use serde_json::{Map, Value};
 use tgi_engines::scheduler::{Finished, TokenEvent};
 
 use super::common::{best, usage, Checked, Meta};
@@ -16,6 +16,7 @@ use crate::serve::generation::{collect, fail, submit, Candidate};
 use crate::serve::headers;
 use crate::serve::limits::{tokenize, Budget};
 use crate::serve::metrics::Tracker;
+use crate::serve::spans::{char_offset, spans};
 use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
 
@@ -72,10 +73,12 @@ pub async fn completions(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpRespon
             let c = &chunk[i];
             let (prompt, budget) = &v.prompts[p];
             let head = if v.echo { prompt.as_str() } else { "" };
+            let text = format!("{head}{}", c.finished.text);
+            let logprobs = v.logprobs.map(|_| legacy_logprobs(lex, &text, v.echo.then_some(&budget.ids[..]), c));
             choices.push(CompletionChoice {
                 index: choices.len(),
-                text: format!("{head}{}", c.finished.text),
-                logprobs: v.logprobs.map(|_| legacy_logprobs(lex, v.echo.then_some(&budget.ids[..]), c)),
+                text,
+                logprobs,
                 finish_reason: Some(c.finished.reason.as_openai()),
             });
         }
@@ -148,25 +151,27 @@ fn decode(lex: &dyn Lexicon, ids: &[u32]) -> Result<String, ValidationError> {
     lex.tokenizer().decode(ids, false).map_err(|e| ValidationError::Tokenizer(e.to_string()))
 }
 
-/// Legacy log-probabilities of a candidate, after the prompt's when it is echoed.
-fn legacy_logprobs(lex: &dyn Lexicon, echoed: Option<&[u32]>, c: &Candidate) -> CompletionLogprobs {
-    let mut lp = CompletionLogprobs::default();
-    let mut offset = 0;
-    let mut push = |lp: &mut CompletionLogprobs, text: String, logprob: Option<f32>, top: Option<Map<_, _>>| {
-        lp.text_offset.push(offset);
-        offset += text.chars().count();
-        lp.tokens.push(text);
-        lp.token_logprobs.push(logprob);
-        lp.top_logprobs.push(top);
+/// Legacy log-probabilities of a candidate whose choice text is `text`, after the prompt's tokens when
+/// it is echoed: each token's offset is where its text starts in `text`, in characters (OpenAI's
+/// `text_offset`), and every token but the first of the prompt has its alternatives.
+fn legacy_logprobs(lex: &dyn Lexicon, text: &str, echoed: Option<&[u32]>, c: &Candidate) -> CompletionLogprobs {
+    let prompt = echoed.unwrap_or(&[]);
+    let ids: Vec<u32> = prompt.iter().copied().chain(c.tokens.iter().map(|t| t.id)).collect();
+    let top = |alternatives: &[(u32, f32)]| -> Map<String, Value> {
+        alternatives.iter().map(|&(id, l)| (lex.piece(id), Value::from(l))).collect()
     };
-    for (i, &id) in echoed.unwrap_or(&[]).iter().enumerate() {
-        push(&mut lp, lex.piece(id), c.prompt_logprobs.get(i).copied().flatten(), None);
+    let prompt_entries = (0..prompt.len()).map(|i| match c.prompt_logprobs.get(i).and_then(Option::as_ref) {
+        Some(p) => (Some(p.logprob), Some(top(&p.top))),
+        None => (None, None),
+    });
+    let generated = c.tokens.iter().map(|t| (Some(t.logprob), Some(top(&t.top))));
+    let (token_logprobs, top_logprobs) = prompt_entries.chain(generated).unzip();
+    CompletionLogprobs {
+        tokens: ids.iter().map(|&id| lex.piece(id)).collect(),
+        token_logprobs,
+        top_logprobs,
+        text_offset: spans(lex, text, &ids).into_iter().map(|r| char_offset(text, r.start)).collect(),
     }
-    for t in &c.tokens {
-        let top = t.top.iter().map(|&(id, l)| (lex.piece(id), serde_json::Value::from(l))).collect();
-        push(&mut lp, lex.piece(t.id), Some(t.logprob), Some(top));
-    }
-    lp
 }
 
 /// The completions stream: the echoed prompt first, a chunk per token with new text, a finish
@@ -218,15 +223,15 @@ impl StreamFormat for CompletionStream {
             return Vec::new();
         }
         self.sent[index].push_str(&token.text);
+        let echoed = self.echo.get(index / self.per_prompt).map_or(0, |p| p.chars().count());
         let logprobs = self.logprobs.then(|| {
             let lex = self.lexicon.as_ref();
             CompletionLogprobs {
                 tokens: vec![lex.piece(token.id)],
                 token_logprobs: vec![Some(token.logprob)],
-                top_logprobs: vec![Some(
-                    token.top.iter().map(|&(id, l)| (lex.piece(id), serde_json::Value::from(l))).collect(),
-                )],
-                text_offset: vec![self.sent[index].chars().count() - token.text.chars().count()],
+                top_logprobs: vec![Some(token.top.iter().map(|&(id, l)| (lex.piece(id), Value::from(l))).collect())],
+                // Offsets count the echoed prompt too: they are into the choice's whole text.
+                text_offset: vec![echoed + self.sent[index].chars().count() - token.text.chars().count()],
             }
         });
         let choice = CompletionChoice { index, text: token.text, logprobs, finish_reason: None };

@@ -116,12 +116,46 @@ fn completions_prompts_echo_logprobs_and_best_of() {
     assert_eq!(lp["top_logprobs"][n - 1].as_object().unwrap().len(), 1);
     assert_eq!(lp["text_offset"][0], 0);
     assert!(s.submitted().iter().all(|r| r.prompt_logprobs));
+    // Every prompt token but the first has its alternatives, as the generated tokens do.
+    assert_eq!(lp["top_logprobs"][0], Value::Null);
+    assert!((1..n).all(|i| lp["top_logprobs"][i].as_object().unwrap().len() == 1), "{lp}");
+    let prompt_len = s.submitted()[0].prompt_ids.len();
+    assert_eq!(lp["token_logprobs"][1], json!(-0.25));
+    // Offsets are into the echoed text: BOS covers nothing, the generated tokens follow the prompt.
+    assert_eq!(lp["text_offset"][1], 0);
+    assert_eq!(lp["text_offset"].as_array().unwrap()[prompt_len..], [json!(2), json!(7)]);
+    assert_eq!(lp["tokens"][prompt_len], " Once");
     // Default max_tokens is 16; token ids are prompts too; best_of keeps the most likely.
     let v = post(s.addr, "/v1/completions", &json!({"prompt": [1, 100], "best_of": 2, "temperature": 0.5})).json();
     assert_eq!(v["choices"].as_array().unwrap().len(), 1);
     let each = super::lexicon().tokenizer.encode(super::SCRIPT, false, false).unwrap().len() + 1;
     assert_eq!(v["usage"]["completion_tokens"], 2 * each, "both candidates count");
     assert_eq!(s.submitted().last().unwrap().max_new_tokens, 16);
+}
+
+#[test]
+fn echoed_offsets_count_characters_of_the_text() {
+    let s = TestServer::start();
+    let prompt = "Été";
+    let body = json!({"prompt": prompt, "max_tokens": 2, "echo": true, "logprobs": 0});
+    let v = post(s.addr, "/v1/completions", &body).json();
+    let choice = &v["choices"][0];
+    let text = choice["text"].as_str().unwrap();
+    assert_eq!(text, "Été Once upon");
+    let offsets: Vec<usize> =
+        choice["logprobs"]["text_offset"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap() as usize).collect();
+    let prompt_len = s.submitted()[0].prompt_ids.len();
+    assert_eq!(offsets[prompt_len..], [3, 8], "characters, not bytes: {offsets:?}");
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]) && offsets[prompt_len - 1] < 3, "{offsets:?}");
+    let top = &choice["logprobs"]["top_logprobs"];
+    assert_eq!((top[0].clone(), top[1].clone()), (Value::Null, json!({})), "logprobs 0: no alternatives");
+
+    // Streamed, the offsets count the echoed prompt too.
+    let body = json!({"prompt": prompt, "max_tokens": 2, "echo": true, "logprobs": 0, "stream": true});
+    let chunks = post(s.addr, "/v1/completions", &body).json_events();
+    let streamed: Vec<&Value> =
+        chunks.iter().filter_map(|c| c["choices"][0]["logprobs"]["text_offset"].get(0)).collect();
+    assert_eq!(streamed, [&json!(3), &json!(8)]);
 }
 
 #[test]

@@ -102,7 +102,7 @@ fn best_of_sequence(lex: &dyn Lexicon, valid: &ValidGenerate, c: &Candidate) -> 
             .map(|(i, &id)| PrefillToken {
                 id,
                 text: lex.piece(id),
-                logprob: c.prompt_logprobs.get(i).copied().flatten(),
+                logprob: c.prompt_logprobs.get(i).and_then(|p| p.as_ref().map(|p| p.logprob)),
             })
             .collect()
     } else {
