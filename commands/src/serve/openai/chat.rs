@@ -117,7 +117,8 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
-/// log-probabilities), a finish chunk per choice, the usage chunk when asked for, then `[DONE]`.
+/// log-probabilities), a finish chunk per choice with the text held back until the end, the usage
+/// chunk when asked for, then `[DONE]`.
 struct ChatStream {
     meta: Meta,
     lexicon: Arc<dyn Lexicon>,
@@ -142,7 +143,7 @@ impl ChatStream {
         serde_json::to_string(&chunk).expect("chunks serialize")
     }
 
-    fn choice(index: usize, content: Option<String>, finish_reason: Option<&'static str>) -> ChunkChoice {
+    fn choice(index: usize, content: String, finish_reason: Option<&'static str>) -> ChunkChoice {
         ChunkChoice { index, delta: Delta { role: "assistant", content }, logprobs: None, finish_reason }
     }
 }
@@ -151,7 +152,7 @@ impl StreamFormat for ChatStream {
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);
-        vec![self.chunk(vec![Self::choice(index, Some(String::new()), None)], None)]
+        vec![self.chunk(vec![Self::choice(index, String::new(), None)], None)]
     }
 
     fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String> {
@@ -159,7 +160,7 @@ impl StreamFormat for ChatStream {
             return Vec::new();
         }
         self.sent[index].push_str(&token.text);
-        let mut choice = Self::choice(index, Some(token.text.clone()), None);
+        let mut choice = Self::choice(index, token.text.clone(), None);
         if self.logprobs {
             choice.logprobs = Some(ChatLogprobs { content: vec![token_logprob(self.lexicon.as_ref(), &token)] });
         }
@@ -168,12 +169,10 @@ impl StreamFormat for ChatStream {
 
     fn finished(&mut self, index: usize, f: Finished) -> Vec<String> {
         self.usage.completion_tokens += f.generated_tokens;
-        let mut out = Vec::new();
-        if let Some(rest) = f.text.strip_prefix(self.sent[index].as_str()).filter(|r| !r.is_empty()) {
-            out.push(self.chunk(vec![Self::choice(index, Some(rest.to_string()), None)], None));
-        }
-        out.push(self.chunk(vec![Self::choice(index, None, Some(f.reason.as_openai()))], None));
-        out
+        // The last chunk carries content (what was held back, often nothing) as TGI's schema and the
+        // clients that follow it require.
+        let rest = f.text.strip_prefix(self.sent[index].as_str()).unwrap_or_default().to_string();
+        vec![self.chunk(vec![Self::choice(index, rest, Some(f.reason.as_openai()))], None)]
     }
 
     fn end(&mut self) -> Vec<String> {

@@ -72,6 +72,9 @@ fn chat_stream_ends_with_done_and_usage() {
     assert_eq!(text, " Once upon a");
     let finish = &chunks[chunks.len() - 2];
     assert_eq!(finish["choices"][0]["finish_reason"], "length");
+    // TGI's schema (and clients that follow it) need `content` in every delta, the last one's too.
+    assert_eq!(finish["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    assert!(chunks[..chunks.len() - 1].iter().all(|c| c["choices"][0]["delta"]["content"].is_string()));
     assert_eq!(finish["usage"], Value::Null);
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]));
