@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hyper::{HeaderMap, StatusCode};
 use tgi_engines::sampling::MAX_TOP_LOGPROBS;
 use tgi_engines::scheduler::{Finished, TokenEvent};
+use tgi_engines::text::chat::Message;
 
 use super::common::{token_logprob, usage, Checked, Meta};
 use super::types::{
@@ -90,6 +91,9 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
 fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if req.messages.is_empty() {
         return Err(ValidationError::EmptyMessages.into());
+    }
+    if let Some(kind) = req.messages.iter().find_map(Message::non_text_part) {
+        return Err(ValidationError::NonTextContent(kind.to_string()).into());
     }
     if req.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
         return Err(ValidationError::Unsupported("tools").into());

@@ -208,6 +208,15 @@ fn openai_errors_have_openai_shape() {
         "tools": [{"type": "function", "function": {"name": "f"}}]}),
     );
     assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tools")));
+    let image = json!({"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}});
+    let content = json!([{"type": "text", "text": "What is this?"}, image]);
+    let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": content}]}));
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Input validation error: this model takes text only: `messages` has a content part of type `image_url`"
+    );
+    assert_eq!(r.json()["error"]["param"], "messages");
     let r = post(s.addr, "/v1/completions", &json!({"prompt": "Hi", "max_tokens": 500}));
     assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
     let r = post(s.addr, "/v1/completions", &json!({"prompt": [100000]}));
