@@ -29,6 +29,7 @@ mod parse_errors;
 mod request_id;
 mod router;
 mod run;
+mod sagemaker;
 mod server;
 mod settings;
 mod spans;

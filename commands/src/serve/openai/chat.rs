@@ -23,16 +23,17 @@ use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
 
 /// A chat request, validated.
-struct Valid {
+pub(super) struct Valid {
     checked: Checked,
-    budget: Budget,
+    /// The prompt's tokens and the tokens left to generate.
+    pub budget: Budget,
     logprobs: bool,
-    characters: usize,
+    /// The conversation rendered through the chat template.
+    pub text: String,
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: ChatRequest = body::parse(raw)?;
+pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpResponse, ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
     let valid = validate(state, &req).map_err(|e| fail(state, &mut tracker, e))?;
@@ -41,9 +42,10 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
     let running = submit(state, requests, permit).map_err(|e| fail(state, &mut tracker, e))?;
     let meta = Meta::new(state, "chatcmpl");
     let prompt_tokens = valid.budget.ids.len();
+    let characters = valid.text.chars().count();
     if valid.checked.stream {
         let (mut response, tx) = event_stream();
-        headers::start(response.headers_mut(), &state.model.compute_type, valid.characters);
+        headers::start(response.headers_mut(), &state.model.compute_type, characters);
         let format = ChatStream {
             meta,
             lexicon: state.lexicon.clone(),
@@ -80,7 +82,7 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
         usage,
     };
     let mut h = HeaderMap::new();
-    headers::start(&mut h, &state.model.compute_type, valid.characters);
+    headers::start(&mut h, &state.model.compute_type, characters);
     headers::timings(&mut h, &timings, prompt_tokens, usage.completion_tokens);
     let mut out = body::json(StatusCode::OK, &answer);
     out.headers_mut().extend(h);
@@ -88,7 +90,7 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
 }
 
 /// Checks the request, renders the conversation and fits it into the limits.
-fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
+pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if req.messages.is_empty() {
         return Err(ValidationError::EmptyMessages.into());
     }
@@ -117,7 +119,7 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
-    Ok(Valid { checked, budget, logprobs, characters: text.chars().count() })
+    Ok(Valid { checked, budget, logprobs, text })
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or

@@ -36,8 +36,7 @@ struct Valid {
 }
 
 /// `POST /v1/completions`.
-pub async fn completions(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: CompletionRequest = body::parse(raw)?;
+pub async fn completions(state: &Arc<AppState>, req: CompletionRequest) -> Result<HttpResponse, ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
     let v = validate(state, &req).map_err(|e| fail(state, &mut tracker, e.into()))?;

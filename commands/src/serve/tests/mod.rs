@@ -10,6 +10,7 @@ mod openai;
 mod openapi;
 mod prompt_bytes;
 mod request_id;
+mod sagemaker;
 mod tgi;
 
 use std::net::SocketAddr;

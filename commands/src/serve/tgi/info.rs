@@ -37,8 +37,7 @@ pub fn info(state: &AppState) -> HttpResponse {
 /// `POST /tokenize`: the prompt's tokens (after `parameters.truncate`) with their byte spans. Bounded
 /// like a generation's prompt: refused over the byte bound before tokenizing, and over
 /// `--max-input-tokens` tokens after truncation.
-pub fn tokenize(state: &AppState, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: GenerateRequest = body::parse(raw)?;
+pub fn tokenize(state: &AppState, req: GenerateRequest) -> Result<HttpResponse, ApiError> {
     state.limits.check_truncate(req.parameters.truncate)?;
     let mut ids = encode(state.lexicon.as_ref(), &state.prompt_bytes, &req.inputs, req.add_special_tokens)?;
     let kept = req.parameters.truncate.map_or(ids.len(), |t| t.min(ids.len()));
