@@ -285,7 +285,7 @@ pub struct ChatChunk {
 }
 
 /// Legacy completions log-probabilities.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct CompletionLogprobs {
     /// Token texts.
     pub tokens: Vec<String>,
