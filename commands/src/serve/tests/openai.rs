@@ -153,11 +153,18 @@ fn echoed_offsets_count_characters_of_the_text() {
     let top = &choice["logprobs"]["top_logprobs"];
     assert_eq!((top[0].clone(), top[1].clone()), (Value::Null, json!({})), "logprobs 0: no alternatives");
 
-    // Streamed, the offsets count the echoed prompt too.
+    // Streamed: the echoed prompt first, with its tokens' log-probabilities; the offsets after it
+    // count it too.
     let body = json!({"prompt": prompt, "max_tokens": 2, "echo": true, "logprobs": 0, "stream": true});
     let chunks = post(s.addr, "/v1/completions", &body).json_events();
+    let echoed = &chunks[0]["choices"][0];
+    let (lp, all) = (&echoed["logprobs"], choice["logprobs"]["tokens"].as_array().unwrap());
+    assert_eq!(echoed["text"], prompt);
+    assert_eq!(lp["tokens"], Value::from(all[..prompt_len].to_vec()));
+    assert_eq!(lp["text_offset"], json!(offsets[..prompt_len]));
+    assert_eq!((lp["token_logprobs"][0].clone(), lp["token_logprobs"][1].clone()), (Value::Null, json!(-0.25)));
     let streamed: Vec<&Value> =
-        chunks.iter().filter_map(|c| c["choices"][0]["logprobs"]["text_offset"].get(0)).collect();
+        chunks[1..].iter().filter_map(|c| c["choices"][0]["logprobs"]["text_offset"].get(0)).collect();
     assert_eq!(streamed, [&json!(3), &json!(8)]);
 }
 
