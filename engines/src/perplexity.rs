@@ -35,9 +35,29 @@ pub struct Perplexity {
 
 /// `log softmax(logits)[target]` with the max subtracted, the sum in f64 (as llama.cpp).
 pub(crate) fn log_prob(logits: &[f32], target: u32) -> f64 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
-    (logits[target as usize] - max) as f64 - sum.ln()
+    LogSoftmax::of(logits).at(logits[target as usize])
+}
+
+/// What `log softmax` of a row of logits subtracts from each: its max, and the log of the sum of
+/// `exp(logit - max)` in f64 (as llama.cpp).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LogSoftmax {
+    max: f32,
+    ln_sum: f64,
+}
+
+impl LogSoftmax {
+    /// The normalizer of `logits`.
+    pub(crate) fn of(logits: &[f32]) -> Self {
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
+        LogSoftmax { max, ln_sum: sum.ln() }
+    }
+
+    /// The log-probability of a token with this logit.
+    pub(crate) fn at(self, logit: f32) -> f64 {
+        (logit - self.max) as f64 - self.ln_sum
+    }
 }
 
 /// Chunks that `perplexity` scores for a text of `text_tokens` tokens.

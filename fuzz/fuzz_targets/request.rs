@@ -1,8 +1,8 @@
 //! TGI and OpenAI request validation on arbitrary bodies: the first byte picks the route (`/`,
-//! `/generate`, `/generate_stream`, `/tokenize`, `/v1/completions`, `/v1/chat/completions`), the
-//! rest is the body, answered by the server's own handlers with the default limits over the
-//! bundled model's tokenizer and a real chat template. No body may get a 5xx other than the 503 of
-//! the engine that refuses what passed validation.
+//! `/generate`, `/generate_stream`, `/tokenize`, `/v1/completions`, `/v1/chat/completions`,
+//! `/chat_tokenize`, `/invocations`), the rest is the body, answered by the server's own handlers
+//! with the default limits over the bundled model's tokenizer and a real chat template. No body may
+//! get a 5xx other than the 503 of the engine that refuses what passed validation.
 #![no_main]
 
 use std::path::Path;
@@ -16,8 +16,16 @@ use tgi_engines::text::tokenizer::Tokenizer;
 use tgi_formats::GgufFile;
 
 /// The routes, by the first byte of the input modulo their number.
-const ROUTES: [Route; 6] =
-    [Route::Compat, Route::Generate, Route::GenerateStream, Route::Tokenize, Route::Completions, Route::Chat];
+const ROUTES: [Route; 8] = [
+    Route::Compat,
+    Route::Generate,
+    Route::GenerateStream,
+    Route::Tokenize,
+    Route::Completions,
+    Route::Chat,
+    Route::ChatTokenize,
+    Route::Invocations,
+];
 
 /// The bundled model's context length.
 const CONTEXT: usize = 512;

@@ -20,8 +20,9 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("mlock", |a| a.env("TGI_MLOCK")),
     mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
-    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /info, /health, /metrics) and OpenAI's \
-(/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is at /api-doc/openapi.json.\n\n\
+    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
+SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
+at /api-doc/openapi.json.\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
 which beats the file, which beats the tuned --profile, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \

@@ -11,12 +11,10 @@ use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
 
 use super::backend::{Backend, Lexicon};
-use super::body::HttpResponse;
 use super::budget::{size, SizingInputs};
-use super::error::ApiError;
+use super::router::{answer, Handler};
 use super::settings::ServeSettings;
 use super::state::{AppState, ServedModel};
-use super::{openai, tgi};
 
 /// A route whose request body carries what the model is asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +27,10 @@ pub enum Route {
     GenerateStream,
     /// `POST /tokenize`.
     Tokenize,
+    /// `POST /chat_tokenize`.
+    ChatTokenize,
+    /// `POST /invocations`.
+    Invocations,
     /// `POST /v1/completions`.
     Completions,
     /// `POST /v1/chat/completions`.
@@ -62,17 +64,17 @@ impl RequestChecker {
     /// The status `route` answers `raw` with: 503 when it passed validation (200 for a stream,
     /// which reports the refusal in its first event).
     pub fn status(&self, route: Route, raw: &[u8]) -> u16 {
-        let state = &self.state;
-        let answer: Result<HttpResponse, ApiError> = self.runtime.block_on(async {
-            match route {
-                Route::Compat => tgi::compat(state, raw).await,
-                Route::Generate => tgi::generate(state, raw).await,
-                Route::GenerateStream => tgi::generate_stream(state, raw).await,
-                Route::Tokenize => tgi::tokenize(state, raw),
-                Route::Completions => openai::completions(state, raw).await,
-                Route::Chat => openai::chat(state, raw).await,
-            }
-        });
+        let handler = match route {
+            Route::Compat => Handler::Compat,
+            Route::Generate => Handler::Generate,
+            Route::GenerateStream => Handler::GenerateStream,
+            Route::Tokenize => Handler::Tokenize,
+            Route::ChatTokenize => Handler::ChatTokenize,
+            Route::Invocations => Handler::Invocations,
+            Route::Completions => Handler::Completions,
+            Route::Chat => Handler::Chat,
+        };
+        let answer = self.runtime.block_on(answer(&self.state, handler, raw));
         match answer {
             Ok(response) => response.status().as_u16(),
             Err(e) => e.class().status.as_u16(),
@@ -138,5 +140,9 @@ mod tests {
         assert_eq!(c.status(Route::Generate, br#"{"inputs": ""}"#), 422);
         assert_eq!(c.status(Route::Compat, b"{"), 422);
         assert_eq!(c.status(Route::Chat, br#"{"messages": []}"#), 422);
+        assert_eq!(c.status(Route::ChatTokenize, br#"{"messages": [{"role": "user", "content": "Hi"}]}"#), 200);
+        assert_eq!(c.status(Route::Invocations, br#"{"messages": [{"role": "user", "content": "Hi"}]}"#), 503);
+        assert_eq!(c.status(Route::Invocations, br#"{"inputs": "Once"}"#), 503);
+        assert_eq!(c.status(Route::Invocations, br#"{"parameters": {}}"#), 422);
     }
 }

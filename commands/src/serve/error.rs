@@ -148,6 +148,9 @@ pub enum ValidationError {
     /// A chat request without messages.
     #[error("`messages` cannot be empty")]
     EmptyMessages,
+    /// A chat message with a content part that is not text (an image, audio, a file).
+    #[error("this model takes text only: `messages` has a content part of type `{0}`")]
+    NonTextContent(String),
     /// The request can never fit the KV cache.
     #[error("the request needs {needed} KV cache tokens but the cache holds {capacity}")]
     KvCapacity {
@@ -179,7 +182,7 @@ impl ValidationError {
             Self::N { .. } => "n",
             Self::Logprobs { name, .. } => name,
             Self::TopLogprobsWithoutLogprobs => "logprobs",
-            Self::EmptyMessages => "messages",
+            Self::EmptyMessages | Self::NonTextContent(_) => "messages",
         })
     }
 }

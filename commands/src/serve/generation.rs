@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tgi_engines::scheduler::{Event, Finished, Request, TokenEvent};
+use tgi_engines::scheduler::{Event, Finished, PromptLogprob, Request, TokenEvent};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
@@ -19,8 +19,8 @@ use super::state::AppState;
 pub struct Candidate {
     /// Generated tokens in order.
     pub tokens: Vec<TokenEvent>,
-    /// Each prompt token's log-probability, when asked for.
-    pub prompt_logprobs: Vec<Option<f32>>,
+    /// Each prompt token's log-probability (and alternatives), when asked for.
+    pub prompt_logprobs: Vec<Option<PromptLogprob>>,
     /// How it ended.
     pub finished: Finished,
     /// Time spent queued.

@@ -30,8 +30,10 @@ mod parse_errors;
 mod request_id;
 mod router;
 mod run;
+mod sagemaker;
 mod server;
 mod settings;
+mod spans;
 mod state;
 mod stream;
 #[cfg(test)]

@@ -21,7 +21,7 @@ use super::error::ApiError;
 use super::head;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::state::AppState;
-use super::{openai, openapi, tgi};
+use super::{openai, openapi, sagemaker, tgi};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +36,10 @@ pub enum Handler {
     GenerateStream,
     /// `POST /tokenize`.
     Tokenize,
+    /// `POST /chat_tokenize`.
+    ChatTokenize,
+    /// `POST /invocations` (SageMaker).
+    Invocations,
     /// `GET /info`.
     Info,
     /// `GET /metrics`.
@@ -55,7 +59,14 @@ impl Handler {
     fn protected(self) -> bool {
         matches!(
             self,
-            Self::Compat | Self::Generate | Self::GenerateStream | Self::Tokenize | Self::Chat | Self::Completions
+            Self::Compat
+                | Self::Generate
+                | Self::GenerateStream
+                | Self::Tokenize
+                | Self::ChatTokenize
+                | Self::Invocations
+                | Self::Chat
+                | Self::Completions
         )
     }
 }
@@ -78,6 +89,8 @@ pub const ROUTES: &[Route] = &[
     Route { method: "POST", path: "/generate", handler: Handler::Generate },
     Route { method: "POST", path: "/generate_stream", handler: Handler::GenerateStream },
     Route { method: "POST", path: "/tokenize", handler: Handler::Tokenize },
+    Route { method: "POST", path: "/chat_tokenize", handler: Handler::ChatTokenize },
+    Route { method: "POST", path: "/invocations", handler: Handler::Invocations },
     Route { method: "GET", path: "/info", handler: Handler::Info },
     Route { method: "GET", path: "/health", handler: Handler::Health },
     Route { method: "GET", path: "/ping", handler: Handler::Health },
@@ -192,19 +205,26 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
         }
         _ => bytes::Bytes::new(),
     };
-    match r.handler {
+    answer(state, r.handler, &raw).await
+}
+
+/// `handler`'s answer to a request with body `raw` (empty for `GET`), past the checks every route shares.
+pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Result<HttpResponse, ApiError> {
+    match handler {
         Handler::Health => health(state).await,
-        Handler::Compat => tgi::compat(state, &raw).await,
-        Handler::Generate => tgi::generate(state, &raw).await,
-        Handler::GenerateStream => tgi::generate_stream(state, &raw).await,
-        Handler::Tokenize => tgi::tokenize(state, &raw),
+        Handler::Compat => tgi::compat(state, body::parse(raw)?).await,
+        Handler::Generate => tgi::generate(state, body::parse(raw)?).await,
+        Handler::GenerateStream => Ok(tgi::generate_stream(state, body::parse(raw)?)),
+        Handler::Tokenize => tgi::tokenize(state, body::parse(raw)?),
+        Handler::ChatTokenize => openai::chat_tokenize(state, body::parse(raw)?),
+        Handler::Invocations => sagemaker::invocations(state, raw).await,
         Handler::Info => Ok(tgi::info(state)),
         Handler::Metrics => {
             let text = state.metrics.render(&state.backend.stats(), &state.limits);
             Ok(body::response(StatusCode::OK, "text/plain; version=0.0.4", text))
         }
-        Handler::Chat => openai::chat(state, &raw).await,
-        Handler::Completions => openai::completions(state, &raw).await,
+        Handler::Chat => openai::chat(state, body::parse(raw)?).await,
+        Handler::Completions => openai::completions(state, body::parse(raw)?).await,
         Handler::Models => Ok(openai::models(state)),
         Handler::OpenApi => {
             let doc = openapi::document(&state.limits, state.lexicon.tokenizer().vocab_size());

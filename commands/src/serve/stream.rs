@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tgi_engines::scheduler::{Event, Finished, TokenEvent};
+use tgi_engines::scheduler::{Event, Finished, PromptLogprob, TokenEvent};
 use tokio::sync::mpsc::Sender;
 use tracing::Instrument;
 
@@ -19,6 +19,10 @@ use super::state::AppState;
 pub trait StreamFormat: Send + Sync + 'static {
     /// Candidate `index` left the queue.
     fn started(&mut self, _index: usize, _cached_tokens: usize) -> Vec<String> {
+        Vec::new()
+    }
+    /// Candidate `index`'s prompt log-probabilities (once, before its first token, when asked for).
+    fn prompt_logprobs(&mut self, _index: usize, _logprobs: Vec<Option<PromptLogprob>>) -> Vec<String> {
         Vec::new()
     }
     /// Candidate `index` generated a token.
@@ -98,7 +102,7 @@ async fn drive(
                 queue = Some(queue.map_or(queue_time, |q| q.min(queue_time)));
                 format.started(i, cached_tokens)
             }
-            Event::PromptLogprobs(_) => Vec::new(),
+            Event::PromptLogprobs(lp) => format.prompt_logprobs(i, lp),
             Event::Token(t) => {
                 tracker.token(i);
                 format.token(i, t)

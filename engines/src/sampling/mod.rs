@@ -393,6 +393,11 @@ fn greedy(s: &mut Scratch, n_top: usize) -> Sampled {
     }
 }
 
+/// The `n` highest of a dense row of logits as `(token, logit)`, highest first, ties to the lower id.
+pub(crate) fn top_logits(row: &[f32], n: usize) -> Vec<(u32, f32)> {
+    top_n(numbered(row), n)
+}
+
 /// `(index, value)` pairs of a dense logits slice.
 fn numbered(xs: &[f32]) -> impl Iterator<Item = Cand> + '_ {
     xs.iter().enumerate().map(|(i, &x)| (i as u32, x))

@@ -26,5 +26,5 @@ mod tests_speculation;
 
 pub use config::SchedulerConfig;
 pub use handle::{EngineWatch, Scheduler, SchedulerHandle};
-pub use request::{Event, EventSink, Finished, Request, SubmitError, TokenEvent};
+pub use request::{Event, EventSink, Finished, PromptLogprob, Request, SubmitError, TokenEvent};
 pub use stats::{Histogram, Stats};

@@ -22,8 +22,9 @@ pub struct Request {
     pub constraint: Option<Constraint>,
     /// Keep generating past end-of-sequence tokens.
     pub ignore_eos: bool,
-    /// Report each prompt token's log-probability (TGI's `decoder_input_details`); such requests
-    /// compute their whole prompt and do not reuse cached prefixes.
+    /// Report each prompt token's log-probability (TGI's `decoder_input_details`), with
+    /// `params.top_logprobs` alternatives when `params.logprobs`; such requests compute their whole
+    /// prompt and do not reuse cached prefixes.
     pub prompt_logprobs: bool,
     /// Prefix-cache namespace: only requests with the same salt share cached blocks (e.g. a hash
     /// of the API key); 0 when keys are not in use.
@@ -50,6 +51,17 @@ pub struct TokenEvent {
     pub text: String,
     /// Whether the token is a special (control) token such as EOS.
     pub special: bool,
+}
+
+/// A prompt token's log-probability under the model (the raw logits' softmax, before any sampling
+/// processor).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptLogprob {
+    /// The token's log-probability given the tokens before it.
+    pub logprob: f32,
+    /// The most likely tokens at its position `(id, logprob)`, most likely first (ties to the lower
+    /// id), when the request asked for alternatives.
+    pub top: Vec<(u32, f32)>,
 }
 
 /// How a request ended.
@@ -85,7 +97,7 @@ pub enum Event {
         cached_tokens: usize,
     },
     /// Per prompt token, the log-probability the model gave it (`None` for the first).
-    PromptLogprobs(Vec<Option<f32>>),
+    PromptLogprobs(Vec<Option<PromptLogprob>>),
     /// A generated token.
     Token(TokenEvent),
     /// Generation ended normally.

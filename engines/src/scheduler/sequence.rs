@@ -108,6 +108,7 @@ impl<'m> Sequence<'m> {
         let ignore_eos = req.ignore_eos && req.constraint.is_none();
         let rules = EndRules { stop: req.stop, max_tokens: total.saturating_sub(prompt_len), ignore_eos };
         let hashes = if cache { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
+        let prompt_top = if req.params.logprobs { req.params.top_logprobs } else { 0 };
         Sequence {
             sampler: Sampler::new(req.params, &req.prompt_ids),
             tokens: req.prompt_ids,
@@ -121,7 +122,7 @@ impl<'m> Sequence<'m> {
             enqueued: at,
             enqueued_step: step,
             sink,
-            logprobs: req.prompt_logprobs.then(PromptLogprobs::default),
+            logprobs: req.prompt_logprobs.then(|| PromptLogprobs::new(prompt_top)),
             total,
             completion: Completion::new(&m.tokenizer, &m.eos, rules),
             started: None,
@@ -205,8 +206,8 @@ impl<'m> Sequence<'m> {
         self.preemptions += 1;
         self.enqueued_step = step;
         tracing::info!(request_id = %self.request_id, preemptions = self.preemptions, "preempted: KV blocks ran out");
-        if self.logprobs.is_some() {
-            self.logprobs = Some(PromptLogprobs::default());
+        if let Some(acc) = &mut self.logprobs {
+            acc.restart();
         }
     }
 

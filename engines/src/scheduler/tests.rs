@@ -388,7 +388,9 @@ fn prompt_logprobs_match_a_direct_computation() {
     let cfg = SchedulerConfig { max_batch_prefill_tokens: 5, ..SchedulerConfig::default() };
     let h = Scheduler::start(m.clone(), cfg).unwrap();
     let prompt = m.tokenizer.encode("The little dog ran to the park and saw a big red ball", true, false).unwrap();
-    let req = Request { prompt_logprobs: true, ..request(prompt.clone(), 8) };
+    let base = request(prompt.clone(), 8);
+    let params = SamplingParams { logprobs: true, top_logprobs: 3, ..base.params.clone() };
+    let req = Request { prompt_logprobs: true, params, ..base };
     let (s, rx) = sink(None);
     h.submit(req.clone(), s).unwrap();
     let got = events(&rx);
@@ -406,7 +408,16 @@ fn prompt_logprobs_match_a_direct_computation() {
     assert_eq!(lps[0], None);
     for (i, lp) in lps.iter().enumerate().skip(1) {
         let want = log_prob(&rows[(i - 1) * vocab..i * vocab], prompt[i]) as f32;
-        assert!((lp.unwrap() - want).abs() < 1e-4, "token {i}: {lp:?} vs {want}");
+        let lp = lp.as_ref().unwrap();
+        assert!((lp.logprob - want).abs() < 1e-4, "token {i}: {lp:?} vs {want}");
+        // The 3 most likely tokens of the same row, most likely first.
+        let row = &rows[(i - 1) * vocab..i * vocab];
+        let mut order: Vec<u32> = (0..vocab as u32).collect();
+        order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]).then(a.cmp(&b)));
+        assert_eq!(lp.top.iter().map(|&(id, _)| id).collect::<Vec<_>>(), order[..3], "token {i}");
+        for &(id, l) in &lp.top {
+            assert!((l - log_prob(row, id) as f32).abs() < 1e-4, "token {i}: alternative {id}");
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hyper::{HeaderMap, StatusCode};
 use tgi_engines::sampling::MAX_TOP_LOGPROBS;
 use tgi_engines::scheduler::{Finished, TokenEvent};
+use tgi_engines::text::chat::Message;
 
 use super::common::{token_logprob, usage, Checked, Meta};
 use super::types::{
@@ -23,16 +24,17 @@ use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
 
 /// A chat request, validated.
-struct Valid {
+pub(super) struct Valid {
     checked: Checked,
-    budget: Budget,
+    /// The prompt's tokens and the tokens left to generate.
+    pub budget: Budget,
     logprobs: bool,
-    characters: usize,
+    /// The conversation rendered through the chat template.
+    pub text: String,
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: ChatRequest = body::parse(raw)?;
+pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpResponse, ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
     let valid = validate(state, &req).map_err(|e| fail(state, &mut tracker, e))?;
@@ -41,9 +43,10 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
     let running = submit(state, requests, permit).map_err(|e| fail(state, &mut tracker, e))?;
     let meta = Meta::new(state, "chatcmpl");
     let prompt_tokens = valid.budget.ids.len();
+    let characters = valid.text.chars().count();
     if valid.checked.stream {
         let (mut response, tx) = event_stream();
-        headers::start(response.headers_mut(), &state.model.compute_type, valid.characters);
+        headers::start(response.headers_mut(), &state.model.compute_type, characters);
         let format = ChatStream {
             meta,
             lexicon: state.lexicon.clone(),
@@ -80,7 +83,7 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
         usage,
     };
     let mut h = HeaderMap::new();
-    headers::start(&mut h, &state.model.compute_type, valid.characters);
+    headers::start(&mut h, &state.model.compute_type, characters);
     headers::timings(&mut h, &timings, prompt_tokens, usage.completion_tokens);
     let mut out = body::json(StatusCode::OK, &answer);
     out.headers_mut().extend(h);
@@ -88,9 +91,12 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
 }
 
 /// Checks the request, renders the conversation and fits it into the limits.
-fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
+pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if req.messages.is_empty() {
         return Err(ValidationError::EmptyMessages.into());
+    }
+    if let Some(kind) = req.messages.iter().find_map(Message::non_text_part) {
+        return Err(ValidationError::NonTextContent(kind.to_string()).into());
     }
     if req.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
         return Err(ValidationError::Unsupported("tools").into());
@@ -115,11 +121,12 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
-    Ok(Valid { checked, budget, logprobs, characters: text.chars().count() })
+    Ok(Valid { checked, budget, logprobs, text })
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
-/// log-probabilities), a finish chunk per choice, the usage chunk when asked for, then `[DONE]`.
+/// log-probabilities), a finish chunk per choice with the text held back until the end, the usage
+/// chunk when asked for, then `[DONE]`.
 struct ChatStream {
     meta: Meta,
     lexicon: Arc<dyn Lexicon>,
@@ -144,7 +151,7 @@ impl ChatStream {
         serde_json::to_string(&chunk).expect("chunks serialize")
     }
 
-    fn choice(index: usize, content: Option<String>, finish_reason: Option<&'static str>) -> ChunkChoice {
+    fn choice(index: usize, content: String, finish_reason: Option<&'static str>) -> ChunkChoice {
         ChunkChoice { index, delta: Delta { role: "assistant", content }, logprobs: None, finish_reason }
     }
 }
@@ -153,7 +160,7 @@ impl StreamFormat for ChatStream {
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);
-        vec![self.chunk(vec![Self::choice(index, Some(String::new()), None)], None)]
+        vec![self.chunk(vec![Self::choice(index, String::new(), None)], None)]
     }
 
     fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String> {
@@ -161,7 +168,7 @@ impl StreamFormat for ChatStream {
             return Vec::new();
         }
         self.sent[index].push_str(&token.text);
-        let mut choice = Self::choice(index, Some(token.text.clone()), None);
+        let mut choice = Self::choice(index, token.text.clone(), None);
         if self.logprobs {
             choice.logprobs = Some(ChatLogprobs { content: vec![token_logprob(self.lexicon.as_ref(), &token)] });
         }
@@ -170,12 +177,10 @@ impl StreamFormat for ChatStream {
 
     fn finished(&mut self, index: usize, f: Finished) -> Vec<String> {
         self.usage.completion_tokens += f.generated_tokens;
-        let mut out = Vec::new();
-        if let Some(rest) = f.text.strip_prefix(self.sent[index].as_str()).filter(|r| !r.is_empty()) {
-            out.push(self.chunk(vec![Self::choice(index, Some(rest.to_string()), None)], None));
-        }
-        out.push(self.chunk(vec![Self::choice(index, None, Some(f.reason.as_openai()))], None));
-        out
+        // The last chunk carries content (what was held back, often nothing) as TGI's schema and the
+        // clients that follow it require.
+        let rest = f.text.strip_prefix(self.sent[index].as_str()).unwrap_or_default().to_string();
+        vec![self.chunk(vec![Self::choice(index, rest, Some(f.reason.as_openai()))], None)]
     }
 
     fn end(&mut self) -> Vec<String> {

@@ -4,18 +4,19 @@
 use std::sync::Arc;
 
 use hyper::{HeaderMap, StatusCode};
-use serde_json::Map;
-use tgi_engines::scheduler::{Finished, TokenEvent};
+use serde_json::{Map, Value};
+use tgi_engines::scheduler::{Finished, PromptLogprob, TokenEvent};
 
 use super::common::{best, usage, Checked, Meta};
 use super::types::{Completion, CompletionChoice, CompletionLogprobs, CompletionRequest, Prompt, Usage};
 use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, event_stream, HttpResponse};
 use crate::serve::error::{ApiError, ValidationError};
-use crate::serve::generation::{collect, fail, submit, Candidate};
+use crate::serve::generation::{collect, fail, submit};
 use crate::serve::headers;
 use crate::serve::limits::{tokenize, Budget};
 use crate::serve::metrics::Tracker;
+use crate::serve::spans::{char_offset, spans};
 use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
 
@@ -35,8 +36,7 @@ struct Valid {
 }
 
 /// `POST /v1/completions`.
-pub async fn completions(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: CompletionRequest = body::parse(raw)?;
+pub async fn completions(state: &Arc<AppState>, req: CompletionRequest) -> Result<HttpResponse, ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
     let v = validate(state, &req).map_err(|e| fail(state, &mut tracker, e.into()))?;
@@ -54,7 +54,7 @@ pub async fn completions(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpRespon
         let format = CompletionStream {
             meta,
             lexicon: state.lexicon.clone(),
-            echo: if v.echo { v.prompts.iter().map(|(t, _)| t.clone()).collect() } else { Vec::new() },
+            echo: if v.echo { v.prompts.iter().map(|(t, b)| (t.clone(), b.ids.clone())).collect() } else { Vec::new() },
             per_prompt: v.per_prompt,
             logprobs: v.logprobs.is_some(),
             include_usage: v.checked.include_usage,
@@ -72,10 +72,15 @@ pub async fn completions(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpRespon
             let c = &chunk[i];
             let (prompt, budget) = &v.prompts[p];
             let head = if v.echo { prompt.as_str() } else { "" };
+            let text = format!("{head}{}", c.finished.text);
+            let echoed = if v.echo { &budget.ids[..] } else { &[] };
+            let generated = c.tokens.iter().map(|t| (t.id, Some((t.logprob, &t.top[..]))));
+            let tokens = prompt_tokens(echoed, &c.prompt_logprobs).chain(generated);
+            let logprobs = v.logprobs.map(|_| legacy_logprobs(lex, &text, tokens));
             choices.push(CompletionChoice {
                 index: choices.len(),
-                text: format!("{head}{}", c.finished.text),
-                logprobs: v.logprobs.map(|_| legacy_logprobs(lex, v.echo.then_some(&budget.ids[..]), c)),
+                text,
+                logprobs,
                 finish_reason: Some(c.finished.reason.as_openai()),
             });
         }
@@ -148,34 +153,40 @@ fn decode(lex: &dyn Lexicon, ids: &[u32]) -> Result<String, ValidationError> {
     lex.tokenizer().decode(ids, false).map_err(|e| ValidationError::Tokenizer(e.to_string()))
 }
 
-/// Legacy log-probabilities of a candidate, after the prompt's when it is echoed.
-fn legacy_logprobs(lex: &dyn Lexicon, echoed: Option<&[u32]>, c: &Candidate) -> CompletionLogprobs {
-    let mut lp = CompletionLogprobs::default();
-    let mut offset = 0;
-    let mut push = |lp: &mut CompletionLogprobs, text: String, logprob: Option<f32>, top: Option<Map<_, _>>| {
-        lp.text_offset.push(offset);
-        offset += text.chars().count();
-        lp.tokens.push(text);
-        lp.token_logprobs.push(logprob);
-        lp.top_logprobs.push(top);
-    };
-    for (i, &id) in echoed.unwrap_or(&[]).iter().enumerate() {
-        push(&mut lp, lex.piece(id), c.prompt_logprobs.get(i).copied().flatten(), None);
-    }
-    for t in &c.tokens {
-        let top = t.top.iter().map(|&(id, l)| (lex.piece(id), serde_json::Value::from(l))).collect();
-        push(&mut lp, lex.piece(t.id), Some(t.logprob), Some(top));
-    }
-    lp
+/// A token as legacy log-probabilities list it: its id, and its log-probability and alternatives
+/// (`None` for the first prompt token).
+type Scored<'a> = (u32, Option<(f32, &'a [(u32, f32)])>);
+
+/// The prompt's tokens with their log-probabilities, as the engine reported them.
+fn prompt_tokens<'a>(ids: &'a [u32], logprobs: &'a [Option<PromptLogprob>]) -> impl Iterator<Item = Scored<'a>> {
+    let scored = |i: usize| logprobs.get(i).and_then(Option::as_ref).map(|p| (p.logprob, &p.top[..]));
+    ids.iter().enumerate().map(move |(i, &id)| (id, scored(i)))
 }
 
-/// The completions stream: the echoed prompt first, a chunk per token with new text, a finish
-/// chunk per choice, the usage chunk when asked for, then `[DONE]`.
+/// Legacy log-probabilities of `tokens`, whose text is `text`: each token's offset is where its text
+/// starts in `text`, in characters (OpenAI's `text_offset`).
+fn legacy_logprobs<'a>(lex: &dyn Lexicon, text: &str, tokens: impl Iterator<Item = Scored<'a>>) -> CompletionLogprobs {
+    let (ids, scored): (Vec<u32>, Vec<_>) = tokens.unzip();
+    let top = |alternatives: &[(u32, f32)]| -> Map<String, Value> {
+        alternatives.iter().map(|&(id, l)| (lex.piece(id), Value::from(l))).collect()
+    };
+    let (token_logprobs, top_logprobs) = scored.into_iter().map(|s| s.map(|(l, alts)| (l, top(alts))).unzip()).unzip();
+    CompletionLogprobs {
+        tokens: ids.iter().map(|&id| lex.piece(id)).collect(),
+        token_logprobs,
+        top_logprobs,
+        text_offset: spans(lex, text, &ids).into_iter().map(|r| char_offset(text, r.start)).collect(),
+    }
+}
+
+/// The completions stream: the echoed prompt first (with its tokens' log-probabilities when asked
+/// for), a chunk per token with new text, a finish chunk per choice, the usage chunk when asked for,
+/// then `[DONE]`.
 struct CompletionStream {
     meta: Meta,
     lexicon: Arc<dyn Lexicon>,
-    /// Per prompt, its text when echoed.
-    echo: Vec<String>,
+    /// Per prompt, its text and tokens when echoed.
+    echo: Vec<(String, Vec<u32>)>,
     per_prompt: usize,
     logprobs: bool,
     include_usage: bool,
@@ -207,10 +218,18 @@ impl StreamFormat for CompletionStream {
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);
-        match self.echo.get(index / self.per_prompt) {
-            Some(prompt) => vec![self.text(index, prompt.clone(), None)],
+        // With log-probabilities, the echoed prompt waits for its tokens' (they come next).
+        match self.echo.get(index / self.per_prompt).filter(|_| !self.logprobs) {
+            Some((prompt, _)) => vec![self.text(index, prompt.clone(), None)],
             None => Vec::new(),
         }
+    }
+
+    fn prompt_logprobs(&mut self, index: usize, logprobs: Vec<Option<PromptLogprob>>) -> Vec<String> {
+        let Some((prompt, ids)) = self.echo.get(index / self.per_prompt) else { return Vec::new() };
+        let logprobs = legacy_logprobs(self.lexicon.as_ref(), prompt, prompt_tokens(ids, &logprobs));
+        let choice = CompletionChoice { index, text: prompt.clone(), logprobs: Some(logprobs), finish_reason: None };
+        vec![self.chunk(vec![choice], None)]
     }
 
     fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String> {
@@ -218,15 +237,15 @@ impl StreamFormat for CompletionStream {
             return Vec::new();
         }
         self.sent[index].push_str(&token.text);
+        let echoed = self.echo.get(index / self.per_prompt).map_or(0, |(p, _)| p.chars().count());
         let logprobs = self.logprobs.then(|| {
             let lex = self.lexicon.as_ref();
             CompletionLogprobs {
                 tokens: vec![lex.piece(token.id)],
                 token_logprobs: vec![Some(token.logprob)],
-                top_logprobs: vec![Some(
-                    token.top.iter().map(|&(id, l)| (lex.piece(id), serde_json::Value::from(l))).collect(),
-                )],
-                text_offset: vec![self.sent[index].chars().count() - token.text.chars().count()],
+                top_logprobs: vec![Some(token.top.iter().map(|&(id, l)| (lex.piece(id), Value::from(l))).collect())],
+                // Offsets count the echoed prompt too: they are into the choice's whole text.
+                text_offset: vec![echoed + self.sent[index].chars().count() - token.text.chars().count()],
             }
         });
         let choice = CompletionChoice { index, text: token.text, logprobs, finish_reason: None };

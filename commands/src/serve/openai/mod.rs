@@ -1,6 +1,8 @@
-//! OpenAI's API: `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
+//! OpenAI's API: `/v1/chat/completions`, `/v1/completions` and `/v1/models`; and TGI's
+//! `/chat_tokenize`, which takes a chat request.
 
 mod chat;
+mod chat_tokenize;
 mod common;
 mod completions;
 pub mod types;
@@ -8,6 +10,7 @@ pub mod types;
 use hyper::StatusCode;
 
 pub use chat::chat;
+pub use chat_tokenize::chat_tokenize;
 pub use completions::completions;
 
 use super::body::{self, HttpResponse};

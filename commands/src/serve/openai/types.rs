@@ -248,9 +248,8 @@ pub struct ChatCompletion {
 pub struct Delta {
     /// Always `assistant`.
     pub role: &'static str,
-    /// New text, when there is any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    /// New text (empty on the first chunk, and on the last when nothing was held back).
+    pub content: String,
 }
 
 /// A streamed chat choice.
@@ -286,7 +285,7 @@ pub struct ChatChunk {
 }
 
 /// Legacy completions log-probabilities.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct CompletionLogprobs {
     /// Token texts.
     pub tokens: Vec<String>,

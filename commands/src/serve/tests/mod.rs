@@ -11,6 +11,7 @@ mod openai;
 mod openapi;
 mod prompt_bytes;
 mod request_id;
+mod sagemaker;
 mod tgi;
 
 use std::net::SocketAddr;
@@ -21,7 +22,9 @@ use std::time::Duration;
 use tgi_engines::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use tgi_engines::sampling::FinishReason;
 use tgi_engines::sampling::StopMatcher;
-use tgi_engines::scheduler::{Event, EventSink, Finished, Histogram, Request, Stats, SubmitError, TokenEvent};
+use tgi_engines::scheduler::{
+    Event, EventSink, Finished, Histogram, PromptLogprob, Request, Stats, SubmitError, TokenEvent,
+};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 
@@ -137,7 +140,14 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
     let (slow, fail) = (prompt.contains("slow"), prompt.contains("fail"));
     sink.send(Event::Started { queue_time: Duration::from_millis(1), cached_tokens: 2 });
     if req.prompt_logprobs {
-        let lp = (0..req.prompt_ids.len()).map(|i| (i > 0).then_some(-0.25 * i as f32)).collect();
+        let top = if req.params.logprobs { req.params.top_logprobs } else { 0 };
+        let lp = (0..req.prompt_ids.len())
+            .map(|i| {
+                let logprob = -0.25 * i as f32;
+                let top = (0..top).map(|k| (k as u32 + 2, logprob - k as f32)).collect();
+                (i > 0).then_some(PromptLogprob { logprob, top })
+            })
+            .collect();
         sink.send(Event::PromptLogprobs(lp));
     }
     let script = tok.encode(SCRIPT, false, false).unwrap();

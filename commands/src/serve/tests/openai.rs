@@ -72,6 +72,9 @@ fn chat_stream_ends_with_done_and_usage() {
     assert_eq!(text, " Once upon a");
     let finish = &chunks[chunks.len() - 2];
     assert_eq!(finish["choices"][0]["finish_reason"], "length");
+    // TGI's schema (and clients that follow it) need `content` in every delta, the last one's too.
+    assert_eq!(finish["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    assert!(chunks[..chunks.len() - 1].iter().all(|c| c["choices"][0]["delta"]["content"].is_string()));
     assert_eq!(finish["usage"], Value::Null);
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]));
@@ -116,12 +119,53 @@ fn completions_prompts_echo_logprobs_and_best_of() {
     assert_eq!(lp["top_logprobs"][n - 1].as_object().unwrap().len(), 1);
     assert_eq!(lp["text_offset"][0], 0);
     assert!(s.submitted().iter().all(|r| r.prompt_logprobs));
+    // Every prompt token but the first has its alternatives, as the generated tokens do.
+    assert_eq!(lp["top_logprobs"][0], Value::Null);
+    assert!((1..n).all(|i| lp["top_logprobs"][i].as_object().unwrap().len() == 1), "{lp}");
+    let prompt_len = s.submitted()[0].prompt_ids.len();
+    assert_eq!(lp["token_logprobs"][1], json!(-0.25));
+    // Offsets are into the echoed text: BOS covers nothing, the generated tokens follow the prompt.
+    assert_eq!(lp["text_offset"][1], 0);
+    assert_eq!(lp["text_offset"].as_array().unwrap()[prompt_len..], [json!(2), json!(7)]);
+    assert_eq!(lp["tokens"][prompt_len], " Once");
     // Default max_tokens is 16; token ids are prompts too; best_of keeps the most likely.
     let v = post(s.addr, "/v1/completions", &json!({"prompt": [1, 100], "best_of": 2, "temperature": 0.5})).json();
     assert_eq!(v["choices"].as_array().unwrap().len(), 1);
     let each = super::lexicon().tokenizer.encode(super::SCRIPT, false, false).unwrap().len() + 1;
     assert_eq!(v["usage"]["completion_tokens"], 2 * each, "both candidates count");
     assert_eq!(s.submitted().last().unwrap().max_new_tokens, 16);
+}
+
+#[test]
+fn echoed_offsets_count_characters_of_the_text() {
+    let s = TestServer::start();
+    let prompt = "Été";
+    let body = json!({"prompt": prompt, "max_tokens": 2, "echo": true, "logprobs": 0});
+    let v = post(s.addr, "/v1/completions", &body).json();
+    let choice = &v["choices"][0];
+    let text = choice["text"].as_str().unwrap();
+    assert_eq!(text, "Été Once upon");
+    let offsets: Vec<usize> =
+        choice["logprobs"]["text_offset"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap() as usize).collect();
+    let prompt_len = s.submitted()[0].prompt_ids.len();
+    assert_eq!(offsets[prompt_len..], [3, 8], "characters, not bytes: {offsets:?}");
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]) && offsets[prompt_len - 1] < 3, "{offsets:?}");
+    let top = &choice["logprobs"]["top_logprobs"];
+    assert_eq!((top[0].clone(), top[1].clone()), (Value::Null, json!({})), "logprobs 0: no alternatives");
+
+    // Streamed: the echoed prompt first, with its tokens' log-probabilities; the offsets after it
+    // count it too.
+    let body = json!({"prompt": prompt, "max_tokens": 2, "echo": true, "logprobs": 0, "stream": true});
+    let chunks = post(s.addr, "/v1/completions", &body).json_events();
+    let echoed = &chunks[0]["choices"][0];
+    let (lp, all) = (&echoed["logprobs"], choice["logprobs"]["tokens"].as_array().unwrap());
+    assert_eq!(echoed["text"], prompt);
+    assert_eq!(lp["tokens"], Value::from(all[..prompt_len].to_vec()));
+    assert_eq!(lp["text_offset"], json!(offsets[..prompt_len]));
+    assert_eq!((lp["token_logprobs"][0].clone(), lp["token_logprobs"][1].clone()), (Value::Null, json!(-0.25)));
+    let streamed: Vec<&Value> =
+        chunks[1..].iter().filter_map(|c| c["choices"][0]["logprobs"]["text_offset"].get(0)).collect();
+    assert_eq!(streamed, [&json!(3), &json!(8)]);
 }
 
 #[test]
@@ -171,6 +215,15 @@ fn openai_errors_have_openai_shape() {
         "tools": [{"type": "function", "function": {"name": "f"}}]}),
     );
     assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tools")));
+    let image = json!({"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}});
+    let content = json!([{"type": "text", "text": "What is this?"}, image]);
+    let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": content}]}));
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Input validation error: this model takes text only: `messages` has a content part of type `image_url`"
+    );
+    assert_eq!(r.json()["error"]["param"], "messages");
     let r = post(s.addr, "/v1/completions", &json!({"prompt": "Hi", "max_tokens": 500}));
     assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
     let r = post(s.addr, "/v1/completions", &json!({"prompt": [100000]}));

@@ -164,6 +164,15 @@ fn responses_match_the_openapi_schemas() {
             json!({"prompt": "Hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}}),
         ),
         ("/v1/completions", json!({"prompt": "Hi", "max_tokens": 0})),
+        ("/chat_tokenize", chat(json!({}))),
+        ("/chat_tokenize", json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})),
+        ("/invocations", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2, "details": true}})),
+        ("/invocations", json!({"inputs": "Hi", "parameters": {"max_new_tokens": 2}, "stream": true})),
+        ("/invocations", chat(json!({"logprobs": true}))),
+        ("/invocations", chat(json!({"stream": true, "stream_options": {"include_usage": true}}))),
+        ("/invocations", json!({"prompt": "Hi", "max_tokens": 2, "logprobs": 1, "echo": true})),
+        ("/invocations", json!({"prompt": "Hi", "max_tokens": 2, "stream": true})),
+        ("/invocations", json!({"messages": []})),
     ];
     for (path, body) in posts {
         conforms(&doc, "POST", path, &post(s.addr, path, &body));

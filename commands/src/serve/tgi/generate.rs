@@ -20,8 +20,7 @@ use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
 
 /// `POST /generate`.
-pub async fn generate(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: GenerateRequest = body::parse(raw)?;
+pub async fn generate(state: &Arc<AppState>, req: GenerateRequest) -> Result<HttpResponse, ApiError> {
     let (response, h) = run(state, &req).await?;
     let mut out = body::json(StatusCode::OK, &response);
     out.headers_mut().extend(h);
@@ -29,14 +28,12 @@ pub async fn generate(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse,
 }
 
 /// `POST /generate_stream`.
-pub async fn generate_stream(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: GenerateRequest = body::parse(raw)?;
-    Ok(start_stream(state, &req))
+pub fn generate_stream(state: &Arc<AppState>, req: GenerateRequest) -> HttpResponse {
+    start_stream(state, &req)
 }
 
 /// `POST /`: `/generate` wrapped in a list, or `/generate_stream` when `stream` is true.
-pub async fn compat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: GenerateRequest = body::parse(raw)?;
+pub async fn compat(state: &Arc<AppState>, req: GenerateRequest) -> Result<HttpResponse, ApiError> {
     if req.stream {
         return Ok(start_stream(state, &req));
     }
@@ -102,7 +99,7 @@ fn best_of_sequence(lex: &dyn Lexicon, valid: &ValidGenerate, c: &Candidate) -> 
             .map(|(i, &id)| PrefillToken {
                 id,
                 text: lex.piece(id),
-                logprob: c.prompt_logprobs.get(i).copied().flatten(),
+                logprob: c.prompt_logprobs.get(i).and_then(|p| p.as_ref().map(|p| p.logprob)),
             })
             .collect()
     } else {

@@ -7,6 +7,7 @@ use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, HttpResponse};
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::limits::tokenize as encode;
+use crate::serve::spans::spans;
 use crate::serve::state::AppState;
 
 /// `GET /info`.
@@ -36,8 +37,7 @@ pub fn info(state: &AppState) -> HttpResponse {
 /// `POST /tokenize`: the prompt's tokens (after `parameters.truncate`) with their byte spans. Bounded
 /// like a generation's prompt: refused over the byte bound before tokenizing, and over
 /// `--max-input-tokens` tokens after truncation.
-pub fn tokenize(state: &AppState, raw: &[u8]) -> Result<HttpResponse, ApiError> {
-    let req: GenerateRequest = body::parse(raw)?;
+pub fn tokenize(state: &AppState, req: GenerateRequest) -> Result<HttpResponse, ApiError> {
     state.limits.check_truncate(req.parameters.truncate)?;
     let mut ids = encode(state.lexicon.as_ref(), &state.prompt_bytes, &req.inputs, req.add_special_tokens)?;
     let kept = req.parameters.truncate.map_or(ids.len(), |t| t.min(ids.len()));
@@ -45,7 +45,7 @@ pub fn tokenize(state: &AppState, raw: &[u8]) -> Result<HttpResponse, ApiError> 
         let max = state.limits.max_input_tokens;
         return Err(ValidationError::InputLength { max, given: kept }.into());
     }
-    let mut tokens = spans(state.lexicon.as_ref(), &req.inputs, &ids);
+    let mut tokens = tokens(state.lexicon.as_ref(), &req.inputs, &ids);
     if let Some(t) = req.parameters.truncate.filter(|&t| t < ids.len()) {
         let cut = ids.len() - t;
         ids.drain(..cut);
@@ -54,28 +54,16 @@ pub fn tokenize(state: &AppState, raw: &[u8]) -> Result<HttpResponse, ApiError> 
     Ok(body::json(StatusCode::OK, &tokens))
 }
 
-/// Each token with the span of `input` it covers: pieces are matched left to right against the
-/// input; a leading space the tokenizer added (SentencePiece's dummy prefix) is not part of the
-/// span, and tokens that match nothing (BOS) get an empty span and text, as TGI reports them.
-fn spans(lex: &dyn Lexicon, input: &str, ids: &[u32]) -> Vec<SimpleToken> {
+/// Each token with the byte span of `input` it covers, as TGI reports them (BOS: an empty span and text).
+fn tokens(lex: &dyn Lexicon, input: &str, ids: &[u32]) -> Vec<SimpleToken> {
     let bytes = input.as_bytes();
-    let mut at = 0;
     ids.iter()
-        .map(|&id| {
-            let piece = lex.tokenizer().token_to_piece(id);
-            let rest = &bytes[at..];
-            let len = if lex.is_special(id) && !rest.starts_with(&piece) {
-                0
-            } else if rest.starts_with(&piece) {
-                piece.len()
-            } else if at == 0 && piece.first() == Some(&b' ') && rest.starts_with(&piece[1..]) {
-                piece.len() - 1
-            } else {
-                0
-            };
-            let (start, stop) = (at, at + len);
-            at = stop;
-            SimpleToken { id, text: String::from_utf8_lossy(&bytes[start..stop]).into_owned(), start, stop }
+        .zip(spans(lex, input, ids))
+        .map(|(&id, r)| SimpleToken {
+            id,
+            text: String::from_utf8_lossy(&bytes[r.clone()]).into_owned(),
+            start: r.start,
+            stop: r.end,
         })
         .collect()
 }

@@ -211,17 +211,26 @@ pub struct StreamResponse {
     pub details: Option<StreamDetails>,
 }
 
-/// One `/tokenize` token.
+/// One `/tokenize` or `/chat_tokenize` token.
 #[derive(Debug, PartialEq, Serialize)]
 pub struct SimpleToken {
     /// Token id.
     pub id: u32,
     /// The input text it covers.
     pub text: String,
-    /// Start byte offset in the input.
+    /// Start offset in the input: bytes for `/tokenize`, characters for `/chat_tokenize` (as TGI).
     pub start: usize,
-    /// End byte offset in the input.
+    /// End offset in the input, in the same unit.
     pub stop: usize,
+}
+
+/// `POST /chat_tokenize`'s answer.
+#[derive(Debug, Serialize)]
+pub struct ChatTokenizeResponse {
+    /// The tokens of `templated_text`, with their character spans in it.
+    pub tokenize_response: Vec<SimpleToken>,
+    /// The conversation rendered through the chat template.
+    pub templated_text: String,
 }
 
 /// `GET /info`.

@@ -31,6 +31,15 @@ impl Message {
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
         Message { role: role.into(), content: Some(Content::Text(content.into())), ..Message::default() }
     }
+
+    /// The type of the message's first content part that is not text, if it has one.
+    pub fn non_text_part(&self) -> Option<&str> {
+        let Some(Content::Parts(parts)) = &self.content else { return None };
+        parts.iter().find_map(|p| match p {
+            ContentPart::NonText { kind } => Some(kind.as_str()),
+            ContentPart::Text { .. } => None,
+        })
+    }
 }
 
 /// A message's content: a string, or a list of parts (passed to the template as is).
@@ -45,13 +54,54 @@ pub enum Content {
 
 /// One part of a list-valued content.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(try_from = "RawPart", into = "RawPart")]
 pub enum ContentPart {
     /// `{"type": "text", "text": ...}`.
     Text {
         /// The text.
         text: String,
     },
+    /// A part of any other type (`image_url`, `input_audio`, `file`, ...), kept by its type so that
+    /// a text-only model can refuse it by name; its other fields are dropped.
+    NonText {
+        /// The part's `type`.
+        kind: String,
+    },
+}
+
+/// A content part as sent: its `type`, and its `text` for a text part.
+#[derive(Serialize, Deserialize)]
+struct RawPart {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+}
+
+/// A text part without its text.
+#[derive(Debug, thiserror::Error)]
+#[error("missing field `text` in a content part of type `text`")]
+pub struct MissingText;
+
+impl TryFrom<RawPart> for ContentPart {
+    type Error = MissingText;
+
+    fn try_from(raw: RawPart) -> Result<Self, MissingText> {
+        match (raw.kind.as_str(), raw.text) {
+            ("text", Some(text)) => Ok(ContentPart::Text { text }),
+            ("text", None) => Err(MissingText),
+            _ => Ok(ContentPart::NonText { kind: raw.kind }),
+        }
+    }
+}
+
+impl From<ContentPart> for RawPart {
+    fn from(part: ContentPart) -> Self {
+        match part {
+            ContentPart::Text { text } => RawPart { kind: "text".into(), text: Some(text) },
+            ContentPart::NonText { kind } => RawPart { kind, text: None },
+        }
+    }
 }
 
 /// A tool call made by an assistant turn.
@@ -102,6 +152,7 @@ mod tests {
         assert_eq!(messages[1].content, Some(Content::Parts(vec![ContentPart::Text { text: "Hi".into() }])));
         assert_eq!(messages[2].tool_calls.as_ref().unwrap()[0].function.arguments, json!("{\"a\":1}"));
         assert_eq!(messages[4].reasoning_content.as_deref(), Some("thought"));
+        assert!(messages.iter().all(|m| m.non_text_part().is_none()));
         // None fields are dropped, as transformers drops None keys before rendering.
         assert_eq!(
             serde_json::to_value(&messages[2]).unwrap(),
@@ -109,5 +160,22 @@ mod tests {
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}
             ]})
         );
+    }
+
+    #[test]
+    fn other_part_types_are_kept_by_name() {
+        let m: Message = serde_json::from_value(json!({"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+            {"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}
+        ]}))
+        .unwrap();
+        assert_eq!(m.non_text_part(), Some("image_url"));
+        let Some(Content::Parts(parts)) = &m.content else { panic!("{m:?}") };
+        assert_eq!(parts[2], ContentPart::NonText { kind: "input_audio".into() });
+        assert_eq!(serde_json::to_value(&parts[0]).unwrap(), json!({"type": "text", "text": "What is this?"}));
+        let missing = serde_json::from_value::<ContentPart>(json!({"type": "text"})).unwrap_err();
+        assert!(missing.to_string().contains("missing field `text`"), "{missing}");
+        assert!(serde_json::from_value::<ContentPart>(json!({"text": "no type"})).is_err());
     }
 }
