@@ -7,6 +7,8 @@ use hyper::StatusCode;
 use tgi_engines::sampling::SamplingError;
 use tgi_engines::scheduler::SubmitError;
 
+use super::openai::tools::ToolError;
+
 /// Why a request's input was refused; the messages are TGI's where TGI has one.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ValidationError {
@@ -139,6 +141,9 @@ pub enum ValidationError {
     /// A chat request without messages.
     #[error("`messages` cannot be empty")]
     EmptyMessages,
+    /// Bad `tools` or `tool_choice`.
+    #[error(transparent)]
+    Tools(#[from] ToolError),
     /// The request can never fit the KV cache.
     #[error("the request needs {needed} KV cache tokens but the cache holds {capacity}")]
     KvCapacity {
@@ -170,6 +175,7 @@ impl ValidationError {
             Self::Logprobs { name, .. } => name,
             Self::TopLogprobsWithoutLogprobs => "logprobs",
             Self::EmptyMessages => "messages",
+            Self::Tools(e) => e.param(),
         })
     }
 }

@@ -8,6 +8,7 @@ use tgi_engines::sampling::MAX_TOP_LOGPROBS;
 use tgi_engines::scheduler::{Finished, TokenEvent};
 
 use super::common::{token_logprob, usage, Checked, Meta};
+use super::tools::{grammar, prompt, Reply, StreamedCalls, ToolCallFormat};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
@@ -27,6 +28,8 @@ struct Valid {
     budget: Budget,
     logprobs: bool,
     characters: usize,
+    /// The format answers are read in for tool calls, when the request offers tools.
+    calls: Option<ToolCallFormat>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -50,6 +53,7 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
             include_usage: valid.checked.include_usage,
             usage: Usage { prompt_tokens, ..Usage::default() },
             sent: vec![String::new(); valid.checked.n],
+            calls: (0..valid.checked.n).map(|_| valid.calls.map(StreamedCalls::new)).collect(),
         };
         stream::spawn(state.clone(), running, tracker, format, tx);
         return Ok(response);
@@ -59,13 +63,21 @@ pub async fn chat(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, Api
     let choices = candidates
         .iter()
         .enumerate()
-        .map(|(index, c)| ChatChoice {
-            index,
-            message: AssistantMessage { role: "assistant", content: c.finished.text.clone() },
-            logprobs: valid
-                .logprobs
-                .then(|| ChatLogprobs { content: c.tokens.iter().map(|t| token_logprob(lex, t)).collect() }),
-            finish_reason: c.finished.reason.as_openai(),
+        .map(|(index, c)| {
+            let (text, reason) = (c.finished.text.clone(), c.finished.reason.as_openai());
+            let reply = match valid.calls {
+                Some(format) => Reply::read(format, &text, reason),
+                None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason },
+            };
+            let tool_calls = (!reply.tool_calls.is_empty()).then_some(reply.tool_calls);
+            ChatChoice {
+                index,
+                message: AssistantMessage { role: "assistant", content: reply.content, tool_calls },
+                logprobs: valid
+                    .logprobs
+                    .then(|| ChatLogprobs { content: c.tokens.iter().map(|t| token_logprob(lex, t)).collect() }),
+                finish_reason: reply.finish_reason,
+            }
         })
         .collect();
     let usage = usage(&[prompt_tokens], &candidates);
@@ -91,9 +103,7 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if req.messages.is_empty() {
         return Err(ValidationError::EmptyMessages.into());
     }
-    if req.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
-        return Err(ValidationError::Unsupported("tools").into());
-    }
+    let tools = req.tools.check().map_err(ValidationError::from)?;
     if req.response_format.as_ref().is_some_and(|f| !f.is_null() && f.get("type").is_none_or(|t| t != "text")) {
         return Err(ValidationError::Unsupported("response_format").into());
     }
@@ -105,15 +115,20 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if top > MAX_TOP_LOGPROBS {
         return Err(ValidationError::Logprobs { name: "top_logprobs", max: MAX_TOP_LOGPROBS, given: top }.into());
     }
-    let checked = req.sampling.check(&state.limits, logprobs, top)?;
+    let mut checked = req.sampling.check(&state.limits, logprobs, top)?;
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
-    let extra = req.chat_template_kwargs.clone().unwrap_or(serde_json::Value::Null);
-    let text = template.render(&req.messages, true, &extra).map_err(|e| ApiError::Template(e.to_string()))?;
+    let format = state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source()));
+    if let Some(forced) = tools.as_ref().and_then(|t| grammar::forced_calls(format, t)) {
+        checked.constrain(state, forced)?;
+    }
+    let text = prompt::render(template, format, &req.messages, tools.as_ref(), req.chat_template_kwargs.as_ref())
+        .map_err(|e| ApiError::Template(e.to_string()))?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
-    Ok(Valid { checked, budget, logprobs, characters: text.chars().count() })
+    let calls = tools.is_some().then_some(format);
+    Ok(Valid { checked, budget, logprobs, characters: text.chars().count(), calls })
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
@@ -126,6 +141,8 @@ struct ChatStream {
     usage: Usage,
     /// Text streamed so far per choice.
     sent: Vec<String>,
+    /// Per choice, its tool calls when the request offers tools.
+    calls: Vec<Option<StreamedCalls>>,
 }
 
 impl ChatStream {
@@ -142,8 +159,17 @@ impl ChatStream {
         serde_json::to_string(&chunk).expect("chunks serialize")
     }
 
-    fn choice(index: usize, content: Option<String>, finish_reason: Option<&'static str>) -> ChunkChoice {
-        ChunkChoice { index, delta: Delta { role: "assistant", content }, logprobs: None, finish_reason }
+    fn choice(index: usize, delta: Delta, finish_reason: Option<&'static str>) -> ChunkChoice {
+        ChunkChoice { index, delta, logprobs: None, finish_reason }
+    }
+
+    /// The deltas of more of choice `index`'s text: content, or its tool calls' parts.
+    fn deltas(&mut self, index: usize, text: &str) -> Vec<Delta> {
+        match &mut self.calls[index] {
+            Some(calls) => calls.feed(text),
+            None if text.is_empty() => Vec::new(),
+            None => vec![Delta::content(text.to_string())],
+        }
     }
 }
 
@@ -151,7 +177,7 @@ impl StreamFormat for ChatStream {
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);
-        vec![self.chunk(vec![Self::choice(index, Some(String::new()), None)], None)]
+        vec![self.chunk(vec![Self::choice(index, Delta::content(String::new()), None)], None)]
     }
 
     fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String> {
@@ -159,20 +185,30 @@ impl StreamFormat for ChatStream {
             return Vec::new();
         }
         self.sent[index].push_str(&token.text);
-        let mut choice = Self::choice(index, Some(token.text.clone()), None);
+        let mut choices: Vec<ChunkChoice> =
+            self.deltas(index, &token.text).into_iter().map(|d| Self::choice(index, d, None)).collect();
         if self.logprobs {
-            choice.logprobs = Some(ChatLogprobs { content: vec![token_logprob(self.lexicon.as_ref(), &token)] });
+            if choices.is_empty() {
+                choices.push(Self::choice(index, Delta::content(String::new()), None));
+            }
+            choices[0].logprobs = Some(ChatLogprobs { content: vec![token_logprob(self.lexicon.as_ref(), &token)] });
         }
-        vec![self.chunk(vec![choice], None)]
+        choices.into_iter().map(|c| self.chunk(vec![c], None)).collect()
     }
 
     fn finished(&mut self, index: usize, f: Finished) -> Vec<String> {
         self.usage.completion_tokens += f.generated_tokens;
-        let mut out = Vec::new();
-        if let Some(rest) = f.text.strip_prefix(self.sent[index].as_str()).filter(|r| !r.is_empty()) {
-            out.push(self.chunk(vec![Self::choice(index, Some(rest.to_string()), None)], None));
+        let rest = f.text.strip_prefix(self.sent[index].as_str()).unwrap_or_default().to_string();
+        let mut deltas = self.deltas(index, &rest);
+        let mut reason = f.reason.as_openai();
+        if let Some(calls) = &mut self.calls[index] {
+            deltas.extend(calls.finish());
+            reason = calls.finish_reason(reason);
         }
-        out.push(self.chunk(vec![Self::choice(index, None, Some(f.reason.as_openai()))], None));
+        let mut out: Vec<String> =
+            deltas.into_iter().map(|d| self.chunk(vec![Self::choice(index, d, None)], None)).collect();
+        let last = Delta { role: "assistant", content: None, tool_calls: None };
+        out.push(self.chunk(vec![Self::choice(index, last, Some(reason))], None));
         out
     }
 

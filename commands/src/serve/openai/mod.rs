@@ -3,6 +3,7 @@
 mod chat;
 mod common;
 mod completions;
+pub mod tools;
 pub mod types;
 
 use hyper::StatusCode;

@@ -168,9 +168,9 @@ fn openai_errors_have_openai_shape() {
         s.addr,
         "/v1/chat/completions",
         &json!({"messages": [{"role": "user", "content": "Hi"}],
-        "tools": [{"type": "function", "function": {"name": "f"}}]}),
+        "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"}),
     );
-    assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tools")));
+    assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tool_choice")));
     let r = post(s.addr, "/v1/completions", &json!({"prompt": "Hi", "max_tokens": 500}));
     assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
     let r = post(s.addr, "/v1/completions", &json!({"prompt": [100000]}));
