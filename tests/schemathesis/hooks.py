@@ -3,7 +3,7 @@ cases a JSON schema cannot state.
 
 A schema-valid request may still be refused (422) for a rule that depends on the prompt's tokens or
 on two fields together (the token budget, `best_of` with sampling, seed or streaming, `top_logprobs`
-without `logprobs`, the chat template); `/generate_stream` (and `POST /` with `stream: true`) reports a
+without `logprobs`, the chat template, unique tool names and a `tool_choice` among the `tools`); `/generate_stream` (and `POST /` with `stream: true`) reports a
 refusal as the stream's error event, TGI's behaviour, under status 200; and serde reads an object from
 the array of its fields and an enum tag from its index, so a value of another JSON type can be accepted
 in these forms; and the server reads sampling parameters as 32-bit floats, so a number that is not an
@@ -32,6 +32,10 @@ CROSS_FIELD = (
     "Template error:",
     # Chat's `max_tokens` may be 0 when `max_completion_tokens` is set, which replaces it.
     "`max_new_tokens` must be strictly positive",
+    # Tool names are unique, and `tool_choice` names one of `tools` (or needs some).
+    "`tools` names the function",
+    "which is not in `tools`",
+    "needs `tools`",
 )
 
 

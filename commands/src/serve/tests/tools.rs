@@ -9,8 +9,8 @@ use super::TestServer;
 use crate::serve::limits::RequestLimits;
 use crate::serve::state::Access;
 
-/// A server whose limits fit the default tool prompt in the bundled model's small vocabulary.
-fn server() -> TestServer {
+/// A mock server whose limits fit the default tool prompt in the bundled model's small vocabulary.
+pub(super) fn server() -> TestServer {
     let limits = RequestLimits {
         max_input_tokens: 4000,
         max_total_tokens: 4400,
@@ -25,7 +25,8 @@ fn weather_tool() -> Value {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})
 }
 
-fn chat(extra: Value) -> Value {
+/// A chat request offering two tools, with `extra` fields.
+pub(super) fn chat(extra: Value) -> Value {
     let mut body = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 300,
                           "tools": [weather_tool(), {"type": "function", "function": {"name": "now"}}]});
     body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
