@@ -54,7 +54,7 @@ fn greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32> {
         ignore_eos: true,
         prompt_logprobs: false,
         cache_salt: 0,
-        grammar: None,
+        constraint: None,
         request_id: String::new(),
     };
     let req = GenerateRequest { request, prefill_chunk: 512 };

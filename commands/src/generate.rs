@@ -156,7 +156,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         ignore_eos: args.ignore_eos,
         prompt_logprobs: false,
         cache_salt: 0,
-        grammar: None,
+        constraint: None,
         request_id: String::new(),
     };
     let req = GenerateRequest { request, prefill_chunk: args.prefill_chunk };

@@ -170,7 +170,7 @@ mod tests {
             ignore_eos: false,
             prompt_logprobs: false,
             cache_salt: 0,
-            grammar: None,
+            constraint: None,
             request_id: String::new(),
         };
         let req = GenerateRequest { request, prefill_chunk: 7 };

@@ -1,6 +1,7 @@
 //! The seam between HTTP and the engine: [`Backend`] runs validated requests, [`Lexicon`] turns text
 //! into tokens and back, and [`ChannelSink`] carries a request's events to the task serving it.
 
+use tgi_engines::constraint::{ConstraintError, GrammarCompiler};
 use tgi_engines::model::LoadedModel;
 use tgi_engines::scheduler::{Event, EventSink, Request, SchedulerHandle, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
@@ -31,6 +32,8 @@ pub trait Lexicon: Send + Sync {
     fn tokenizer(&self) -> &Tokenizer;
     /// The chat template, when the model ships one.
     fn chat_template(&self) -> Option<&ChatTemplate>;
+    /// The compiler of grammars over the model's vocabulary (built on first use).
+    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError>;
 
     /// A token's text on its own (invalid UTF-8 replaced), for token lists.
     fn piece(&self, id: u32) -> String {
@@ -51,6 +54,10 @@ impl Lexicon for LoadedModel {
 
     fn chat_template(&self) -> Option<&ChatTemplate> {
         self.chat_template.as_ref()
+    }
+
+    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
+        LoadedModel::grammars(self)
     }
 }
 

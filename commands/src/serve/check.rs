@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Result;
+use tgi_engines::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use tgi_engines::scheduler::{EventSink, Request, SchedulerConfig, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
@@ -58,7 +59,7 @@ impl RequestChecker {
             speculate: None,
             tool_call_parser: settings.tool_call_parser,
         };
-        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template });
+        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template, grammars: GrammarCell::default() });
         let state = AppState::new(Arc::new(NoEngine), lexicon, limits, settings.access.clone(), model);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(RequestChecker { state: Arc::new(state), runtime })
@@ -89,6 +90,7 @@ impl RequestChecker {
 struct CheckerLexicon {
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
+    grammars: GrammarCell,
 }
 
 impl Lexicon for CheckerLexicon {
@@ -98,6 +100,11 @@ impl Lexicon for CheckerLexicon {
 
     fn chat_template(&self) -> Option<&ChatTemplate> {
         self.chat_template.as_ref()
+    }
+
+    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
+        let t = &self.tokenizer;
+        self.grammars.get(t, t.vocab_size(), t.eos_ids())
     }
 }
 

@@ -107,6 +107,15 @@ pub enum ValidationError {
     /// A parameter this server does not implement was set.
     #[error("`{0}` is not supported by this server")]
     Unsupported(&'static str),
+    /// A grammar (`grammar`, `response_format`, a tool's parameters) that is malformed, does not compile,
+    /// or uses a feature the engine cannot enforce.
+    #[error("`{param}`: {message}")]
+    Grammar {
+        /// The request field that carried it.
+        param: &'static str,
+        /// What is wrong (the grammar compiler's message).
+        message: String,
+    },
     /// OpenAI's `n` out of range.
     #[error("`n` must be >= 1 and <= {max}. Given: {given}")]
     N {
@@ -171,6 +180,7 @@ impl ValidationError {
             Self::InputLength { .. } | Self::InputBytes { .. } | Self::EmptyInput | Self::Tokenizer(_) => "inputs",
             Self::StopSequence { .. } => "stop",
             Self::Unsupported(name) => name,
+            Self::Grammar { param, .. } => param,
             Self::N { .. } => "n",
             Self::Logprobs { name, .. } => name,
             Self::TopLogprobsWithoutLogprobs => "logprobs",

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tgi_engines::constraint::Compiled;
 use tgi_engines::scheduler::{Histogram, Stats};
 
 use super::error::ApiError;
@@ -42,6 +43,8 @@ struct Requests {
     generated_tokens: Histogram,
     input_length: Histogram,
     max_new_tokens: Histogram,
+    grammar_compile: Histogram,
+    grammar_cache_hits: u64,
 }
 
 /// Where one request's time went, for the `x-*-time` headers.
@@ -77,8 +80,18 @@ impl Metrics {
                 generated_tokens: count_buckets(limits.max_total_tokens),
                 input_length: count_buckets(limits.max_input_tokens),
                 max_new_tokens: count_buckets(limits.max_total_tokens),
+                grammar_compile: duration_buckets(),
+                grammar_cache_hits: 0,
             }),
         }
+    }
+
+    /// Counts one grammar a request brought: the time compiling it (or finding it in the cache) took.
+    pub fn grammar_compiled(&self, c: Compiled) {
+        self.with(|r| {
+            r.grammar_compile.observe(c.seconds);
+            r.grammar_cache_hits += u64::from(c.cached);
+        });
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Requests) -> R) -> R {
@@ -111,6 +124,11 @@ impl Metrics {
                 out.header(name, help, "histogram");
                 out.histogram(name, &[], h);
             }
+            let name = "tgi_grammar_compile_duration_seconds";
+            out.header(name, "Time to compile a request's grammar (a cache lookup on a hit)", "histogram");
+            out.histogram(name, &[], &r.grammar_compile);
+            let help = "Grammars found compiled in the cache";
+            out.counter("tgi_grammar_cache_hits", help, &[], r.grammar_cache_hits as f64);
         });
         out.gauge("tgi_queue_size", "Current queue size", stats.queue_size as f64);
         out.gauge("tgi_batch_current_size", "Current batch size", stats.batch_size as f64);
@@ -173,6 +191,9 @@ fn steps(out: &mut Exposition, stats: &Stats) {
     out.histogram("tgi_step_prefill_tokens", &[], &stats.step_prefill_tokens);
     let help = "Most prompt tokens a step takes beside decoding sequences";
     out.gauge("tgi_step_prefill_tokens_cap", help, stats.prefill_cap as f64);
+    let name = "tgi_grammar_mask_duration_seconds";
+    out.header(name, "Time to compute one constrained token's grammar mask (beside the forward pass)", "histogram");
+    out.histogram(name, &[], &stats.grammar_mask_seconds);
 }
 
 /// Speculative decoding's counters: drafted and accepted tokens, in all and by draft position.
@@ -369,6 +390,7 @@ mod tests {
             speculative_verifications: 4,
             speculated_by_position: vec![4, 3, 2],
             accepted_by_position: vec![3, 2, 0],
+            grammar_mask_seconds: Histogram::new(vec![0.001]),
         }
     }
 

@@ -18,6 +18,7 @@ mod config;
 mod connections;
 mod error;
 mod generation;
+mod grammar;
 mod head;
 mod headers;
 mod limits;

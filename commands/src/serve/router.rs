@@ -231,7 +231,7 @@ async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
         ignore_eos: true,
         prompt_logprobs: false,
         cache_salt: 0,
-        grammar: None,
+        constraint: None,
         request_id: RequestId::current(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();

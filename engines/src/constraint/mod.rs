@@ -1,6 +1,26 @@
-//! Constrained decoding: the grammar a request's output must match.
+//! Constrained decoding: the grammar a request's output must match, compiled by llguidance against the
+//! model's vocabulary ([`GrammarCompiler`]), and the per-sequence [`Constraint`] that masks each step's
+//! logits to the tokens the grammar allows (end-of-sequence only where the grammar accepts).
 
-/// What a request's output must match, as the HTTP layer parsed it (compiled by the engine).
+mod compiler;
+mod matcher;
+mod vocabulary;
+
+#[cfg(test)]
+mod testing {
+    use crate::text::tokenizer::Tokenizer;
+
+    /// The bundled stories260K tokenizer (SentencePiece with byte fallback, 512 ids).
+    pub fn stories() -> Tokenizer {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/stories260k/hf/tokenizer.json");
+        Tokenizer::from_tokenizer_json(&root).expect("bundled tokenizer loads")
+    }
+}
+
+pub use compiler::{Compiled, GrammarCell, GrammarCompiler};
+pub use matcher::{Constraint, Mask};
+
+/// What a request's output must match, as the HTTP layer parsed it (compiled by [`GrammarCompiler`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Grammar {
     /// Any JSON object (OpenAI `response_format: {"type": "json_object"}`).
@@ -11,4 +31,36 @@ pub enum Grammar {
     Regex(String),
     /// A grammar in llguidance's Lark dialect, which may embed JSON schemas with `%json`.
     Lark(String),
+}
+
+impl Grammar {
+    /// The grammar's kind, as requests name it (`json_object`, `json_schema`, `regex`, `lark`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Grammar::JsonObject => "json_object",
+            Grammar::JsonSchema(_) => "json_schema",
+            Grammar::Regex(_) => "regex",
+            Grammar::Lark(_) => "lark",
+        }
+    }
+}
+
+/// Why a grammar cannot constrain a request, or why enforcing it failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConstraintError {
+    /// The grammar does not compile: a syntax error, an unsatisfiable schema, or a schema feature the
+    /// engine cannot enforce (named in the message); the request is refused rather than left unconstrained.
+    #[error("invalid {kind} grammar: {message}")]
+    Invalid {
+        /// The grammar's kind.
+        kind: &'static str,
+        /// llguidance's message.
+        message: String,
+    },
+    /// The model's vocabulary cannot carry a grammar (e.g. no end-of-sequence token).
+    #[error("this model's vocabulary cannot be constrained: {0}")]
+    Vocabulary(String),
+    /// Enforcing the grammar failed while decoding (the parser's step limits, or no token allowed).
+    #[error("the grammar could not be enforced: {0}")]
+    Enforce(String),
 }

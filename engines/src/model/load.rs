@@ -14,6 +14,7 @@ use super::insitu::{self, Plan, Quantize};
 use super::llama::Llama;
 use super::weights::{Naming, Weights};
 use super::{awq, bnb, ModelError};
+use crate::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use crate::convert::metadata::llama3_rope_factors;
 use crate::convert::preset::ModelShape;
 use crate::device::{ComputeDType, DeviceSpec};
@@ -49,6 +50,15 @@ pub struct LoadedModel {
     pub chat_template: Option<ChatTemplate>,
     /// Tokens that end generation.
     pub eos: Vec<u32>,
+    /// The grammar compiler over this vocabulary, built on first use.
+    grammars: GrammarCell,
+}
+
+impl LoadedModel {
+    /// The grammar compiler over this model's vocabulary (built on the first call, then shared).
+    pub fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
+        self.grammars.get(&self.tokenizer, self.model.config().vocab, &self.eos)
+    }
 }
 
 /// Loads `model`: a `.gguf` file, a checkpoint directory, or a hub id (see [`resolve`]).
@@ -107,7 +117,7 @@ fn load_hf(
     eos.extend(&hf.eos_token_ids);
     eos.sort_unstable();
     eos.dedup();
-    Ok(LoadedModel { model, tokenizer, chat_template, eos })
+    Ok(LoadedModel { model, tokenizer, chat_template, eos, grammars: GrammarCell::default() })
 }
 
 fn load_gguf(
@@ -141,7 +151,7 @@ fn load_gguf(
     }
     let factors = weights.host_vector("rope_freqs.weight")?;
     let model = Llama::load(&weights, cfg, factors, opts.kv_dtype)?;
-    Ok(LoadedModel { model, tokenizer, chat_template, eos })
+    Ok(LoadedModel { model, tokenizer, chat_template, eos, grammars: GrammarCell::default() })
 }
 
 /// Refuses quantization configurations the engine cannot run (bitsandbytes 8-bit LLM.int8; AWQ other than

@@ -14,7 +14,7 @@ use super::config::SchedulerConfig;
 use super::cost::StepCost;
 use super::plan::StepPlan;
 use super::request::{Event, EventSink, Request};
-use super::sequence::{Outcome, Progress, Sequence};
+use super::sequence::{Outcome, Progress, Sequence, StepMask};
 use super::stats::Stats;
 use crate::kv::{KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, ModelError, SeqInput};
@@ -273,8 +273,8 @@ impl<'m> Engine<'m> {
             return None;
         }
         let start = Instant::now();
-        let rows = self.forward(&plan);
-        let ends = self.apply(&plan, rows);
+        let (rows, masks) = self.forward(&plan);
+        let ends = self.apply(&plan, rows, masks);
         self.retire(ends);
         let secs = start.elapsed().as_secs_f64();
         self.cost.observe(plan.prefill_tokens, plan.decodes, secs);
@@ -283,22 +283,54 @@ impl<'m> Engine<'m> {
         Some(plan)
     }
 
-    /// Runs the model on the plan's tokens: one row set per slot.
-    fn forward(&mut self, plan: &StepPlan) -> Result<Vec<Vec<f32>>, ModelError> {
+    /// Runs the model on the plan's tokens (one row set per slot) and, beside it, computes the grammar masks
+    /// of the slots that sample under a grammar (one per slot, `None` for the others).
+    fn forward(&mut self, plan: &StepPlan) -> (Result<Vec<Vec<f32>>, ModelError>, Vec<StepMask>) {
+        let Engine { m, kv, running, stats, .. } = self;
         let inputs: Vec<SeqInput<'_>> = plan
             .slots
             .iter()
             .map(|slot| {
-                let s = &self.running[slot.seq];
+                let s = &running[slot.seq];
                 SeqInput { tokens: s.step_tokens(slot.tokens), start: s.computed, table: &s.table, logits: slot.logits }
             })
             .collect();
-        self.m.model.forward(&mut self.kv, &inputs)
+        let grammars: Vec<_> = plan.slots.iter().map(|slot| running[slot.seq].constraint_for(slot.tokens)).collect();
+        if grammars.iter().all(Option::is_none) {
+            return (m.model.forward(kv, &inputs), vec![None; plan.slots.len()]);
+        }
+        let masks = || {
+            grammars
+                .iter()
+                .map(|g| {
+                    g.map(|c| {
+                        let start = Instant::now();
+                        (c.mask(), start.elapsed().as_secs_f64())
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let (rows, timed) = rayon::join(|| m.model.forward(kv, &inputs), masks);
+        let masks = timed
+            .into_iter()
+            .map(|t| {
+                t.map(|(mask, secs)| {
+                    stats.grammar_mask_seconds.observe(secs);
+                    mask
+                })
+            })
+            .collect();
+        (rows, masks)
     }
 
     /// Takes the forward pass's rows into the planned sequences (sampling, reporting, verifying drafts, in
     /// parallel), or fails them all on an error; returns where each running sequence stands.
-    fn apply(&mut self, plan: &StepPlan, rows: Result<Vec<Vec<f32>>, ModelError>) -> Vec<Progress> {
+    fn apply(
+        &mut self,
+        plan: &StepPlan,
+        rows: Result<Vec<Vec<f32>>, ModelError>,
+        masks: Vec<StepMask>,
+    ) -> Vec<Progress> {
         let rows = match rows {
             Ok(rows) => rows,
             Err(e) => {
@@ -311,16 +343,16 @@ impl<'m> Engine<'m> {
                 return ends;
             }
         };
-        let mut work: Vec<Option<(usize, Vec<f32>)>> = (0..self.running.len()).map(|_| None).collect();
-        for (slot, r) in plan.slots.iter().zip(rows) {
-            work[slot.seq] = Some((slot.tokens, r));
+        let mut work: Vec<Option<(usize, Vec<f32>, StepMask)>> = (0..self.running.len()).map(|_| None).collect();
+        for ((slot, r), mask) in plan.slots.iter().zip(rows).zip(masks) {
+            work[slot.seq] = Some((slot.tokens, r, mask));
         }
         let m = self.m;
         let outcomes: Vec<Outcome> = self
             .running
             .par_iter_mut()
             .zip(work)
-            .map(|(s, w)| w.map_or(Outcome::idle(Progress::Running), |(n, r)| s.advance(n, r, m)))
+            .map(|(s, w)| w.map_or(Outcome::idle(Progress::Running), |(n, r, mask)| s.advance(n, r, mask, m)))
             .collect();
         for (s, o) in self.running.iter_mut().zip(&outcomes) {
             self.stats.generated_tokens += o.added as u64;

@@ -18,6 +18,8 @@ mod stats;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_grammar;
+#[cfg(test)]
 mod tests_policy;
 #[cfg(test)]
 mod tests_speculation;

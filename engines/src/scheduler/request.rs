@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::constraint::Grammar;
+use crate::constraint::Constraint;
 use crate::sampling::{FinishReason, SamplingParams};
 
 /// A validated generation request: the HTTP layer has tokenized, truncated and checked it.
@@ -17,8 +17,9 @@ pub struct Request {
     pub max_new_tokens: usize,
     /// Stop strings; the output ends before the first match.
     pub stop: Vec<String>,
-    /// The grammar the output must match, if any.
-    pub grammar: Option<Grammar>,
+    /// The compiled grammar the output must match, if any (end-of-sequence then comes only where it
+    /// accepts, and `ignore_eos` does not apply).
+    pub constraint: Option<Constraint>,
     /// Keep generating past end-of-sequence tokens.
     pub ignore_eos: bool,
     /// Report each prompt token's log-probability (TGI's `decoder_input_details`); such requests

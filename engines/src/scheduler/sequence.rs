@@ -7,6 +7,7 @@ use super::prefix::block_hashes;
 use super::prompt_logprobs::PromptLogprobs;
 use super::request::{Event, EventSink, Finished, Request, TokenEvent};
 use super::speculation::Speculation;
+use crate::constraint::{Constraint, ConstraintError, Mask};
 use crate::kv::{BlockAllocator, BlockTable, BLOCK_SIZE};
 use crate::model::{LoadedModel, Logits};
 use crate::sampling::{Sampled, Sampler};
@@ -83,7 +84,13 @@ pub(super) struct Sequence<'m> {
     pub spec: Speculation,
     /// The HTTP request's id (`x-request-id`), for log lines.
     pub request_id: String,
+    /// The grammar its output must match, at the position of the tokens generated so far.
+    constraint: Option<Constraint>,
 }
+
+/// The grammar mask for a step's first sampled row, computed beside the forward pass; `None` for a
+/// sequence without a grammar.
+pub(super) type StepMask = Option<Result<Mask, ConstraintError>>;
 
 impl<'m> Sequence<'m> {
     /// A queued sequence for `req` (validated: a non-empty prompt shorter than the context); `cache` computes
@@ -98,8 +105,8 @@ impl<'m> Sequence<'m> {
     ) -> Self {
         let prompt_len = req.prompt_ids.len();
         let total = (prompt_len + req.max_new_tokens.max(1)).min(m.model.config().context);
-        let rules =
-            EndRules { stop: req.stop, max_tokens: total.saturating_sub(prompt_len), ignore_eos: req.ignore_eos };
+        let ignore_eos = req.ignore_eos && req.constraint.is_none();
+        let rules = EndRules { stop: req.stop, max_tokens: total.saturating_sub(prompt_len), ignore_eos };
         let hashes = if cache { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
         Sequence {
             sampler: Sampler::new(req.params, &req.prompt_ids),
@@ -121,7 +128,14 @@ impl<'m> Sequence<'m> {
             preemptions: 0,
             spec: Speculation::default(),
             request_id: req.request_id,
+            constraint: req.constraint,
         }
+    }
+
+    /// The grammar whose mask a step computing its next `n` tokens needs (one that samples: the last
+    /// prompt chunk, a decode, a verification); `None` without a grammar or when the step samples nothing.
+    pub fn constraint_for(&self, n: usize) -> Option<&Constraint> {
+        self.constraint.as_ref().filter(|_| self.computed + n >= self.tokens.len())
     }
 
     /// Tokens not computed yet.
@@ -142,7 +156,11 @@ impl<'m> Sequence<'m> {
             return 0;
         }
         let room = self.total.saturating_sub(self.tokens.len() + 1);
-        self.spec.plan(&self.tokens, cfg, cap, room)
+        let k = self.spec.plan(&self.tokens, cfg, cap, room);
+        match &self.constraint {
+            Some(c) if k > 0 => self.spec.keep(c.valid_prefix(self.spec.draft())),
+            _ => k,
+        }
     }
 
     /// The next step's `n` tokens: the pending ones, or the last token and the draft.
@@ -206,17 +224,36 @@ impl<'m> Sequence<'m> {
         self.sink.send(Event::Failed(message));
     }
 
-    /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for.
-    /// When every token is computed, samples the next one and reports it (and the end, if it is one).
-    pub fn advance(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Outcome {
+    /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for,
+    /// and the grammar mask computed before the step (see [`Sequence::constraint_for`]). When every token is computed,
+    /// samples the next one and reports it (and the end, if it is one).
+    pub fn advance(&mut self, n: usize, logits: Vec<f32>, mask: StepMask, m: &'m LoadedModel) -> Outcome {
         let before = self.tokens.len();
         let drafted = self.spec.draft().len();
-        let (progress, accepted) = if drafted > 0 { self.verify(&logits, m) } else { (self.compute(n, logits, m), 0) };
+        let (progress, accepted) =
+            if drafted > 0 { self.verify(logits, mask, m) } else { (self.compute(n, logits, mask, m), 0) };
         Outcome { progress, added: self.tokens.len() - before, drafted, accepted }
     }
 
+    /// Applies the grammar's mask to a row about to be sampled: `mask` when given (computed beside the
+    /// forward pass), else computed now. `false` (the request failed) when the grammar cannot go on.
+    fn constrain(&mut self, row: &mut [f32], mask: StepMask) -> bool {
+        let Some(c) = &self.constraint else { return true };
+        match mask.unwrap_or_else(|| c.mask()) {
+            Ok(mask) => {
+                mask.apply(row);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(request_id = %self.request_id, error = %e, "grammar enforcement failed");
+                self.fail(e.to_string());
+                false
+            }
+        }
+    }
+
     /// Takes a step's `n` computed tokens without a draft: a prompt chunk or a decode.
-    fn compute(&mut self, n: usize, logits: Vec<f32>, m: &'m LoadedModel) -> Progress {
+    fn compute(&mut self, n: usize, logits: Vec<f32>, mask: StepMask, m: &'m LoadedModel) -> Progress {
         let from = self.computed;
         self.computed += n;
         let mut logits = logits;
@@ -235,6 +272,9 @@ impl<'m> Sequence<'m> {
             return Progress::Running;
         }
         self.prefilling = false;
+        if !self.constrain(&mut logits, mask) {
+            return Progress::Finished;
+        }
         let s = self.sampler.sample(&logits);
         self.spec.sampled(s.token);
         self.emit(s, m)
@@ -246,13 +286,19 @@ impl<'m> Sequence<'m> {
     /// accepted, the last row samples one more. Each kept token is reported as it is decided; positions past
     /// the last kept token are left computed but unused (the engine truncates the table). Returns the
     /// progress and the drafted tokens accepted.
-    fn verify(&mut self, rows: &[f32], m: &'m LoadedModel) -> (Progress, usize) {
+    fn verify(&mut self, mut rows: Vec<f32>, mask: StepMask, m: &'m LoadedModel) -> (Progress, usize) {
         let vocab = m.model.config().vocab;
         let base = self.computed;
         let (mut decided, mut accepted) = (0, 0);
         let mut progress = Progress::Running;
+        let mut mask = Some(mask);
         self.spec.verifying();
-        for (i, row) in rows.chunks_exact(vocab).enumerate() {
+        for (i, row) in rows.chunks_exact_mut(vocab).enumerate() {
+            if !self.constrain(row, mask.take().flatten()) {
+                progress = Progress::Finished;
+                break;
+            }
+            let row = &*row;
             let (s, hit) = match self.spec.draft().get(i) {
                 Some(&d) => {
                     decided += 1;
@@ -276,6 +322,10 @@ impl<'m> Sequence<'m> {
 
     /// Records a sampled token and reports it with the text it makes final (and the end, if it is one).
     fn emit(&mut self, s: Sampled, m: &'m LoadedModel) -> Progress {
+        if let Some(Err(e)) = self.constraint.as_ref().map(|c| c.commit(s.token)) {
+            self.fail(e.to_string());
+            return Progress::Finished;
+        }
         self.sampler.accept(s.token);
         self.tokens.push(s.token);
         let out = self.completion.accept(s.token);

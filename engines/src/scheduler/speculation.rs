@@ -53,6 +53,12 @@ impl Speculation {
         self.input.get(1..).unwrap_or(&[])
     }
 
+    /// Keeps the draft's first `n` tokens (those the request's grammar allows); returns the draft's length.
+    pub fn keep(&mut self, n: usize) -> usize {
+        self.input.truncate(if n == 0 { 0 } else { n + 1 });
+        self.draft().len()
+    }
+
     /// Drops the draft (no KV blocks for it).
     pub fn cancel(&mut self) {
         self.input.clear();
@@ -96,6 +102,10 @@ mod tests {
         assert_eq!((s.input(), s.draft()), (&[2, 3, 4, 5, 1][..], &[3, 4, 5, 1][..]));
         assert_eq!(s.plan(&tokens, &cfg, 4, 2), 2);
         assert_eq!(s.draft(), &[3, 4]);
+        assert_eq!(s.keep(1), 1);
+        assert_eq!(s.input(), &[2, 3]);
+        assert_eq!(s.keep(0), 0);
+        assert!(s.input().is_empty());
         assert_eq!(s.plan(&tokens, &cfg, 0, 2), 0);
         assert!(s.input().is_empty());
         assert_eq!(s.plan(&[1, 2, 3], &cfg, 4, 10), 0, "no earlier occurrence");

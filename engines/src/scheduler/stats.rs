@@ -118,6 +118,8 @@ pub struct Stats {
     pub speculated_by_position: Vec<u64>,
     /// Per draft position: drafts whose token at that position was accepted.
     pub accepted_by_position: Vec<u64>,
+    /// Time to compute one grammar mask (one constrained token), seconds, from 10 µs doubling.
+    pub grammar_mask_seconds: Histogram,
 }
 
 impl Stats {
@@ -153,6 +155,7 @@ impl Stats {
             speculative_verifications: 0,
             speculated_by_position: vec![0; depth],
             accepted_by_position: vec![0; depth],
+            grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 16),
         }
     }
 

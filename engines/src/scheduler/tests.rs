@@ -87,7 +87,7 @@ pub(super) fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
         ignore_eos: false,
         prompt_logprobs: false,
         cache_salt: 0,
-        grammar: None,
+        constraint: None,
         request_id: String::new(),
     }
 }
@@ -139,21 +139,30 @@ pub(super) struct Alone {
 }
 
 /// `req` alone, the reference the scheduler is checked against: the whole prompt in one forward pass on a cache
-/// of its own, then one forward pass per token, no scheduler.
+/// of its own, then one forward pass per token, no scheduler; a grammar masks each token's logits before it is
+/// sampled (and then ends the output, not EOS being ignored).
 pub(super) fn alone(m: &LoadedModel, req: &Request) -> Alone {
     let prompt = &req.prompt_ids;
     let total = (prompt.len() + req.max_new_tokens).min(m.model.config().context);
     let mut kv = m.model.new_cache(BLOCK_SIZE, total.div_ceil(BLOCK_SIZE)).unwrap();
     let mut table = BlockTable::new();
     kv.reserve(&mut table, total).unwrap();
-    let rules = EndRules { stop: req.stop.clone(), max_tokens: total - prompt.len(), ignore_eos: req.ignore_eos };
+    let ignore_eos = req.ignore_eos && req.constraint.is_none();
+    let rules = EndRules { stop: req.stop.clone(), max_tokens: total - prompt.len(), ignore_eos };
+    let constraint = req.constraint.clone();
     let mut completion = Completion::new(&m.tokenizer, &m.eos, rules);
     let mut sampler = Sampler::new(req.params.clone(), prompt);
     let (mut tokens, mut sampled, mut text) = (Vec::new(), Vec::new(), String::new());
     let mut input = SeqInput { tokens: prompt, start: 0, table: &table, logits: Logits::Last };
     loop {
-        let logits = m.model.forward(&mut kv, &[input]).unwrap().remove(0);
+        let mut logits = m.model.forward(&mut kv, &[input]).unwrap().remove(0);
+        if let Some(c) = &constraint {
+            c.mask().unwrap().apply(&mut logits);
+        }
         let s = sampler.sample(&logits);
+        if let Some(c) = &constraint {
+            c.commit(s.token).unwrap();
+        }
         sampler.accept(s.token);
         let out = completion.accept(s.token);
         text.push_str(&out.text);

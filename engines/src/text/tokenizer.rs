@@ -145,10 +145,12 @@ impl Tokenizer {
         }
     }
 
-    /// Whether `id` is a control token (BOS, EOS, chat markers; a special added token of a `tokenizer.json`).
+    /// Whether `id` is a control token (BOS, EOS, chat markers, unknown; a special added token of a
+    /// `tokenizer.json`): one that stands for no text of its own.
     pub fn is_control(&self, id: u32) -> bool {
+        let control = vocab::attr::CONTROL | vocab::attr::UNKNOWN;
         match &self.backend {
-            Backend::Gguf(v) => v.tokens.get(id as usize).is_some_and(|t| t.attr & vocab::attr::CONTROL != 0),
+            Backend::Gguf(v) => v.tokens.get(id as usize).is_some_and(|t| t.attr & control != 0),
             Backend::Hf(h) => h.special.contains(&id),
         }
     }

@@ -8,7 +8,8 @@ use tgi_engines::sampling::MAX_TOP_LOGPROBS;
 use tgi_engines::scheduler::{Finished, TokenEvent};
 
 use super::common::{token_logprob, usage, Checked, Meta};
-use super::tools::{grammar, prompt, Reply, StreamedCalls, ToolCallFormat};
+use super::tools::grammar::forced_calls;
+use super::tools::{prompt, Reply, StreamedCalls, ToolCallFormat, ToolError};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
@@ -16,6 +17,7 @@ use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, event_stream, HttpResponse};
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::{collect, fail, submit};
+use crate::serve::grammar;
 use crate::serve::headers;
 use crate::serve::limits::{tokenize, Budget};
 use crate::serve::metrics::Tracker;
@@ -104,9 +106,6 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
         return Err(ValidationError::EmptyMessages.into());
     }
     let tools = req.tools.check().map_err(ValidationError::from)?;
-    if req.response_format.as_ref().is_some_and(|f| !f.is_null() && f.get("type").is_none_or(|t| t != "text")) {
-        return Err(ValidationError::Unsupported("response_format").into());
-    }
     let logprobs = req.logprobs.unwrap_or(false);
     let top = req.top_logprobs.unwrap_or(0);
     if top > 0 && !logprobs {
@@ -116,18 +115,25 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
         return Err(ValidationError::Logprobs { name: "top_logprobs", max: MAX_TOP_LOGPROBS, given: top }.into());
     }
     let mut checked = req.sampling.check(&state.limits, logprobs, top)?;
+    let format = req.response_format.as_ref().map(|f| grammar::parse("response_format", f)).transpose()?.flatten();
+    if let Some(g) = &format {
+        checked.constrain(state, "response_format", g)?;
+    }
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
-    let format = state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source()));
-    if let Some(forced) = tools.as_ref().and_then(|t| grammar::forced_calls(format, t)) {
-        checked.constrain(state, forced)?;
+    let calls = state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source()));
+    if let Some(forced) = tools.as_ref().and_then(|t| forced_calls(calls, t)) {
+        if format.is_some() {
+            return Err(ValidationError::from(ToolError::WithGrammar).into());
+        }
+        checked.constrain(state, "tools", &forced)?;
     }
-    let text = prompt::render(template, format, &req.messages, tools.as_ref(), req.chat_template_kwargs.as_ref())
+    let text = prompt::render(template, calls, &req.messages, tools.as_ref(), req.chat_template_kwargs.as_ref())
         .map_err(|e| ApiError::Template(e.to_string()))?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
-    let calls = tools.is_some().then_some(format);
+    let calls = tools.is_some().then_some(calls);
     Ok(Valid { checked, budget, logprobs, characters: text.chars().count(), calls })
 }
 

@@ -4,7 +4,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tgi_engines::constraint::Grammar;
+use tgi_engines::constraint::{Constraint, Grammar};
 use tgi_engines::sampling::{SamplingError, SamplingParams};
 use tgi_engines::scheduler::{Request, TokenEvent};
 
@@ -12,6 +12,7 @@ use super::types::{Sampling, TokenLogprob, TopLogprob, Usage};
 use crate::serve::backend::Lexicon;
 use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::generation::Candidate;
+use crate::serve::grammar;
 use crate::serve::limits::{Budget, RequestLimits};
 use crate::serve::request_id::RequestId;
 use crate::serve::state::AppState;
@@ -60,8 +61,8 @@ pub struct Checked {
     pub include_usage: bool,
     /// Keep generating past end-of-sequence tokens.
     pub ignore_eos: bool,
-    /// The grammar every choice's output must match (`response_format`, or a forced tool call).
-    pub grammar: Option<Grammar>,
+    /// The compiled grammar every choice's output must match (`response_format`, or a forced tool call).
+    pub constraint: Option<Constraint>,
 }
 
 impl Sampling {
@@ -107,16 +108,16 @@ impl Sampling {
             stream,
             include_usage,
             ignore_eos: self.ignore_eos.unwrap_or(false),
-            grammar: None,
+            constraint: None,
         })
     }
 }
 
 impl Checked {
-    /// Constrains every choice's output to `grammar` (`response_format`, a forced tool call); a grammar the
-    /// engine cannot compile or enforce is refused here.
-    pub fn constrain(&mut self, _state: &AppState, grammar: Grammar) -> Result<(), ApiError> {
-        self.grammar = Some(grammar);
+    /// Constrains every choice's output to `grammar` (`response_format`, a forced tool call; `param` names
+    /// the field in errors); a grammar the engine cannot compile or enforce is refused here.
+    pub fn constrain(&mut self, state: &AppState, param: &'static str, grammar: &Grammar) -> Result<(), ApiError> {
+        self.constraint = Some(grammar::compile(state, param, grammar)?);
         Ok(())
     }
 
@@ -146,7 +147,7 @@ impl Checked {
                     ignore_eos: self.ignore_eos,
                     prompt_logprobs,
                     cache_salt: salt,
-                    grammar: self.grammar.clone(),
+                    constraint: self.constraint.clone(),
                     request_id: id.clone(),
                 })
             })

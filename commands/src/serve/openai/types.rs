@@ -103,7 +103,7 @@ pub struct ChatRequest {
     /// Tools, `tool_choice`, `parallel_tool_calls` and `tool_prompt`.
     #[serde(flatten)]
     pub tools: ToolFields,
-    /// Output format (only `{"type": "text"}` is supported).
+    /// Output format: text, or a grammar the output must match (see `serve::grammar::parse`).
     #[serde(default)]
     pub response_format: Option<Value>,
     /// Extra variables for the chat template.

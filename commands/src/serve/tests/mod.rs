@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use tgi_engines::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use tgi_engines::sampling::FinishReason;
 use tgi_engines::sampling::StopMatcher;
 use tgi_engines::scheduler::{Event, EventSink, Finished, Histogram, Request, Stats, SubmitError, TokenEvent};
@@ -42,6 +43,7 @@ pub(super) struct TestLexicon {
     template: ChatTemplate,
     /// Calls of [`Lexicon::tokenizer`], to tell whether a request cost tokenizing work.
     tokenizer_calls: AtomicU64,
+    grammars: GrammarCell,
 }
 
 impl Lexicon for TestLexicon {
@@ -52,6 +54,11 @@ impl Lexicon for TestLexicon {
 
     fn chat_template(&self) -> Option<&ChatTemplate> {
         Some(&self.template)
+    }
+
+    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
+        let t = &self.tokenizer;
+        self.grammars.get(t, t.vocab_size(), t.eos_ids())
     }
 }
 
@@ -71,6 +78,7 @@ fn new_lexicon() -> TestLexicon {
         tokenizer: Tokenizer::from_gguf(&file).unwrap(),
         template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
         tokenizer_calls: AtomicU64::new(0),
+        grammars: GrammarCell::default(),
     }
 }
 
@@ -121,6 +129,7 @@ impl Backend for MockBackend {
             speculative_verifications: 0,
             speculated_by_position: Vec::new(),
             accepted_by_position: Vec::new(),
+            grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 4),
         }
     }
 }

@@ -5,6 +5,7 @@ use tgi_engines::scheduler::Request;
 
 use super::types::GenerateRequest;
 use crate::serve::error::ValidationError;
+use crate::serve::grammar;
 use crate::serve::limits::tokenize;
 use crate::serve::request_id::RequestId;
 use crate::serve::state::AppState;
@@ -43,9 +44,7 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
     if best_of == 0 || best_of > limits.max_best_of {
         return Err(ValidationError::BestOf { max: limits.max_best_of, given: best_of });
     }
-    if p.grammar.as_ref().is_some_and(|g| !g.is_null()) {
-        return Err(ValidationError::Unsupported("grammar"));
-    }
+    let grammar = p.grammar.as_ref().map(|g| grammar::parse("grammar", g)).transpose()?.flatten();
     if p.adapter_id.is_some() {
         return Err(ValidationError::Unsupported("adapter_id"));
     }
@@ -100,6 +99,7 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
     limits.check_truncate(p.truncate)?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &req.inputs, req.add_special_tokens)?;
     let budget = limits.fit(ids, p.truncate, p.max_new_tokens.map(|n| n as usize))?;
+    let constraint = grammar.map(|g| grammar::compile(state, "grammar", &g)).transpose()?;
     let request = Request {
         prompt_ids: budget.ids.clone(),
         params: SamplingParams { top_logprobs: top_n as usize, ..params },
@@ -108,7 +108,7 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
         ignore_eos: false,
         prompt_logprobs: decoder_input_details,
         cache_salt: state.access.cache_salt(),
-        grammar: None,
+        constraint,
         request_id: RequestId::current(),
     };
     Ok(ValidGenerate {

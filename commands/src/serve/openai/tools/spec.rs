@@ -51,6 +51,9 @@ pub enum ToolError {
     /// `tool_choice` asks for a call without `tools`.
     #[error("`tool_choice` {0:?} needs `tools`")]
     NoTools(String),
+    /// A forced call (`required`, a named function) and a `response_format` grammar: one answer cannot follow both.
+    #[error("`tool_choice` \"required\" or a named function cannot be combined with a `response_format` grammar")]
+    WithGrammar,
 }
 
 impl ToolError {
@@ -62,7 +65,7 @@ impl ToolError {
             | Self::Name { .. }
             | Self::Duplicate(_)
             | Self::Parameters { .. } => "tools",
-            Self::Choice(_) | Self::UnknownFunction(_) | Self::NoTools(_) => "tool_choice",
+            Self::Choice(_) | Self::UnknownFunction(_) | Self::NoTools(_) | Self::WithGrammar => "tool_choice",
         }
     }
 }

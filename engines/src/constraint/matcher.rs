@@ -1,0 +1,169 @@
+//! One sequence's grammar state: which tokens may come next ([`Mask`]), applied to a step's logits before
+//! sampling, and the tokens the sequence kept, committed in order.
+
+use std::sync::{Mutex, PoisonError};
+
+use llguidance::toktrie::SimpleVob;
+use llguidance::Matcher;
+
+use super::ConstraintError;
+
+/// The tokens a grammar allows at one position.
+#[derive(Clone, Debug)]
+pub struct Mask {
+    allowed: SimpleVob,
+}
+
+impl Mask {
+    /// Sets the logit of every token the grammar forbids to −∞, so that greedy decoding, sampling, the
+    /// penalties and the log-probabilities all see the constrained distribution. Entries past the mask's
+    /// size (padded vocabularies) are forbidden too.
+    pub fn apply(&self, logits: &mut [f32]) {
+        let n = self.allowed.len().min(logits.len());
+        self.allowed.iter_unset_entries(|i| {
+            if i < n {
+                logits[i] = f32::NEG_INFINITY;
+            }
+        });
+        for l in logits.iter_mut().skip(n) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+
+    /// Whether `token` is allowed.
+    pub fn allows(&self, token: u32) -> bool {
+        (token as usize) < self.allowed.len() && self.allowed.is_allowed(token)
+    }
+}
+
+/// A sequence's position in its grammar. Interior mutability lets the engine compute the next mask from a
+/// shared borrow, beside the forward pass that reads the same sequence.
+pub struct Constraint {
+    matcher: Mutex<Matcher>,
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constraint").field("stopped", &self.lock().is_stopped()).finish()
+    }
+}
+
+impl Clone for Constraint {
+    /// An independent copy at the same position (its own parser state and lexer caches).
+    fn clone(&self) -> Self {
+        Constraint::new(self.lock().deep_clone())
+    }
+}
+
+impl Constraint {
+    /// A constraint over a started matcher.
+    pub(super) fn new(matcher: Matcher) -> Self {
+        Constraint { matcher: Mutex::new(matcher) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Matcher> {
+        self.matcher.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tokens allowed next: end-of-sequence only, once the grammar has ended. An error when the
+    /// parser hit its limits or allows nothing at all.
+    pub fn mask(&self) -> Result<Mask, ConstraintError> {
+        let allowed = self.lock().compute_mask_or_eos().map_err(|e| ConstraintError::Enforce(e.to_string()))?;
+        if allowed.is_zero() {
+            return Err(ConstraintError::Enforce("no token can continue the output".into()));
+        }
+        Ok(Mask { allowed })
+    }
+
+    /// Moves past `token`, which the last mask allowed.
+    pub fn commit(&self, token: u32) -> Result<(), ConstraintError> {
+        let mut m = self.lock();
+        if m.is_stopped() {
+            return Ok(());
+        }
+        m.consume_token(token).map_err(|e| ConstraintError::Enforce(e.to_string()))
+    }
+
+    /// How many leading tokens of `draft` the grammar would accept from here (speculative drafts are cut
+    /// there before the model verifies them).
+    pub fn valid_prefix(&self, draft: &[u32]) -> usize {
+        let mut m = self.lock();
+        if m.is_stopped() {
+            return 0;
+        }
+        m.validate_tokens(draft).unwrap_or(0)
+    }
+
+    /// Whether the grammar has ended (only end-of-sequence can follow).
+    pub fn is_finished(&self) -> bool {
+        self.lock().is_stopped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::constraint::testing::stories;
+    use crate::constraint::{Grammar, GrammarCompiler};
+
+    /// Greedy decoding under `grammar` with logits that prefer ids in `order` (earlier is likelier), until
+    /// the grammar ends; returns the text.
+    fn decode(grammar: Grammar, prefer: &str) -> String {
+        let tok = stories();
+        let c = GrammarCompiler::new(&tok, 512, tok.eos_ids()).unwrap();
+        let (con, _) = c.compile(&grammar).unwrap();
+        let wanted = tok.encode(prefer, false, false).unwrap();
+        let mut out = Vec::new();
+        for step in 0..200 {
+            let mut logits: Vec<f32> = (0..512).map(|i| -(i as f32) / 512.0).collect();
+            if let Some(&w) = wanted.get(step) {
+                logits[w as usize] = 10.0;
+            }
+            con.mask().unwrap().apply(&mut logits);
+            let best = (0..512).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).unwrap() as u32;
+            if tok.eos_ids().contains(&best) {
+                assert!(con.is_finished() || con.mask().unwrap().allows(best));
+                break;
+            }
+            con.commit(best).unwrap();
+            out.push(best);
+        }
+        tok.decode(&out, true).unwrap()
+    }
+
+    #[test]
+    fn regex_output_matches_and_ends_with_eos() {
+        let text = decode(Grammar::Regex("(yes|no), [0-9]{3}".into()), "maybe");
+        let re = regex::Regex::new(r"^(yes|no), [0-9]{3}$").unwrap();
+        assert!(re.is_match(&text), "{text:?}");
+    }
+
+    #[test]
+    fn json_schema_output_validates() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+            "additionalProperties": false
+        });
+        let text = decode(Grammar::JsonSchema(schema), "Once upon a time");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let integer = v["age"].as_f64().is_some_and(|a| a.fract() == 0.0);
+        assert!(v["name"].as_str().unwrap().chars().count() <= 5 && integer, "{text}");
+        assert!(text.starts_with("{\"name\": \""), "one space after the colon, none before the key: {text}");
+    }
+
+    #[test]
+    fn drafts_are_cut_where_the_grammar_rejects_them() {
+        let tok = stories();
+        let c = GrammarCompiler::new(&tok, 512, tok.eos_ids()).unwrap();
+        let (con, _) = c.compile(&Grammar::Regex("ab+".into())).unwrap();
+        let id = |piece: &[u8]| (0..512).find(|&i| tok.token_to_piece(i) == piece).unwrap();
+        let (a, b) = (id(b"a"), id(b"b"));
+        let copy = con.clone();
+        assert_eq!(con.valid_prefix(&[a, b, b, a]), 3);
+        con.commit(a).unwrap();
+        assert_eq!(con.valid_prefix(&[b, b, a]), 2);
+        assert_eq!(copy.valid_prefix(&[a, b, b, a]), 3, "the copy is independent");
+        assert_eq!(copy.valid_prefix(&[b]), 0);
+    }
+}
