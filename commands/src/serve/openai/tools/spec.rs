@@ -233,3 +233,51 @@ fn named_choice(raw: &Value, functions: &[Function]) -> Result<usize, ToolError>
     }
     functions.iter().position(|f| f.name == named.function.name).ok_or(ToolError::UnknownFunction(named.function.name))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(tools: Value, choice: Value) -> Result<Option<Tools>, ToolError> {
+        ToolFields { tools: Some(tools), tool_choice: Some(choice), ..ToolFields::default() }.check()
+    }
+
+    fn f(name: &str) -> Value {
+        json!({"type": "function", "function": {"name": name}})
+    }
+
+    #[test]
+    fn validates_once_into_functions_and_a_choice() {
+        let t = check(json!([f("a"), f("b-2")]), Value::Null).unwrap().unwrap();
+        assert_eq!((t.choice, t.parallel, t.prompt), (Choice::Auto, true, None));
+        assert_eq!(t.functions[0].parameters, json!({"type": "object", "properties": {}}));
+        assert_eq!(
+            t.functions[1].as_tool(),
+            json!({"type": "function", "function": {"name": "b-2",
+            "parameters": {"type": "object", "properties": {}}}})
+        );
+        assert_eq!(check(json!([f("a")]), json!("required")).unwrap().unwrap().choice, Choice::Required);
+        let named = check(json!([f("a"), f("b")]), json!({"function": {"name": "b"}})).unwrap().unwrap();
+        assert_eq!(named.choice, Choice::Named(1));
+        // `none`, and no tools with `auto`, offer nothing.
+        assert_eq!(check(json!([f("a")]), json!("none")), Ok(None));
+        assert_eq!(check(json!([]), json!("auto")), Ok(None));
+        assert_eq!(check(Value::Null, Value::Null), Ok(None));
+    }
+
+    #[test]
+    fn refusals_name_the_param() {
+        let err = |tools: Value, choice: Value| check(tools, choice).unwrap_err();
+        let e = err(json!([f("a"), f("a")]), Value::Null);
+        assert_eq!((e.param(), e.to_string()), ("tools", "`tools` names the function \"a\" twice".into()));
+        assert_eq!(err(json!([f("")]), Value::Null), ToolError::Name { index: 0, name: String::new() });
+        assert_eq!(err(json!([f(&"x".repeat(65))]), Value::Null).param(), "tools");
+        assert!(matches!(err(json!([{"function": {"name": "a"}}]), Value::Null), ToolError::Shape { .. }));
+        assert_eq!(err(json!("a"), Value::Null).param(), "tools");
+        let e = err(json!([f("a")]), json!({"type": "function", "function": {"name": "b"}}));
+        assert_eq!((e.param(), e), ("tool_choice", ToolError::UnknownFunction("b".into())));
+        assert_eq!(err(json!([]), json!("required")), ToolError::NoTools("required".into()));
+        assert_eq!(err(json!([f("a")]), json!("any")), ToolError::Choice("\"any\"".into()));
+        assert_eq!(err(json!([f("a")]), json!({"type": "x", "function": {"name": "a"}})).param(), "tool_choice");
+    }
+}
