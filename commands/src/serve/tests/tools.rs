@@ -145,3 +145,22 @@ fn bad_tools_are_refused_naming_the_param() {
     let plain = post(s.addr, "/v1/chat/completions", &chat(json!({"tools": [], "tool_choice": "auto"})));
     assert_eq!(plain.json()["choices"][0]["finish_reason"], "stop", "{}", plain.text());
 }
+
+#[test]
+fn every_choice_reads_its_own_calls_and_a_cut_call_is_length() {
+    let s = server();
+    let r = post(s.addr, "/v1/chat/completions", &chat(json!({"n": 2, "stream": true})));
+    let events = r.json_events();
+    for index in 0..2 {
+        let mine: Vec<&Value> =
+            events.iter().filter_map(|e| e["choices"].get(0)).filter(|c| c["index"] == index).collect();
+        let starts = mine.iter().filter(|c| c["delta"]["tool_calls"][0]["id"].is_string()).count();
+        assert_eq!(starts, 1, "choice {index}: one call");
+        assert_eq!(mine.last().unwrap()["finish_reason"], "tool_calls");
+    }
+    // Cut inside the call's arguments: the call is there, but the answer ends for its length.
+    let cut = post(s.addr, "/v1/chat/completions", &chat(json!({"max_tokens": 40})));
+    let choice = &cut.json()["choices"][0];
+    assert_eq!(choice["finish_reason"], "length", "{choice}");
+    assert_eq!(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather", "{choice}");
+}
