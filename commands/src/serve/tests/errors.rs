@@ -46,7 +46,10 @@ fn out_of_range_parameters_are_422_with_tgi_messages() {
         (json!({"stop": ["a", "b", "c", "d", "e"]}), "`stop` supports up to 4 stop sequences. Given: 5"),
         (json!({"truncate": 65}), "`truncate` must be strictly positive and less than 64. Given: 65"),
         (json!({"max_new_tokens": 95}), total.as_str()),
-        (json!({"grammar": {"type": "json", "value": {}}}), "`grammar` is not supported by this server"),
+        (
+            json!({"grammar": {"type": "yaml", "value": {}}}),
+            "`grammar`: unknown type `yaml` (expected text, json_object, json, json_schema, regex or lark)",
+        ),
     ];
     for (parameters, message) in cases {
         let r = post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": parameters}));

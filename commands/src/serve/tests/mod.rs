@@ -4,6 +4,7 @@
 mod client;
 mod engine_failure;
 mod errors;
+mod grammar;
 mod http;
 mod lifecycle;
 mod openai;

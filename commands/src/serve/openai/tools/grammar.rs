@@ -1,9 +1,10 @@
 //! The grammar that forces tool calls (`tool_choice` `required` or a named function): the family's call
 //! markup around each function's arguments, which follow its parameters schema (llguidance Lark with
-//! `%json`); one alternative per function, several calls in a row when parallel calls are allowed.
+//! `%json`, laid out as the engine lays out JSON); one alternative per function, several calls in a row when
+//! parallel calls are allowed.
 
-use serde_json::{json, Value};
-use tgi_engines::constraint::Grammar;
+use serde_json::Value;
+use tgi_engines::constraint::{laid_out, Grammar};
 
 use super::format::ToolCallFormat;
 use super::spec::{Choice, Function, Tools};
@@ -24,7 +25,7 @@ pub fn forced_calls(format: ToolCallFormat, tools: &Tools) -> Option<Grammar> {
     for (i, f) in functions.iter().enumerate() {
         let head = literal(&format.call_head(&f.name));
         let tail = literal(format.call_tail());
-        lark.push_str(&format!("call_{i}: {head} %json {} {tail}\n", compact(&f.parameters)));
+        lark.push_str(&format!("call_{i}: {head} %json {} {tail}\n", laid_out(&f.parameters)));
     }
     Some(Grammar::Lark(lark))
 }
@@ -38,23 +39,14 @@ fn literal(text: &str) -> String {
     }
 }
 
-/// The schema with its JSON written as `json.dumps` writes it (`, ` and `: `, no other whitespace), as
-/// models are trained to write arguments, unless the schema sets llguidance's own options.
-fn compact(schema: &Value) -> Value {
-    let mut schema = schema.clone();
-    if let Some(map) = schema.as_object_mut() {
-        map.entry("x-guidance")
-            .or_insert_with(|| json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}));
-    }
-    schema
-}
-
 #[cfg(test)]
 mod tests {
     use llguidance::api::TopLevelGrammar;
     use llguidance::earley::SlicedBiasComputer;
     use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities, TokEnv};
     use llguidance::{Matcher, ParserFactory};
+
+    use serde_json::json;
 
     use super::*;
     use crate::serve::openai::tools::spec::ToolFields;
