@@ -1,5 +1,6 @@
-//! `POST /v1/chat/completions`: the conversation through the model's chat template, `n` choices,
-//! streamed as `chat.completion.chunk` events ending with `data: [DONE]`, or answered at once.
+//! `POST /v1/chat/completions`: the conversation (and its tools, see [`super::tools`]) through the model's
+//! chat template, `n` choices, streamed as `chat.completion.chunk` events ending with `data: [DONE]`, or
+//! answered at once.
 
 use std::sync::Arc;
 
@@ -138,7 +139,8 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
-/// log-probabilities), a finish chunk per choice, the usage chunk when asked for, then `[DONE]`.
+/// log-probabilities), or per part of a tool call when the request offers tools, a finish chunk per choice,
+/// the usage chunk when asked for, then `[DONE]`.
 struct ChatStream {
     meta: Meta,
     lexicon: Arc<dyn Lexicon>,

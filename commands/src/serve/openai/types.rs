@@ -225,7 +225,7 @@ pub struct ChatChoice {
     pub message: AssistantMessage,
     /// Log-probabilities, when asked for.
     pub logprobs: Option<ChatLogprobs>,
-    /// `stop` or `length`.
+    /// `stop`, `length` or `tool_calls`.
     pub finish_reason: &'static str,
 }
 
@@ -307,7 +307,7 @@ pub struct ChunkChoice {
     pub delta: Delta,
     /// The new tokens' log-probabilities, when asked for.
     pub logprobs: Option<ChatLogprobs>,
-    /// Set on the choice's last chunk.
+    /// Set on the choice's last chunk: `stop`, `length` or `tool_calls`.
     pub finish_reason: Option<&'static str>,
 }
 
