@@ -215,8 +215,8 @@ impl StreamFormat for ChatStream {
         }
         let mut out: Vec<String> =
             deltas.into_iter().map(|d| self.chunk(vec![Self::choice(index, d, None)], None)).collect();
-        let last = Delta { role: "assistant", content: None, tool_calls: None };
-        out.push(self.chunk(vec![Self::choice(index, last, Some(reason))], None));
+        // The finish delta carries (empty) content, as TGI's schema and the clients following it require.
+        out.push(self.chunk(vec![Self::choice(index, Delta::content(String::new()), Some(reason))], None));
         out
     }
 
