@@ -122,19 +122,21 @@ fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     }
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
-    let calls = state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source()));
-    if let Some(forced) = tools.as_ref().and_then(|t| forced_calls(calls, t)) {
+    let calls = tools
+        .as_ref()
+        .map(|_| state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source())));
+    let offered = tools.as_ref().zip(calls);
+    if let Some(forced) = offered.and_then(|(t, f)| forced_calls(f, t)) {
         if format.is_some() {
             return Err(ValidationError::from(ToolError::WithGrammar).into());
         }
         checked.constrain(state, "tools", &forced)?;
     }
-    let text = prompt::render(template, calls, &req.messages, tools.as_ref(), req.chat_template_kwargs.as_ref())
+    let text = prompt::render(template, &req.messages, offered, req.chat_template_kwargs.as_ref())
         .map_err(|e| ApiError::Template(e.to_string()))?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
-    let calls = tools.is_some().then_some(calls);
     Ok(Valid { checked, budget, logprobs, characters: text.chars().count(), calls })
 }
 

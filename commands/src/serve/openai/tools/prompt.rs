@@ -13,19 +13,18 @@ use super::spec::Tools;
 pub const DEFAULT_TOOL_PROMPT: &str = "You may call one or more functions to assist with the user query. You are \
                                        provided with function signatures within <tools></tools> XML tags:";
 
-/// Renders `messages` (with the generation prompt) and `tools`; `kwargs` are the request's
-/// `chat_template_kwargs`.
+/// Renders `messages` (with the generation prompt) and the tools offered, with the format their calls are
+/// written in; `kwargs` are the request's `chat_template_kwargs`.
 pub fn render(
     template: &ChatTemplate,
-    format: ToolCallFormat,
     messages: &[Message],
-    tools: Option<&Tools>,
+    tools: Option<(&Tools, ToolCallFormat)>,
     kwargs: Option<&Value>,
 ) -> Result<String, ChatTemplateError> {
     let mut extra = kwargs.cloned().unwrap_or(Value::Null);
     let mut messages: Vec<Message> = messages.iter().map(decoded_arguments).collect();
     match tools {
-        Some(tools) if template.takes_tools() => {
+        Some((tools, _)) if template.takes_tools() => {
             let list: Vec<Value> = tools.functions.iter().map(|f| f.as_tool()).collect();
             if extra.is_null() {
                 extra = Value::Object(serde_json::Map::new());
@@ -34,7 +33,7 @@ pub fn render(
                 map.insert("tools".into(), Value::Array(list));
             }
         }
-        Some(tools) => {
+        Some((tools, format)) => {
             messages = messages.into_iter().map(|m| as_text(format, m)).collect();
             with_system(&mut messages, &default_prompt(format, tools));
         }
@@ -133,7 +132,7 @@ mod tests {
     fn templates_that_read_tools_get_them_and_decoded_arguments() {
         let source = format!("{{{{ tools | tojson }}}}\n{LISTING}");
         let template = ChatTemplate::new(&source, None, None).unwrap();
-        let out = render(&template, ToolCallFormat::Hermes, &conversation(), Some(&tools()), None).unwrap();
+        let out = render(&template, &conversation(), Some((&tools(), ToolCallFormat::Hermes)), None).unwrap();
         assert!(
             out.starts_with(r#"[{"type": "function", "function": {"name": "f", "description": "Does f.""#),
             "{out}"
@@ -147,7 +146,7 @@ mod tests {
         let template = ChatTemplate::new(LISTING, None, None).unwrap();
         let mut messages = conversation();
         messages.insert(0, Message::new("system", "Be brief."));
-        let out = render(&template, ToolCallFormat::Hermes, &messages, Some(&tools()), None).unwrap();
+        let out = render(&template, &messages, Some((&tools(), ToolCallFormat::Hermes)), None).unwrap();
         let block = default_prompt(ToolCallFormat::Hermes, &tools());
         assert!(out.starts_with(&format!("[system] {block}\n\nBe brief.\n[user] Hi\n")), "{out}");
         assert!(block.starts_with("Tools:\n<tools>\n{\"type\":\"function\",\"function\":{\"name\":\"f\""), "{block}");
@@ -157,10 +156,10 @@ mod tests {
         );
         assert!(out.ends_with("[user] <tool_response>\n42\n</tool_response>\n"), "{out}");
         // Without a system message, the block is one.
-        let out = render(&template, ToolCallFormat::Hermes, &conversation(), Some(&tools()), None).unwrap();
+        let out = render(&template, &conversation(), Some((&tools(), ToolCallFormat::Hermes)), None).unwrap();
         assert!(out.starts_with(&format!("[system] {block}\n[user] Hi")), "{out}");
         // Without tools, the conversation is rendered as it is.
-        let out = render(&template, ToolCallFormat::Hermes, &conversation()[..1], None, None).unwrap();
+        let out = render(&template, &conversation()[..1], None, None).unwrap();
         assert_eq!(out, "[user] Hi\n");
     }
 }
