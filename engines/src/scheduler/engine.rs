@@ -296,12 +296,9 @@ impl<'m> Engine<'m> {
             })
             .collect();
         let grammars: Vec<_> = plan.slots.iter().map(|slot| running[slot.seq].constraint_for(slot.tokens)).collect();
-        if grammars.iter().all(Option::is_none) {
-            return (m.model.forward(kv, &inputs), vec![None; plan.slots.len()]);
-        }
         let masks = || {
             grammars
-                .iter()
+                .par_iter()
                 .map(|g| {
                     g.map(|c| {
                         let start = Instant::now();
