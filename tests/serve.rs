@@ -1,5 +1,5 @@
 //! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai SDK and
-//! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, batching under
+//! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, tool calls, batching under
 //! concurrency, bad input, overload, dropped clients, API keys, config files, SIGTERM draining and
 //! JSON logs with request ids, and clients that hold connections (slow bodies, floods).
 
@@ -62,6 +62,25 @@ fn python_clients_get_the_same_greedy_text_as_generate() {
         server.log.lock().unwrap()
     );
     assert!(stdout.contains("all client checks passed"), "{stdout}");
+}
+
+#[test]
+fn python_clients_call_tools_forced_by_the_grammar() {
+    let template = common::root().join("tests/chat_templates/hermes_tools.jinja");
+    let server = Server::start(&["--chat-template", template.to_str().unwrap()]);
+    let out = std::process::Command::new("python3")
+        .arg(common::root().join("tests/python/serve_tools.py"))
+        .arg(server.url(""))
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "tool checks failed:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log.lock().unwrap()
+    );
+    assert!(stdout.contains("all tool checks passed"), "{stdout}");
 }
 
 /// The generated text of a TGI stream, checking its shape on the way.

@@ -3,7 +3,7 @@ cases a JSON schema cannot state.
 
 A schema-valid request may still be refused (422) for a rule that depends on the prompt's tokens or
 on two fields together (the token budget, `best_of` with sampling, seed or streaming, `top_logprobs`
-without `logprobs`, the chat template) or on a grammar compiler (whether a grammar compiles); `/generate_stream` (and `POST /` with `stream: true`) reports a
+without `logprobs`, the chat template, unique tool names and a `tool_choice` among the `tools`) or on a grammar compiler (whether a grammar compiles); `/generate_stream` (and `POST /` with `stream: true`) reports a
 refusal as the stream's error event, TGI's behaviour, under status 200; and serde reads an object from
 the array of its fields and an enum tag from its index, so a value of another JSON type can be accepted
 in these forms; and the server reads sampling parameters as 32-bit floats, so a number that is not an
@@ -38,6 +38,13 @@ CROSS_FIELD = (
     "invalid json_object grammar:",
     "invalid regex grammar:",
     "invalid lark grammar:",
+    # Tool names are unique, and `tool_choice` names one of `tools` (or needs some).
+    "`tools` names the function",
+    "which is not in `tools`",
+    "needs `tools`",
+    # A tool's parameters schema that the grammar engine refuses once a call is forced (unsatisfiable, or a
+    # keyword it cannot enforce): the description only says "an object".
+    "`tools`: invalid lark grammar",
 )
 
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use tgi_engines::speculative::SpeculationConfig;
 
 use super::log::LogFormat;
+use super::openai::tools::ToolCallFormat;
 use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
 
@@ -163,6 +164,13 @@ pub struct ServeArgs {
     /// Allow cross-origin browser requests from this origin (repeatable; `*` for any).
     #[arg(long, env = "TGI_CORS_ALLOW_ORIGIN", value_name = "ORIGIN", value_delimiter = ',')]
     pub cors_allow_origin: Vec<String>,
+
+    /// How tool calls are read out of chat answers and written when a call is forced: `hermes` (`<tool_call>`
+    /// tags), `llama3_json` (the answer is `{"name": ..., "parameters": ...}`) or `mistral` (`[TOOL_CALLS]`)
+    /// [default: the family the chat template's markup shows; hermes, the default tool prompt's format, for a
+    /// template that shows none].
+    #[arg(long, env = "TGI_TOOL_CALL_PARSER", value_enum, value_name = "FORMAT")]
+    pub tool_call_parser: Option<ToolCallFormat>,
 
     /// Speculative decoding: draft up to N tokens per sequence and step, verified by the model in the batched
     /// step (greedy output unchanged, sampled output keeps its distribution) [default: off].

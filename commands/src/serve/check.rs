@@ -54,7 +54,13 @@ impl RequestChecker {
     ) -> Result<Self> {
         let inputs = SizingInputs { context, kv_bytes_per_token: 1, mem_available: None, default_max_batch_size: 1 };
         let limits = size(settings, &inputs)?.limits;
-        let model = ServedModel { id: "checker".into(), compute_type: "cpu".into(), created: 0, speculate: None };
+        let model = ServedModel {
+            id: "checker".into(),
+            compute_type: "cpu".into(),
+            created: 0,
+            speculate: None,
+            tool_call_parser: settings.tool_call_parser,
+        };
         let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template, grammars: GrammarCell::default() });
         let state = AppState::new(Arc::new(NoEngine), lexicon, limits, settings.access.clone(), model);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

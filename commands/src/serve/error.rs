@@ -7,6 +7,8 @@ use hyper::StatusCode;
 use tgi_engines::sampling::SamplingError;
 use tgi_engines::scheduler::SubmitError;
 
+use super::openai::tools::ToolError;
+
 /// Why a request's input was refused; the messages are TGI's where TGI has one.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ValidationError {
@@ -151,6 +153,9 @@ pub enum ValidationError {
     /// A chat message with a content part that is not text (an image, audio, a file).
     #[error("this model takes text only: `messages` has a content part of type `{0}`")]
     NonTextContent(String),
+    /// Bad `tools` or `tool_choice`.
+    #[error(transparent)]
+    Tools(#[from] ToolError),
     /// The request can never fit the KV cache.
     #[error("the request needs {needed} KV cache tokens but the cache holds {capacity}")]
     KvCapacity {
@@ -183,6 +188,7 @@ impl ValidationError {
             Self::Logprobs { name, .. } => name,
             Self::TopLogprobsWithoutLogprobs => "logprobs",
             Self::EmptyMessages | Self::NonTextContent(_) => "messages",
+            Self::Tools(e) => e.param(),
         })
     }
 }

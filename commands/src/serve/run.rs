@@ -54,6 +54,7 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         compute_type: settings.model.device.to_string(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         speculate: cfg.speculation.as_ref().map(|s| s.depth),
+        tool_call_parser: settings.tool_call_parser,
     };
     let summary = summary(&served, &sizes, &cfg, inputs.kv_bytes_per_token);
     let state = Arc::new(AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served));

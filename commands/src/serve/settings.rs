@@ -14,6 +14,7 @@ use tgi_engines::speculative::SpeculationConfig;
 use super::args::ServeArgs;
 use super::config;
 use super::log::LogFormat;
+use super::openai::tools::ToolCallFormat;
 use super::state::Access;
 use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
@@ -72,6 +73,8 @@ pub struct ServeSettings {
     pub max_waiting_tokens: usize,
     /// Whether requests share KV blocks of a common prompt prefix.
     pub prefix_caching: bool,
+    /// The tool-call format of chat answers, when set (else the chat template's family).
+    pub tool_call_parser: Option<ToolCallFormat>,
     /// Speculative decoding, when on (validated).
     pub speculation: Option<SpeculationConfig>,
     /// How the settings were resolved (the profile applied, or its baseline), for the startup log.
@@ -150,6 +153,7 @@ impl ServeSettings {
             waiting_served_ratio: args.waiting_served_ratio,
             max_waiting_tokens: args.max_waiting_tokens,
             prefix_caching: !args.no_prefix_caching,
+            tool_call_parser: args.tool_call_parser,
             speculation,
             notes,
         })
@@ -189,7 +193,7 @@ pub(crate) mod tests {
         assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
         assert_eq!((s.body_timeout, s.max_connections), (Duration::from_secs(30), 512));
         assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
-        assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty());
+        assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty() && s.tool_call_parser.is_none());
         let s = settings(&[
             "--no-prefix-caching",
             "--request-timeout=2.5",
@@ -199,8 +203,10 @@ pub(crate) mod tests {
             "--log-format=json",
             "--body-timeout=0.2",
             "--max-connections=8",
+            "--tool-call-parser=llama3_json",
         ])
         .unwrap();
+        assert_eq!(s.tool_call_parser, Some(ToolCallFormat::Llama3Json));
         assert!(!s.prefix_caching);
         assert_eq!(s.request_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(s.access.api_key.as_deref(), Some("k"));
@@ -239,11 +245,15 @@ pub(crate) mod tests {
     fn resolve_layers_the_config_file_under_flags() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("serve.toml");
-        std::fs::write(&file, "port = 4000\nmax_best_of = 3\nlog_format = \"json\"\nno_prefix_caching = true\n")
-            .unwrap();
+        std::fs::write(
+            &file,
+            "port = 4000\nmax_best_of = 3\nlog_format = \"json\"\nno_prefix_caching = true\ntool_call_parser = \"mistral\"\n",
+        )
+        .unwrap();
         let flags = ["--config", file.to_str().unwrap(), "--max-best-of", "5"];
         let s = ServeSettings::resolve(args(&flags), &argv(&flags)).unwrap();
         assert_eq!((s.port, s.max_best_of, s.log_format, s.prefix_caching), (4000, 5, LogFormat::Json, false));
+        assert_eq!(s.tool_call_parser, Some(ToolCallFormat::Mistral));
         // Without --config or --profile the parsed flags are the settings.
         let s = ServeSettings::resolve(args(&["--port", "5"]), &[]).unwrap();
         assert_eq!(s.port, 5);

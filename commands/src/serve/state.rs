@@ -11,6 +11,7 @@ use super::backend::{Backend, Lexicon};
 use super::error::ApiError;
 use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
+use super::openai::tools::ToolCallFormat;
 
 /// The server's shared state.
 pub struct AppState {
@@ -84,6 +85,8 @@ pub struct ServedModel {
     pub created: u64,
     /// Most tokens drafted per sequence and step when speculative decoding is on.
     pub speculate: Option<usize>,
+    /// The tool-call format `--tool-call-parser` sets; `None`: the chat template's family.
+    pub tool_call_parser: Option<ToolCallFormat>,
 }
 
 impl AppState {

@@ -114,18 +114,21 @@ impl GrammarCell {
     }
 }
 
+/// The schema with the default JSON layout ([`json_layout`]) unless it sets its own `x-guidance`; also for
+/// schemas embedded in Lark grammars with `%json`, which llguidance lays out on its own otherwise.
+pub fn laid_out(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.entry("x-guidance").or_insert_with(json_layout);
+    }
+    schema
+}
+
 /// llguidance's grammar for `grammar` and a canonical text of it (the cache key).
 fn top_level(grammar: &Grammar) -> (TopLevelGrammar, String) {
-    let schema = |s: &Value| {
-        let mut s = s.clone();
-        if let Some(obj) = s.as_object_mut() {
-            obj.entry("x-guidance").or_insert_with(json_layout);
-        }
-        s
-    };
     let top = match grammar {
-        Grammar::JsonObject => TopLevelGrammar::from_json_schema(schema(&json!({"type": "object"}))),
-        Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(schema(s)),
+        Grammar::JsonObject => TopLevelGrammar::from_json_schema(laid_out(&json!({"type": "object"}))),
+        Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(laid_out(s)),
         Grammar::Regex(rx) => TopLevelGrammar::from_regex(rx),
         Grammar::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
     };

@@ -17,7 +17,7 @@ mod testing {
     }
 }
 
-pub use compiler::{Compiled, GrammarCell, GrammarCompiler};
+pub use compiler::{laid_out, Compiled, GrammarCell, GrammarCompiler};
 pub use matcher::{Constraint, Mask};
 
 /// What a request's output must match, as the HTTP layer parsed it (compiled by [`GrammarCompiler`]).

@@ -40,6 +40,10 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: Option<String>,
     eos_token: Option<String>,
+    /// The template's source, as given.
+    source: String,
+    /// Whether the template reads the `tools` variable.
+    takes_tools: bool,
 }
 
 /// The name the template is stored under in its environment.
@@ -63,7 +67,19 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         set_clock(&mut env, None);
         env.add_template_owned(NAME, generation_blocks_as_if(source)).map_err(ChatTemplateError::Compile)?;
-        Ok(ChatTemplate { env, bos_token, eos_token })
+        let template = env.get_template(NAME).map_err(ChatTemplateError::Compile)?;
+        let takes_tools = template.undeclared_variables(false).contains("tools");
+        Ok(ChatTemplate { env, bos_token, eos_token, source: source.to_string(), takes_tools })
+    }
+
+    /// The template's source, e.g. to tell its model family.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the template reads the `tools` variable (renders the tools it is given itself).
+    pub fn takes_tools(&self) -> bool {
+        self.takes_tools
     }
 
     /// The template a vocabulary carries (tokenizer_config.json's `chat_template` or

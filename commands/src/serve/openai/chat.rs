@@ -1,5 +1,6 @@
-//! `POST /v1/chat/completions`: the conversation through the model's chat template, `n` choices,
-//! streamed as `chat.completion.chunk` events ending with `data: [DONE]`, or answered at once.
+//! `POST /v1/chat/completions`: the conversation (and its tools, see [`super::tools`]) through the model's
+//! chat template, `n` choices, streamed as `chat.completion.chunk` events ending with `data: [DONE]`, or
+//! answered at once.
 
 use std::sync::Arc;
 
@@ -9,6 +10,8 @@ use tgi_engines::scheduler::{Finished, TokenEvent};
 use tgi_engines::text::chat::Message;
 
 use super::common::{token_logprob, usage, Checked, Meta};
+use super::tools::grammar::forced_calls;
+use super::tools::{prompt, Reply, StreamedCalls, ToolCallFormat, ToolError};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
@@ -31,6 +34,8 @@ pub(super) struct Valid {
     logprobs: bool,
     /// The conversation rendered through the chat template.
     pub text: String,
+    /// The format answers are read in for tool calls, when the request offers tools.
+    calls: Option<ToolCallFormat>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -54,6 +59,7 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
             include_usage: valid.checked.include_usage,
             usage: Usage { prompt_tokens, ..Usage::default() },
             sent: vec![String::new(); valid.checked.n],
+            calls: (0..valid.checked.n).map(|_| valid.calls.map(StreamedCalls::new)).collect(),
         };
         stream::spawn(state.clone(), running, tracker, format, tx);
         return Ok(response);
@@ -63,13 +69,21 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
     let choices = candidates
         .iter()
         .enumerate()
-        .map(|(index, c)| ChatChoice {
-            index,
-            message: AssistantMessage { role: "assistant", content: c.finished.text.clone() },
-            logprobs: valid
-                .logprobs
-                .then(|| ChatLogprobs { content: c.tokens.iter().map(|t| token_logprob(lex, t)).collect() }),
-            finish_reason: c.finished.reason.as_openai(),
+        .map(|(index, c)| {
+            let (text, reason) = (c.finished.text.clone(), c.finished.reason.as_openai());
+            let reply = match valid.calls {
+                Some(format) => Reply::read(format, &text, reason),
+                None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason },
+            };
+            let tool_calls = (!reply.tool_calls.is_empty()).then_some(reply.tool_calls);
+            ChatChoice {
+                index,
+                message: AssistantMessage { role: "assistant", content: reply.content, tool_calls },
+                logprobs: valid
+                    .logprobs
+                    .then(|| ChatLogprobs { content: c.tokens.iter().map(|t| token_logprob(lex, t)).collect() }),
+                finish_reason: reply.finish_reason,
+            }
         })
         .collect();
     let usage = usage(&[prompt_tokens], &candidates);
@@ -98,9 +112,7 @@ pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, Api
     if let Some(kind) = req.messages.iter().find_map(Message::non_text_part) {
         return Err(ValidationError::NonTextContent(kind.to_string()).into());
     }
-    if req.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
-        return Err(ValidationError::Unsupported("tools").into());
-    }
+    let tools = req.tools.check().map_err(ValidationError::from)?;
     let logprobs = req.logprobs.unwrap_or(false);
     let top = req.top_logprobs.unwrap_or(0);
     if top > 0 && !logprobs {
@@ -116,17 +128,27 @@ pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, Api
     }
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
-    let extra = req.chat_template_kwargs.clone().unwrap_or(serde_json::Value::Null);
-    let text = template.render(&req.messages, true, &extra).map_err(|e| ApiError::Template(e.to_string()))?;
+    let calls = tools
+        .as_ref()
+        .map(|_| state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source())));
+    let offered = tools.as_ref().zip(calls);
+    if let Some(forced) = offered.and_then(|(t, f)| forced_calls(f, t)) {
+        if format.is_some() {
+            return Err(ValidationError::from(ToolError::WithGrammar).into());
+        }
+        checked.constrain(state, "tools", &forced)?;
+    }
+    let text = prompt::render(template, &req.messages, offered, req.chat_template_kwargs.as_ref())
+        .map_err(|e| ApiError::Template(e.to_string()))?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
-    Ok(Valid { checked, budget, logprobs, text })
+    Ok(Valid { checked, budget, logprobs, text, calls })
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
-/// log-probabilities), a finish chunk per choice with the text held back until the end, the usage
-/// chunk when asked for, then `[DONE]`.
+/// log-probabilities), or per part of a tool call when the request offers tools, a finish chunk per choice,
+/// the usage chunk when asked for, then `[DONE]`.
 struct ChatStream {
     meta: Meta,
     lexicon: Arc<dyn Lexicon>,
@@ -135,6 +157,8 @@ struct ChatStream {
     usage: Usage,
     /// Text streamed so far per choice.
     sent: Vec<String>,
+    /// Per choice, its tool calls when the request offers tools.
+    calls: Vec<Option<StreamedCalls>>,
 }
 
 impl ChatStream {
@@ -151,8 +175,17 @@ impl ChatStream {
         serde_json::to_string(&chunk).expect("chunks serialize")
     }
 
-    fn choice(index: usize, content: String, finish_reason: Option<&'static str>) -> ChunkChoice {
-        ChunkChoice { index, delta: Delta { role: "assistant", content }, logprobs: None, finish_reason }
+    fn choice(index: usize, delta: Delta, finish_reason: Option<&'static str>) -> ChunkChoice {
+        ChunkChoice { index, delta, logprobs: None, finish_reason }
+    }
+
+    /// The deltas of more of choice `index`'s text: content, or its tool calls' parts.
+    fn deltas(&mut self, index: usize, text: &str) -> Vec<Delta> {
+        match &mut self.calls[index] {
+            Some(calls) => calls.feed(text),
+            None if text.is_empty() => Vec::new(),
+            None => vec![Delta::content(text.to_string())],
+        }
     }
 }
 
@@ -160,7 +193,7 @@ impl StreamFormat for ChatStream {
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);
-        vec![self.chunk(vec![Self::choice(index, String::new(), None)], None)]
+        vec![self.chunk(vec![Self::choice(index, Delta::content(String::new()), None)], None)]
     }
 
     fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String> {
@@ -168,19 +201,31 @@ impl StreamFormat for ChatStream {
             return Vec::new();
         }
         self.sent[index].push_str(&token.text);
-        let mut choice = Self::choice(index, token.text.clone(), None);
+        let mut choices: Vec<ChunkChoice> =
+            self.deltas(index, &token.text).into_iter().map(|d| Self::choice(index, d, None)).collect();
         if self.logprobs {
-            choice.logprobs = Some(ChatLogprobs { content: vec![token_logprob(self.lexicon.as_ref(), &token)] });
+            if choices.is_empty() {
+                choices.push(Self::choice(index, Delta::content(String::new()), None));
+            }
+            choices[0].logprobs = Some(ChatLogprobs { content: vec![token_logprob(self.lexicon.as_ref(), &token)] });
         }
-        vec![self.chunk(vec![choice], None)]
+        choices.into_iter().map(|c| self.chunk(vec![c], None)).collect()
     }
 
     fn finished(&mut self, index: usize, f: Finished) -> Vec<String> {
         self.usage.completion_tokens += f.generated_tokens;
-        // The last chunk carries content (what was held back, often nothing) as TGI's schema and the
-        // clients that follow it require.
         let rest = f.text.strip_prefix(self.sent[index].as_str()).unwrap_or_default().to_string();
-        vec![self.chunk(vec![Self::choice(index, rest, Some(f.reason.as_openai()))], None)]
+        let mut deltas = self.deltas(index, &rest);
+        let mut reason = f.reason.as_openai();
+        if let Some(calls) = &mut self.calls[index] {
+            deltas.extend(calls.finish());
+            reason = calls.finish_reason(reason);
+        }
+        let mut out: Vec<String> =
+            deltas.into_iter().map(|d| self.chunk(vec![Self::choice(index, d, None)], None)).collect();
+        // The finish delta carries (empty) content, as TGI's schema and the clients following it require.
+        out.push(self.chunk(vec![Self::choice(index, Delta::content(String::new()), Some(reason))], None));
+        out
     }
 
     fn end(&mut self) -> Vec<String> {

@@ -33,14 +33,18 @@ pub struct Meta {
 impl Meta {
     /// Fresh ids for a response of the served model.
     pub fn new(state: &AppState, prefix: &str) -> Self {
-        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
         Meta {
-            id: format!("{prefix}-{random:016x}"),
+            id: format!("{prefix}-{:016x}", random()),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             model: state.model.id.clone(),
             fingerprint: format!("tgi-{}", env!("CARGO_PKG_VERSION")),
         }
     }
+}
+
+/// 64 random bits (for response and call ids; not for secrets).
+pub fn random() -> u64 {
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 /// The request's sampling fields, checked.

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tgi_engines::text::chat::Message;
+use tgi_engines::text::chat::{Message, ToolCall};
+
+use super::tools::ToolFields;
 
 /// `stop`: one string or a list.
 #[derive(Clone, Debug, Deserialize)]
@@ -98,9 +100,9 @@ pub struct ChatRequest {
     /// Most tokens to generate.
     #[serde(default)]
     pub max_completion_tokens: Option<u32>,
-    /// Tools (not supported: refused when given).
-    #[serde(default)]
-    pub tools: Option<Value>,
+    /// Tools, `tool_choice`, `parallel_tool_calls` and `tool_prompt`.
+    #[serde(flatten)]
+    pub tools: ToolFields,
     /// Output format: text, or a grammar the output must match (see `serve::grammar::parse`).
     #[serde(default)]
     pub response_format: Option<Value>,
@@ -207,8 +209,11 @@ pub struct ChatLogprobs {
 pub struct AssistantMessage {
     /// Always `assistant`.
     pub role: &'static str,
-    /// The text.
-    pub content: String,
+    /// The text; `null` when the answer is only tool calls.
+    pub content: Option<String>,
+    /// The tool calls, when the answer makes any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
 }
 
 /// A chat choice.
@@ -220,7 +225,7 @@ pub struct ChatChoice {
     pub message: AssistantMessage,
     /// Log-probabilities, when asked for.
     pub logprobs: Option<ChatLogprobs>,
-    /// `stop` or `length`.
+    /// `stop`, `length` or `tool_calls`.
     pub finish_reason: &'static str,
 }
 
@@ -248,8 +253,49 @@ pub struct ChatCompletion {
 pub struct Delta {
     /// Always `assistant`.
     pub role: &'static str,
-    /// New text (empty on the first chunk, and on the last when nothing was held back).
-    pub content: String,
+    /// New text, when there is any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// A tool call's start or more of its arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+impl Delta {
+    /// New text.
+    pub fn content(text: String) -> Self {
+        Delta { role: "assistant", content: Some(text), tool_calls: None }
+    }
+
+    /// A tool call's part.
+    pub fn tool_call(call: ToolCallDelta) -> Self {
+        Delta { role: "assistant", content: None, tool_calls: Some(vec![call]) }
+    }
+}
+
+/// A streamed part of a tool call: its first carries `id`, `type` and the function's name.
+#[derive(Debug, Serialize)]
+pub struct ToolCallDelta {
+    /// The call's position in the answer.
+    pub index: usize,
+    /// The call's id, on its first part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `function`, on its first part.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    /// The function's name (first part) or more of its arguments.
+    pub function: FunctionDelta,
+}
+
+/// A streamed part of a called function.
+#[derive(Debug, Serialize)]
+pub struct FunctionDelta {
+    /// The function's name, on the call's first part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// More of the arguments' JSON text (empty on the first part).
+    pub arguments: String,
 }
 
 /// A streamed chat choice.
@@ -261,7 +307,7 @@ pub struct ChunkChoice {
     pub delta: Delta,
     /// The new tokens' log-probabilities, when asked for.
     pub logprobs: Option<ChatLogprobs>,
-    /// Set on the choice's last chunk.
+    /// Set on the choice's last chunk: `stop`, `length` or `tool_calls`.
     pub finish_reason: Option<&'static str>,
 }
 

@@ -59,7 +59,13 @@ fn an_engine_panic_fails_held_requests_and_stops_the_server_with_an_error() {
     let scheduler = Scheduler::start(model.clone(), SchedulerConfig::default()).unwrap();
     let watch = scheduler.watch();
     let backend = Arc::new(Injecting { scheduler, model: model.clone() });
-    let served = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1, speculate: None };
+    let served = ServedModel {
+        id: "stories260k".into(),
+        compute_type: "cpu".into(),
+        created: 1,
+        speculate: None,
+        tool_call_parser: None,
+    };
     let state = Arc::new(AppState::new(backend, model, limits(), Access::default(), served));
     state.healthy.store(true, Ordering::Relaxed);
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();

@@ -13,6 +13,7 @@ mod prompt_bytes;
 mod request_id;
 mod sagemaker;
 mod tgi;
+mod tools;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,10 @@ use super::state::{Access, AppState, ServedModel};
 
 /// What the mock generates: this text's tokens, then EOS.
 const SCRIPT: &str = "Once upon a time there was a little friend named Lily.";
+
+/// What the mock generates for a prompt containing `weather`: text, then a Hermes tool call.
+const TOOL_SCRIPT: &str =
+    "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 
 /// The bundled model's tokenizer with a small chat template.
 pub(super) struct TestLexicon {
@@ -81,10 +86,10 @@ fn new_lexicon() -> TestLexicon {
     }
 }
 
-/// A deterministic engine: every request generates [`SCRIPT`]'s tokens then EOS (stop strings and
-/// `max_new_tokens` honoured), one thread per request. Prompts containing `slow` repeat the script
-/// without end, wait 20 ms per token and notice cancellation; prompts containing `fail` fail after
-/// one token.
+/// A deterministic engine: every request generates [`SCRIPT`]'s tokens (or [`TOOL_SCRIPT`]'s, for a prompt
+/// containing `weather`) then EOS (stop strings and `max_new_tokens` honoured), one thread per request.
+/// Prompts containing `slow` repeat the script without end, wait 20 ms per token and notice cancellation;
+/// prompts containing `fail` fail after one token.
 struct MockBackend {
     lexicon: Arc<TestLexicon>,
     /// Every request submitted.
@@ -150,7 +155,7 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
             .collect();
         sink.send(Event::PromptLogprobs(lp));
     }
-    let script = tok.encode(SCRIPT, false, false).unwrap();
+    let script = tok.encode(if prompt.contains("weather") { TOOL_SCRIPT } else { SCRIPT }, false, false).unwrap();
     let eos = tok.eos_ids()[0];
     let seed = req.params.seed.unwrap_or(7);
     let mut decoder = IncrementalDecoder::new(tok);
@@ -251,7 +256,13 @@ impl TestServer {
     fn build(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>, max_connections: usize) -> Self {
         let mock =
             Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
-        let model = ServedModel { id: "stories260k".into(), compute_type: "cpu".into(), created: 1, speculate: None };
+        let model = ServedModel {
+            id: "stories260k".into(),
+            compute_type: "cpu".into(),
+            created: 1,
+            speculate: None,
+            tool_call_parser: None,
+        };
         let state = Arc::new(AppState::new(mock.clone(), lex, limits, access, model));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();

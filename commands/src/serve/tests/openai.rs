@@ -212,9 +212,9 @@ fn openai_errors_have_openai_shape() {
         s.addr,
         "/v1/chat/completions",
         &json!({"messages": [{"role": "user", "content": "Hi"}],
-        "tools": [{"type": "function", "function": {"name": "f"}}]}),
+        "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"}),
     );
-    assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tools")));
+    assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!("tool_choice")));
     let image = json!({"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}});
     let content = json!([{"type": "text", "text": "What is this?"}, image]);
     let r = post(s.addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": content}]}));

@@ -182,4 +182,15 @@ fn responses_match_the_openapi_schemas() {
     for r in ROUTES.iter().filter(|r| r.method == "GET") {
         conforms(&doc, "GET", r.path, &get(s.addr, r.path));
     }
+    let t = super::tools::server();
+    for extra in
+        [json!({}), json!({"stream": true}), json!({"tool_choice": "required", "stream": true, "logprobs": true})]
+    {
+        conforms(
+            &doc,
+            "POST",
+            "/v1/chat/completions",
+            &post(t.addr, "/v1/chat/completions", &super::tools::chat(extra)),
+        );
+    }
 }

@@ -127,3 +127,12 @@ fn templates_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ChatTemplate>();
 }
+
+#[test]
+fn tells_whether_the_template_reads_tools() {
+    let with = ChatTemplate::new("{% if tools %}{{ tools | tojson }}{% endif %}<tool_call>", None, None).unwrap();
+    assert!(with.takes_tools());
+    assert!(with.source().contains("<tool_call>"));
+    let without = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", None, None).unwrap();
+    assert!(!without.takes_tools());
+}

@@ -1,0 +1,16 @@
+//! Tool calling in chat completions: the request's tools validated ([`spec`]), shown to the model by
+//! its chat template or the default prompt ([`prompt`]), forced by a grammar when a call is required
+//! ([`grammar`]), and read back out of the answer in the model family's format ([`format`], [`parse`]),
+//! whole or streamed ([`reply`]).
+
+pub mod format;
+pub mod grammar;
+mod parse;
+pub mod prompt;
+pub mod reply;
+mod scan;
+pub mod spec;
+
+pub use format::ToolCallFormat;
+pub use reply::{Reply, StreamedCalls};
+pub use spec::{ToolError, ToolFields};
