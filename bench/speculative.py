@@ -100,14 +100,19 @@ def measure(url, prompts, concurrency, requests, max_new):
                 totals["drafted"] += d.get("speculated_tokens", 0)
                 totals["accepted"] += d.get("accepted_tokens", 0)
 
+    wall = run_clients(concurrency, client)
+    return totals["tokens"] / wall, totals["drafted"], totals["accepted"]
+
+
+def run_clients(concurrency, client):
+    """Runs `client(c)` for c in 0..concurrency on as many threads at once; returns the wall time in seconds."""
     threads = [threading.Thread(target=client, args=(c,)) for c in range(concurrency)]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - t0
-    return totals["tokens"] / wall, totals["drafted"], totals["accepted"]
+    return time.perf_counter() - t0
 
 
 def main():

@@ -25,7 +25,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from speculative import ROOT, post, start  # noqa: E402
+from speculative import ROOT, post, run_clients, start  # noqa: E402
 
 PROMPTS = ["Once upon a time", "The numbers were", "Tom counted", "One day, a girl named Sue"]
 
@@ -66,13 +66,7 @@ def throughput(url, grammar, concurrency, requests, max_new):
             with lock:
                 tokens[0] += r["details"]["generated_tokens"]
 
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(concurrency)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return tokens[0] / (time.perf_counter() - t0)
+    return tokens[0] / run_clients(concurrency, client)
 
 
 def first_token(url, grammar):

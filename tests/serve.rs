@@ -48,39 +48,14 @@ fn python_clients_get_the_same_greedy_text_as_generate() {
     let exp_path = dir.path().join("expected.json");
     std::fs::write(&exp_path, expected.to_string()).unwrap();
     let server = Server::start(&["-m", m]);
-    let out = std::process::Command::new("python3")
-        .arg(common::root().join("tests/python/serve_clients.py"))
-        .arg(server.url(""))
-        .arg(&exp_path)
-        .output()
-        .expect("run python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client checks failed:\n{stdout}\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log.lock().unwrap()
-    );
-    assert!(stdout.contains("all client checks passed"), "{stdout}");
+    server.run_python("serve_clients.py", &[exp_path.as_os_str()], "all client checks passed");
 }
 
 #[test]
 fn python_clients_call_tools_forced_by_the_grammar() {
     let template = common::root().join("tests/chat_templates/hermes_tools.jinja");
     let server = Server::start(&["--chat-template", template.to_str().unwrap()]);
-    let out = std::process::Command::new("python3")
-        .arg(common::root().join("tests/python/serve_tools.py"))
-        .arg(server.url(""))
-        .output()
-        .expect("run python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "tool checks failed:\n{stdout}\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log.lock().unwrap()
-    );
-    assert!(stdout.contains("all tool checks passed"), "{stdout}");
+    server.run_python("serve_tools.py", &[], "all tool checks passed");
 }
 
 /// The generated text of a TGI stream, checking its shape on the way.

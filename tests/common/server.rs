@@ -63,6 +63,25 @@ impl Server {
         server
     }
 
+    /// Runs `tests/python/SCRIPT` against this server (its URL first, then `args`) and returns what it printed;
+    /// panics with its output and the server's log unless it exits 0 having printed `done`.
+    pub fn run_python(&self, script: &str, args: &[&std::ffi::OsStr], done: &str) -> String {
+        let out = Command::new("python3")
+            .arg(super::root().join("tests/python").join(script))
+            .arg(self.url(""))
+            .args(args)
+            .output()
+            .expect("run python3");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success() && stdout.contains(done),
+            "{script} failed:\n{stdout}\n{}\nserver log:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log.lock().unwrap()
+        );
+        stdout
+    }
+
     /// `http://127.0.0.1:PORT` + `path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)

@@ -164,3 +164,20 @@ fn every_choice_reads_its_own_calls_and_a_cut_call_is_length() {
     assert_eq!(choice["finish_reason"], "length", "{choice}");
     assert_eq!(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather", "{choice}");
 }
+
+#[test]
+fn the_openai_sdk_reads_an_auto_call_and_its_stream() {
+    let s = server();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/serve_tools_auto.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(format!("http://{}", s.addr))
+        .output()
+        .expect("python3 with the openai SDK (pip install -r tests/python/requirements.txt)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all auto tool checks passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
