@@ -66,7 +66,8 @@ def _stream_error(response):
     """Whether an event stream's first event is an error."""
     if not response.headers.get("content-type", [""])[0].startswith("text/event-stream"):
         return False
-    for line in response.content.decode("utf-8", "replace").splitlines():
+    # Split on newlines only: `splitlines` also splits on U+0085 and friends, which an error message may echo.
+    for line in response.content.decode("utf-8", "replace").split("\n"):
         if line.startswith("data:"):
             try:
                 event = json.loads(line[5:])

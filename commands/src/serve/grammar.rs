@@ -14,8 +14,8 @@ use super::state::AppState;
 /// - `{"type": "text"}` (OpenAI): no grammar;
 /// - `{"type": "json_object"}` (OpenAI): any JSON object; with a `value`, TGI's alias of `json`;
 /// - `{"type": "json", "value": SCHEMA}` (TGI);
-/// - `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}` (OpenAI), or with the same
-///   object under `value` (TGI); a missing `schema` is any JSON value;
+/// - `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}` (OpenAI: `name` a string), or
+///   with the same object under `value` (TGI: `name` optional); a missing `schema` is any JSON value;
 /// - `{"type": "regex", "value": RE}` (TGI): the whole output matches the regular expression;
 /// - `{"type": "lark", "value": GRAMMAR}`: a context-free grammar in llguidance's Lark dialect.
 pub fn parse(param: &'static str, v: &Value) -> Result<Option<Grammar>, ValidationError> {
@@ -30,8 +30,8 @@ pub fn parse(param: &'static str, v: &Value) -> Result<Option<Grammar>, Validati
         _ => Err(bad(format!("a `{kind}` grammar needs `value`: the {what} as a string"))),
     };
     let schema = |s: &Value| match s {
-        Value::Object(_) | Value::Bool(_) => Ok(s.clone()),
-        _ => Err(bad("a JSON schema must be an object or a boolean".into())),
+        Value::Object(_) => Ok(s.clone()),
+        _ => Err(bad("a JSON schema must be an object".into())),
     };
     Ok(Some(match kind {
         "text" => return Ok(None),
@@ -41,8 +41,20 @@ pub fn parse(param: &'static str, v: &Value) -> Result<Option<Grammar>, Validati
         },
         "json" => Grammar::JsonSchema(schema(value.ok_or_else(|| bad("a `json` grammar needs `value`".into()))?)?),
         "json_schema" => {
-            let config = v.get("json_schema").or(value).filter(|c| c.is_object());
+            let openai = v.get("json_schema");
+            let config = openai.or(value).filter(|c| c.is_object());
             let config = config.ok_or_else(|| bad("a `json_schema` format needs `json_schema`: an object".into()))?;
+            match config.get("name") {
+                Some(Value::String(_)) => {}
+                None | Some(Value::Null) if openai.is_none() => {}
+                _ => return Err(bad("`json_schema.name` must be a string".into())),
+            }
+            if config.get("strict").is_some_and(|x| !x.is_boolean() && !x.is_null()) {
+                return Err(bad("`json_schema.strict` must be a boolean".into()));
+            }
+            if config.get("description").is_some_and(|x| !x.is_string()) {
+                return Err(bad("`json_schema.description` must be a string".into()));
+            }
             match config.get("schema").filter(|s| !s.is_null()) {
                 Some(s) => Grammar::JsonSchema(schema(s)?),
                 None => Grammar::JsonSchema(Value::Object(Default::default())),
@@ -90,6 +102,9 @@ mod tests {
         let tgi = json!({"type": "json_schema", "value": {"name": "x", "schema": s}});
         assert_eq!(read(tgi), Ok(Some(Grammar::JsonSchema(s.clone()))));
         let any = json!({"type": "json_schema", "json_schema": {"name": "x"}});
+        assert!(read(json!({"type": "json_schema", "json_schema": {"schema": s}})).unwrap_err().contains("name"));
+        assert!(read(json!({"type": "json_schema", "value": {"name": 3}})).unwrap_err().contains("name"));
+        assert_eq!(read(json!({"type": "json_object", "value": null})), Ok(Some(Grammar::JsonObject)));
         assert_eq!(read(any), Ok(Some(Grammar::JsonSchema(json!({})))));
         assert_eq!(read(json!({"type": "regex", "value": "a+"})), Ok(Some(Grammar::Regex("a+".into()))));
         assert_eq!(
@@ -106,6 +121,7 @@ mod tests {
         assert!(err(json!({"type": "regex"})).contains("needs `value`"));
         assert!(err(json!({"type": "regex", "value": 3})).contains("needs `value`"));
         assert!(err(json!({"type": "json", "value": "x"})).contains("must be an object"));
+        assert!(err(json!({"type": "json", "value": true})).contains("must be an object"));
         assert!(err(json!({"type": "json_schema"})).contains("needs `json_schema`"));
         assert!(err(json!({"type": "json"})).starts_with("`response_format`: "));
     }
