@@ -34,6 +34,20 @@ impl Mask {
     pub fn allows(&self, token: u32) -> bool {
         (token as usize) < self.allowed.len() && self.allowed.is_allowed(token)
     }
+
+    /// The allowed token with the highest logit in `row` (ties to the lowest id) and its log-probability
+    /// among the allowed ones: what a sequence keeps when its sampler, after penalties that overflowed every
+    /// allowed logit, fell back on a token the grammar forbids.
+    pub fn best(&self, row: &[f32]) -> Option<(u32, f32)> {
+        let mut ids = Vec::new();
+        self.allowed.iter_set_entries(|i| ids.push(i));
+        let allowed: Vec<(usize, f32)> = ids.into_iter().filter_map(|i| row.get(i).map(|&l| (i, l))).collect();
+        let &(best, top) = allowed.iter().reduce(|a, b| if b.1 > a.1 { b } else { a })?;
+        let finite = top.is_finite();
+        let total: f64 = allowed.iter().map(|&(_, l)| if finite { f64::from(l - top).exp() } else { 1.0 }).sum();
+        let logprob = if finite { -(total.ln() as f32) } else { -(allowed.len() as f32).ln() };
+        Some((best as u32, logprob))
+    }
 }
 
 /// A sequence's position in its grammar. Interior mutability lets the engine compute the next mask from a
@@ -150,6 +164,23 @@ mod tests {
         let integer = v["age"].as_f64().is_some_and(|a| a.fract() == 0.0);
         assert!(v["name"].as_str().unwrap().chars().count() <= 5 && integer, "{text}");
         assert!(text.starts_with("{\"name\": \""), "one space after the colon, none before the key: {text}");
+    }
+
+    #[test]
+    fn the_best_allowed_token_stands_in_for_a_forbidden_one() {
+        let tok = stories();
+        let c = GrammarCompiler::new(&tok, 512, tok.eos_ids()).unwrap();
+        let (con, _) = c.compile(&Grammar::Regex("a|b".into())).unwrap();
+        let id = |piece: &[u8]| (0..512).find(|&i| tok.token_to_piece(i) == piece).unwrap();
+        let mask = con.mask().unwrap();
+        let mut row = vec![f32::NEG_INFINITY; 512];
+        assert_eq!(mask.best(&row).map(|(t, _)| mask.allows(t)), Some(true), "all -inf: still an allowed token");
+        row[id(b"b") as usize] = 2.0;
+        row[id(b"a") as usize] = 2.0;
+        row[0] = 9.0;
+        mask.apply(&mut row);
+        let (t, lp) = mask.best(&row).unwrap();
+        assert_eq!((t, (lp - 0.5f32.ln()).abs() < 1e-5), (id(b"a").min(id(b"b")), true));
     }
 
     #[test]

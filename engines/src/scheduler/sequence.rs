@@ -237,18 +237,19 @@ impl<'m> Sequence<'m> {
     }
 
     /// Applies the grammar's mask to a row about to be sampled: `mask` when given (computed beside the
-    /// forward pass), else computed now. `false` (the request failed) when the grammar cannot go on.
-    fn constrain(&mut self, row: &mut [f32], mask: StepMask) -> bool {
-        let Some(c) = &self.constraint else { return true };
+    /// forward pass), else computed now; returns the mask applied (`None` without a grammar). `Err` (the
+    /// request failed) when the grammar cannot go on.
+    fn constrain(&mut self, row: &mut [f32], mask: StepMask) -> Result<Option<Mask>, ()> {
+        let Some(c) = &self.constraint else { return Ok(None) };
         match mask.unwrap_or_else(|| c.mask()) {
             Ok(mask) => {
                 mask.apply(row);
-                true
+                Ok(Some(mask))
             }
             Err(e) => {
                 tracing::warn!(request_id = %self.request_id, error = %e, "grammar enforcement failed");
                 self.fail(e.to_string());
-                false
+                Err(())
             }
         }
     }
@@ -273,10 +274,8 @@ impl<'m> Sequence<'m> {
             return Progress::Running;
         }
         self.prefilling = false;
-        if !self.constrain(&mut logits, mask) {
-            return Progress::Finished;
-        }
-        let s = self.sampler.sample(&logits);
+        let Ok(mask) = self.constrain(&mut logits, mask) else { return Progress::Finished };
+        let s = within(self.sampler.sample(&logits), &logits, mask.as_ref());
         self.spec.sampled(s.token);
         self.emit(s, m)
     }
@@ -295,10 +294,10 @@ impl<'m> Sequence<'m> {
         let mut mask = Some(mask);
         self.spec.verifying();
         for (i, row) in rows.chunks_exact_mut(vocab).enumerate() {
-            if !self.constrain(row, mask.take().flatten()) {
+            let Ok(grammar) = self.constrain(row, mask.take().flatten()) else {
                 progress = Progress::Finished;
                 break;
-            }
+            };
             let row = &*row;
             let (s, hit) = match self.spec.draft().get(i) {
                 Some(&d) => {
@@ -307,6 +306,7 @@ impl<'m> Sequence<'m> {
                 }
                 None => (self.sampler.sample(row), false),
             };
+            let s = within(s, row, grammar.as_ref());
             if hit {
                 accepted += 1;
                 self.spec.hit();
@@ -349,5 +349,14 @@ impl<'m> Sequence<'m> {
             accepted_tokens: self.spec.accepted,
         }));
         Progress::Finished
+    }
+}
+
+/// `s`, or the best token `mask` allows in `row` when the sampler fell back on one it forbids (penalties can
+/// overflow every allowed logit to −∞, and the sampler then takes the argmax of all).
+fn within(s: Sampled, row: &[f32], mask: Option<&Mask>) -> Sampled {
+    match mask.filter(|m| !m.allows(s.token)).and_then(|m| m.best(row)) {
+        Some((token, logprob)) => Sampled { token, logprob, top: Vec::new() },
+        None => s,
     }
 }

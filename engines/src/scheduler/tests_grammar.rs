@@ -145,3 +145,21 @@ fn a_finished_grammar_ends_the_output_even_when_eos_is_ignored() {
     let last = got.iter().rev().find_map(|e| if let Event::Token(t) = e { Some(t.id) } else { None });
     assert!(last.is_some_and(|t| m.eos.contains(&t)), "the answer, then EOS: {got:?}");
 }
+
+#[test]
+fn penalties_that_overflow_every_allowed_logit_keep_the_output_in_the_grammar() {
+    let m = model();
+    let h = Scheduler::start(m.clone(), SchedulerConfig::default()).unwrap();
+    // "é" is two byte tokens here, rare ones (negative logits) and in the prompt: the penalty takes them to −∞.
+    let grammar = Grammar::Regex("éé".into());
+    for temperature in [0.0, 1.0] {
+        let mut r = request(m.tokenizer.encode("Café, é é", true, false).unwrap(), 20);
+        r.params = SamplingParams { temperature, repetition_penalty: Some(3e38), seed: Some(1), ..r.params };
+        r.constraint = Some(m.grammars().unwrap().compile(&grammar).unwrap().0);
+        let (s, rx) = sink(None);
+        h.submit(r, s).unwrap();
+        let got = events(&rx);
+        let Some(Event::Finished(f)) = got.last() else { panic!("{got:?}") };
+        assert!(matches(&grammar, &f.text), "temperature {temperature}: {:?}", f.text);
+    }
+}
