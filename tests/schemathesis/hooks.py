@@ -3,7 +3,7 @@ cases a JSON schema cannot state.
 
 A schema-valid request may still be refused (422) for a rule that depends on the prompt's tokens or
 on two fields together (the token budget, `best_of` with sampling, seed or streaming, `top_logprobs`
-without `logprobs`, the chat template, unique tool names and a `tool_choice` among the `tools`) or on a grammar compiler (whether a grammar compiles); `/generate_stream` (and `POST /` with `stream: true`) reports a
+without `logprobs`, the chat template, unique tool names and a `tool_choice` among the `tools`) or on a grammar's type and compiler (the shape of its value, whether it compiles); `/generate_stream` (and `POST /` with `stream: true`) reports a
 refusal as the stream's error event, TGI's behaviour, under status 200; and serde reads an object from
 the array of its fields and an enum tag from its index, so a value of another JSON type can be accepted
 in these forms; and the server reads sampling parameters as 32-bit floats, so a number that is not an
@@ -32,12 +32,11 @@ CROSS_FIELD = (
     "Template error:",
     # Chat's `max_tokens` may be 0 when `max_completion_tokens` is set, which replaces it.
     "`max_new_tokens` must be strictly positive",
-    # A grammar's shape is in the schema; whether it compiles (a JSON schema that is false or
-    # unsatisfiable, a regex or Lark grammar that does not parse) is the grammar compiler's to say.
-    "invalid json_schema grammar:",
-    "invalid json_object grammar:",
-    "invalid regex grammar:",
-    "invalid lark grammar:",
+    # A grammar's value depends on its type (the description says how; one flat schema keeps the
+    # generator's recursion shallow), and whether it compiles (a JSON schema that is unsatisfiable, a
+    # regex or Lark grammar that does not parse) is the grammar compiler's to say.
+    "`grammar`: ",
+    "`response_format`: ",
     # Tool names are unique, and `tool_choice` names one of `tools` (or needs some).
     "`tools` names the function",
     "which is not in `tools`",

@@ -24,6 +24,9 @@ pub fn parse(param: &'static str, v: &Value) -> Result<Option<Grammar>, Validati
         return Ok(None);
     }
     let kind = v.get("type").and_then(Value::as_str).ok_or_else(|| bad("`type` must be a string".into()))?;
+    // OpenAI's `json_schema` object is checked wherever it stands, as the description types it.
+    let openai =
+        v.get("json_schema").filter(|c| !c.is_null()).map(|c| json_schema(c, true)).transpose().map_err(bad)?;
     let value = v.get("value").filter(|x| !x.is_null());
     let text = |what: &str| match value {
         Some(Value::String(s)) => Ok(s.clone()),
@@ -40,26 +43,11 @@ pub fn parse(param: &'static str, v: &Value) -> Result<Option<Grammar>, Validati
             Some(s) => Grammar::JsonSchema(schema(s)?),
         },
         "json" => Grammar::JsonSchema(schema(value.ok_or_else(|| bad("a `json` grammar needs `value`".into()))?)?),
-        "json_schema" => {
-            let openai = v.get("json_schema");
-            let config = openai.or(value).filter(|c| c.is_object());
-            let config = config.ok_or_else(|| bad("a `json_schema` format needs `json_schema`: an object".into()))?;
-            match config.get("name") {
-                Some(Value::String(_)) => {}
-                None | Some(Value::Null) if openai.is_none() => {}
-                _ => return Err(bad("`json_schema.name` must be a string".into())),
-            }
-            if config.get("strict").is_some_and(|x| !x.is_boolean() && !x.is_null()) {
-                return Err(bad("`json_schema.strict` must be a boolean".into()));
-            }
-            if config.get("description").is_some_and(|x| !x.is_string()) {
-                return Err(bad("`json_schema.description` must be a string".into()));
-            }
-            match config.get("schema").filter(|s| !s.is_null()) {
-                Some(s) => Grammar::JsonSchema(schema(s)?),
-                None => Grammar::JsonSchema(Value::Object(Default::default())),
-            }
-        }
+        "json_schema" => match openai {
+            Some(config) => config,
+            None => json_schema(value.ok_or_else(|| bad("a `json_schema` format needs `json_schema`".into()))?, false)
+                .map_err(bad)?,
+        },
         "regex" => Grammar::Regex(text("regular expression")?),
         "lark" => Grammar::Lark(text("grammar")?),
         other => {
@@ -68,6 +56,30 @@ pub fn parse(param: &'static str, v: &Value) -> Result<Option<Grammar>, Validati
             )))
         }
     }))
+}
+
+/// The grammar of a `json_schema` object: OpenAI's (`openai`: `name` required) or TGI's `value`; `schema`
+/// absent or null is any JSON value.
+fn json_schema(config: &Value, openai: bool) -> Result<Grammar, String> {
+    if !config.is_object() {
+        return Err("`json_schema` must be an object".into());
+    }
+    match config.get("name") {
+        Some(Value::String(_)) => {}
+        None | Some(Value::Null) if !openai => {}
+        _ => return Err("`json_schema.name` must be a string".into()),
+    }
+    if config.get("strict").is_some_and(|x| !x.is_boolean() && !x.is_null()) {
+        return Err("`json_schema.strict` must be a boolean".into());
+    }
+    if config.get("description").is_some_and(|x| !x.is_string()) {
+        return Err("`json_schema.description` must be a string".into());
+    }
+    match config.get("schema").filter(|s| !s.is_null()) {
+        Some(s @ Value::Object(_)) => Ok(Grammar::JsonSchema(s.clone())),
+        Some(_) => Err("a JSON schema must be an object".into()),
+        None => Ok(Grammar::JsonSchema(Value::Object(Default::default()))),
+    }
 }
 
 /// Compiles `grammar` for the served model (or finds it compiled), counting the time in `/metrics`.
@@ -123,6 +135,7 @@ mod tests {
         assert!(err(json!({"type": "json", "value": "x"})).contains("must be an object"));
         assert!(err(json!({"type": "json", "value": true})).contains("must be an object"));
         assert!(err(json!({"type": "json_schema"})).contains("needs `json_schema`"));
+        assert!(err(json!({"type": "text", "json_schema": {"schema": {}}})).contains("name"), "checked wherever it is");
         assert!(err(json!({"type": "json"})).starts_with("`response_format`: "));
     }
 }
