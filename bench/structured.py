@@ -66,7 +66,8 @@ def throughput(url, grammar, concurrency, requests, max_new):
             with lock:
                 tokens[0] += r["details"]["generated_tokens"]
 
-    return tokens[0] / run_clients(concurrency, client)
+    wall = run_clients(concurrency, client)
+    return tokens[0] / wall
 
 
 def first_token(url, grammar):
