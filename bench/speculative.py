@@ -20,6 +20,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -71,7 +72,9 @@ def post(url, body):
 def start(tgi, model, extra):
     port = free_port()
     cmd = [tgi, "serve", "-m", model, "--port", str(port), "--max-concurrent-requests", "64"] + extra
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The log goes to a file: an unread pipe fills up and blocks the server once it has logged 64 KiB.
+    log = tempfile.TemporaryFile("w+")
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -79,7 +82,8 @@ def start(tgi, model, extra):
             return p, url
         except Exception:
             if p.poll() is not None:
-                sys.exit(f"server {cmd} exited: {p.stderr.read()}")
+                log.seek(0)
+                sys.exit(f"server {cmd} exited: {log.read()}")
             time.sleep(0.1)
     sys.exit(f"server {cmd} did not start")
 
