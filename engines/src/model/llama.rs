@@ -152,13 +152,24 @@ impl Llama {
     /// together and attention reads each sequence's own blocks of `kv`. Returns, per sequence, the logits
     /// its [`Logits`] asks for (`vocab` floats per row).
     pub fn forward(&self, kv: &mut KvCache, batch: &[SeqInput<'_>]) -> Result<Vec<Vec<f32>>, ModelError> {
-        // On a pool thread, the kernels' hundreds of parallel loops per token start without each waking the pool
-        // from outside (tens of microseconds apiece: 4.5x decode speed on the bundled 260K model, 2 threads).
-        rayon::scope(|_| self.forward_on_pool(kv, batch))
+        Ok(self.run(kv, batch, false)?.logits)
     }
 
-    /// [`Llama::forward`], run on a thread of the rayon pool.
-    fn forward_on_pool(&self, kv: &mut KvCache, batch: &[SeqInput<'_>]) -> Result<Vec<Vec<f32>>, ModelError> {
+    /// [`Llama::forward`], also returning the final normalized hidden state of every row whose logits are
+    /// returned (what speculation heads such as Medusa read).
+    pub fn forward_hidden(&self, kv: &mut KvCache, batch: &[SeqInput<'_>]) -> Result<Rows, ModelError> {
+        self.run(kv, batch, true)
+    }
+
+    /// The forward pass, with the hidden rows when `hidden` is set.
+    fn run(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
+        // On a pool thread, the kernels' hundreds of parallel loops per token start without each waking the pool
+        // from outside (tens of microseconds apiece: 4.5x decode speed on the bundled 260K model, 2 threads).
+        rayon::scope(|_| self.forward_on_pool(kv, batch, hidden))
+    }
+
+    /// [`Llama::run`], run on a thread of the rayon pool.
+    fn forward_on_pool(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
         let cfg = &self.cfg;
         let mut tokens = Vec::new();
         let mut positions = Vec::new();
@@ -187,7 +198,7 @@ impl Llama {
             spans.push(SeqSpan { rows, start: s.start, table: s.table.clone() });
         }
         if tokens.is_empty() {
-            return Ok(vec![Vec::new(); batch.len()]);
+            return Ok(Rows::empty(batch.len()));
         }
         let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.sliding_window);
         let (cos, sin) = self.rope.tables(&positions, &self.device)?;
@@ -204,25 +215,52 @@ impl Llama {
             let g = candle_nn::ops::silu(&b.mlp.gate.forward(&h)?)?;
             x = (x + b.mlp.down.forward(&(g * b.mlp.up.forward(&h)?)?)?)?;
         }
-        let mut out = vec![Vec::new(); batch.len()];
+        let mut out = Rows::empty(batch.len());
         if wanted.is_empty() {
             return Ok(out);
         }
         let n = wanted.len();
         let x = x.index_select(&Tensor::from_vec(wanted.clone(), n, &self.device)?, 0)?;
-        let logits = self.lm_head.forward(&rms_norm(&x, &self.norm, eps)?)?;
+        let normed = rms_norm(&x, &self.norm, eps)?;
+        let logits = self.lm_head.forward(&normed)?;
         let logits = logits.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let states = if hidden {
+            normed.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?
+        } else {
+            Vec::new()
+        };
         let mut rows = logits.chunks_exact(cfg.vocab);
-        for (s, o) in batch.iter().zip(out.iter_mut()) {
+        let mut state_rows = states.chunks_exact(cfg.hidden);
+        for (i, s) in batch.iter().enumerate() {
             let take = match s.logits {
                 Logits::None => 0,
                 Logits::Last => usize::from(!s.tokens.is_empty()),
                 Logits::All => s.tokens.len(),
             };
             for _ in 0..take {
-                o.extend_from_slice(rows.next().expect("one row per wanted position"));
+                out.logits[i].extend_from_slice(rows.next().expect("one row per wanted position"));
+                if hidden {
+                    out.hidden[i].extend_from_slice(state_rows.next().expect("one state per wanted position"));
+                }
             }
         }
         Ok(out)
+    }
+}
+
+/// What a forward pass returns per sequence: the logits its [`Logits`] asks for (`vocab` floats a row) and,
+/// from [`Llama::forward_hidden`], the final normalized hidden state of the same rows (`hidden` floats a row).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rows {
+    /// Logits, per sequence.
+    pub logits: Vec<Vec<f32>>,
+    /// Hidden states, per sequence (empty unless asked for).
+    pub hidden: Vec<Vec<f32>>,
+}
+
+impl Rows {
+    /// No rows for each of `n` sequences.
+    fn empty(n: usize) -> Self {
+        Rows { logits: vec![Vec::new(); n], hidden: vec![Vec::new(); n] }
     }
 }

@@ -16,7 +16,7 @@ mod weights;
 pub use config::{LlamaConfig, RopeStyle};
 pub use insitu::Quantize;
 pub use linear::Linear;
-pub use llama::Llama;
+pub use llama::{Llama, Rows};
 pub use load::{load, LoadOptions, LoadedModel};
 
 use crate::kv::{BlockTable, KvError};
