@@ -4,16 +4,16 @@
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
-use tgi_engines::speculative::SpeculationConfig;
+use tgi_engines::model::Quantize;
 
 use super::log::LogFormat;
 use super::openai::tools::ToolCallFormat;
-use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
 
 /// Arguments of `tgi serve`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
+    group = clap::ArgGroup::new("speculation").multiple(true).args(["speculate", "draft_model", "medusa"]),
     mut_arg("model", |a| a.env("TGI_MODEL")),
     mut_arg("device", |a| a.env("TGI_DEVICE")),
     mut_arg("dtype", |a| a.env("TGI_DTYPE")),
@@ -173,35 +173,54 @@ pub struct ServeArgs {
     pub tool_call_parser: Option<ToolCallFormat>,
 
     /// Speculative decoding: draft up to N tokens per sequence and step, verified by the model in the batched
-    /// step (greedy output unchanged, sampled output keeps its distribution) [default: off].
+    /// step (greedy output unchanged, sampled output keeps its distribution) [default: off; 4 with
+    /// --draft-model, the number of heads with Medusa].
     #[arg(long, env = "TGI_SPECULATE", value_name = "N")]
     pub speculate: Option<usize>,
 
     /// How drafts are proposed: `ngram` continues the latest earlier occurrence of the sequence's last tokens
-    /// in its prompt and output (prompt lookup; no extra model).
-    #[arg(long, env = "TGI_SPECULATE_TYPE", value_enum, default_value_t = SpeculateType::Ngram, requires = "speculate")]
-    pub speculate_type: SpeculateType,
+    /// in its prompt and output (prompt lookup; no extra model), `draft` runs --draft-model, `medusa` the
+    /// --medusa heads [default: what --draft-model or --medusa (or a Medusa directory as --model) imply, else
+    /// ngram].
+    #[arg(long, env = "TGI_SPECULATE_TYPE", value_enum)]
+    pub speculate_type: Option<SpeculateType>,
+
+    /// Draft model for `--speculate-type draft`: any model tgi loads (GGUF, Hugging Face, AWQ, NF4) with the
+    /// target's tokenizer, run on the same device with its own KV cache; turns speculation on.
+    #[arg(long, env = "TGI_DRAFT_MODEL", value_name = "MODEL")]
+    pub draft_model: Option<String>,
+
+    /// Quantize a dense draft model while loading it (the types of --quantize).
+    #[arg(long, env = "TGI_DRAFT_QUANTIZE", value_name = "TYPE", requires = "draft_model",
+          value_parser = |s: &str| s.parse::<Quantize>())]
+    pub draft_quantize: Option<Quantize>,
+
+    /// Medusa heads for `--speculate-type medusa`: a directory in TGI's layout (config.json with
+    /// medusa_num_heads, medusa_lm_head.safetensors) trained for the model; turns speculation on. A Medusa
+    /// directory given as --model serves its base_model_name_or_path with its heads.
+    #[arg(long, env = "TGI_MEDUSA", value_name = "DIR")]
+    pub medusa: Option<PathBuf>,
 
     /// Shortest n-gram looked up for n-gram drafts.
-    #[arg(long, env = "TGI_NGRAM_MIN", default_value_t = 1, value_name = "N", requires = "speculate")]
+    #[arg(long, env = "TGI_NGRAM_MIN", default_value_t = 1, value_name = "N", requires = "speculation")]
     pub ngram_min: usize,
 
     /// Longest n-gram looked up for n-gram drafts (tried first).
-    #[arg(long, env = "TGI_NGRAM_MAX", default_value_t = 3, value_name = "N", requires = "speculate")]
+    #[arg(long, env = "TGI_NGRAM_MAX", default_value_t = 3, value_name = "N", requires = "speculation")]
     pub ngram_max: usize,
 
-    /// Steps with more sequences than this do not speculate (a wide step is no longer memory-bound; the default
-    /// is what the bundled model measured on 2 CPU cores, where 4 sequences already lost).
-    #[arg(long, env = "TGI_SPECULATE_MAX_BATCH", default_value_t = 2, value_name = "N", requires = "speculate")]
+    /// Steps with more sequences than this never speculate (a hard cap; below it, the measured cost of a
+    /// drafted token already turns speculation off where it does not pay).
+    #[arg(long, env = "TGI_SPECULATE_MAX_BATCH", default_value_t = 8, value_name = "N", requires = "speculation")]
     pub speculate_max_batch: usize,
 
-    /// Cost of one drafted token relative to a step without it, for the adaptive depth rule (the default is
-    /// what the bundled model measured on 2 CPU cores; memory-bound models on bigger machines can go lower).
-    #[arg(long, env = "TGI_SPECULATE_TOKEN_COST", default_value_t = 0.5, value_name = "C", requires = "speculate")]
-    pub speculate_token_cost: f32,
+    /// Fix the cost of one drafted token, relative to a sequence's share of a step without drafts, for the
+    /// adaptive depth rule [default: measured online from the engine's own step times, per batch size].
+    #[arg(long, env = "TGI_SPECULATE_TOKEN_COST", value_name = "C")]
+    pub speculate_token_cost: Option<f32>,
 
     /// Always draft N tokens when a proposal exists, instead of following each sequence's acceptance.
-    #[arg(long, env = "TGI_SPECULATE_FIXED", requires = "speculate")]
+    #[arg(long, env = "TGI_SPECULATE_FIXED")]
     pub speculate_fixed: bool,
 }
 
@@ -210,23 +229,10 @@ pub struct ServeArgs {
 pub enum SpeculateType {
     /// Prompt lookup: n-grams of the sequence's own prompt and output.
     Ngram,
-}
-
-impl ServeArgs {
-    /// The speculation settings, `None` without `--speculate`.
-    pub fn speculation(&self) -> Result<Option<SpeculationConfig>, InputError> {
-        let Some(depth) = self.speculate else { return Ok(None) };
-        let cfg = SpeculationConfig {
-            depth,
-            ngram_min: self.ngram_min,
-            ngram_max: self.ngram_max,
-            max_batch: self.speculate_max_batch,
-            token_cost: self.speculate_token_cost,
-            adaptive: !self.speculate_fixed,
-        };
-        cfg.validate().map_err(|e| InputError(format!("--speculate: {e}")))?;
-        Ok(Some(cfg))
-    }
+    /// A draft model (--draft-model).
+    Draft,
+    /// Medusa heads (--medusa).
+    Medusa,
 }
 
 #[cfg(test)]

@@ -204,6 +204,13 @@ fn speculation(out: &mut Exposition, stats: &Stats) {
     out.counter("tgi_speculative_accepted_tokens", help, &[], stats.speculative_accepted_tokens as f64);
     let help = "Sequence steps that verified a draft";
     out.counter("tgi_speculative_verifications", help, &[], stats.speculative_verifications as f64);
+    let help =
+        "Cost of a drafted token relative to a sequence's share of a plain step, as the last depth choice used it";
+    out.gauge("tgi_speculation_token_cost", help, stats.speculation_token_cost);
+    let help = "Speed-up the adaptive rule predicted for the last step's drafts";
+    out.gauge("tgi_speculation_predicted_speedup", help, stats.speculation_predicted_speedup);
+    let help = "KV blocks in use in the draft model's cache";
+    out.gauge("tgi_draft_kv_blocks_used", help, stats.draft_kv_blocks_used as f64);
     let by_position = [
         (
             "tgi_speculated_tokens_by_position",
@@ -391,6 +398,9 @@ mod tests {
             speculated_by_position: vec![4, 3, 2],
             accepted_by_position: vec![3, 2, 0],
             grammar_mask_seconds: Histogram::new(vec![0.001]),
+            speculation_token_cost: 0.25,
+            speculation_predicted_speedup: 1.5,
+            draft_kv_blocks_used: 0,
         }
     }
 

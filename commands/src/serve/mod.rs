@@ -34,6 +34,7 @@ mod sagemaker;
 mod server;
 mod settings;
 mod spans;
+mod speculation;
 mod state;
 mod stream;
 #[cfg(test)]

@@ -17,6 +17,7 @@ use super::connections;
 use super::log;
 use super::server::{self, ConnectionLimits, Stopped};
 use super::settings::ServeSettings;
+use super::speculation::describe;
 use super::state::{AppState, ServedModel};
 use crate::error::InputError;
 
@@ -36,6 +37,10 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         default_max_batch_size: SchedulerConfig::default().max_batch_size,
     };
     let sizes = budget::size(&settings, &inputs)?;
+    let speculation = match &settings.speculation {
+        Some(plan) => Some(plan.load(&loaded)?),
+        None => None,
+    };
     let model = Arc::new(loaded);
     let cfg = SchedulerConfig {
         max_batch_size: sizes.max_batch_size,
@@ -45,7 +50,7 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         waiting_served_ratio: settings.waiting_served_ratio,
         max_waiting_tokens: settings.max_waiting_tokens,
         prefix_caching: settings.prefix_caching,
-        speculation: settings.speculation.clone(),
+        speculation,
     };
     let handle = Scheduler::start(model.clone(), cfg.clone()).context("cannot start the scheduler")?;
     let engine_failed = watch_engine(handle.watch())?;
@@ -153,16 +158,6 @@ fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: 
         l.max_concurrent_requests,
         l.max_input_tokens,
         l.max_total_tokens,
-        match &cfg.speculation {
-            None => "off".to_string(),
-            Some(s) => format!(
-                "n-gram ({}..{}-grams), up to {} tokens, {}, off in steps of more than {} sequences",
-                s.ngram_min,
-                s.ngram_max,
-                s.depth,
-                if s.adaptive { format!("adaptive (token cost {})", s.token_cost) } else { "fixed depth".into() },
-                s.max_batch
-            ),
-        },
+        cfg.speculation.as_ref().map_or_else(|| "off".to_string(), describe),
     )
 }

@@ -4,12 +4,12 @@
 //! configuration and the model's load options are derived from it; nothing after it reads the
 //! command line or the environment again.
 
+use super::speculation::{take_medusa_model, SpeculationPlan};
 use std::ffi::OsString;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use anyhow::Result;
-use tgi_engines::speculative::SpeculationConfig;
 
 use super::args::ServeArgs;
 use super::config;
@@ -75,8 +75,8 @@ pub struct ServeSettings {
     pub prefix_caching: bool,
     /// The tool-call format of chat answers, when set (else the chat template's family).
     pub tool_call_parser: Option<ToolCallFormat>,
-    /// Speculative decoding, when on (validated).
-    pub speculation: Option<SpeculationConfig>,
+    /// Speculative decoding, when on (validated; the draft model or heads load after the target).
+    pub speculation: Option<SpeculationPlan>,
     /// How the settings were resolved (the profile applied, or its baseline), for the startup log.
     pub notes: Vec<String>,
 }
@@ -126,7 +126,9 @@ impl ServeSettings {
         if !(args.waiting_served_ratio.is_finite() && args.waiting_served_ratio >= 0.0) {
             return bad("--waiting-served-ratio must be a non-negative number");
         }
-        let speculation = args.speculation()?;
+        let mut args = args;
+        let medusa_model = take_medusa_model(&mut args.model)?;
+        let speculation = SpeculationPlan::from_args(&args, medusa_model.as_deref())?;
         Ok(ServeSettings {
             model: args.model,
             chat_template: args.chat_template,
@@ -211,7 +213,7 @@ pub(crate) mod tests {
         assert_eq!(s.request_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(s.access.api_key.as_deref(), Some("k"));
         assert_eq!(s.access.cors_allow_origin, ["http://a", "http://b"]);
-        assert_eq!(s.speculation.map(|c| c.depth), Some(3));
+        assert_eq!(s.speculation.map(|c| c.config.depth), Some(3));
         assert_eq!(s.log_format, LogFormat::Json);
         assert_eq!((s.body_timeout, s.max_connections), (Duration::from_millis(200), 8));
     }

@@ -13,11 +13,13 @@ use rayon::prelude::*;
 use super::config::SchedulerConfig;
 use super::cost::StepCost;
 use super::plan::StepPlan;
+use super::proposer::Proposer;
 use super::request::{Event, EventSink, Request};
-use super::sequence::{Outcome, Progress, Sequence, StepMask};
+use super::sequence::{Outcome, Progress, Sequence, StepMask, StepRows};
 use super::stats::Stats;
 use crate::kv::{KvCache, BLOCK_SIZE};
-use crate::model::{LoadedModel, ModelError, SeqInput};
+use crate::model::{LoadedModel, ModelError, Rows, SeqInput};
+use crate::speculative::{TokenCost, PRIOR_TOKEN_COST};
 
 /// A request on its way to the engine thread.
 pub(super) struct Submission {
@@ -45,6 +47,10 @@ pub(super) struct Engine<'m> {
     running: Vec<Sequence<'m>>,
     /// Measured step costs, for the prefill cap when the configuration sets none.
     cost: StepCost,
+    /// What proposes speculative drafts.
+    proposer: Proposer,
+    /// Measured cost of a drafted token, per batch size.
+    token_cost: TokenCost,
     stats: Stats,
     /// Where [`SchedulerHandle::stats`](super::SchedulerHandle::stats) reads them.
     shared: Arc<Mutex<Stats>>,
@@ -56,12 +62,12 @@ pub(super) struct Engine<'m> {
 /// engine holds or was sent, and ends the loop with the panic's message.
 pub(super) fn run(
     m: &LoadedModel,
-    kv: KvCache,
+    caches: (KvCache, Proposer),
     cfg: SchedulerConfig,
     rx: Receiver<Submission>,
     shared: Arc<Mutex<Stats>>,
 ) -> Result<(), String> {
-    let mut e = Engine::new(m, kv, cfg, rx, shared);
+    let mut e = Engine::new(m, caches, cfg, rx, shared);
     let looped = std::panic::catch_unwind(AssertUnwindSafe(|| {
         while e.intake() {
             e.turn();
@@ -84,17 +90,33 @@ pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 impl<'m> Engine<'m> {
-    /// An engine with nothing queued, its stats starting from those in `shared`.
+    /// An engine over the target's KV cache and the proposer (with its own cache, if any), with nothing
+    /// queued, its stats starting from those in `shared`.
     pub fn new(
         m: &'m LoadedModel,
-        kv: KvCache,
+        (kv, proposer): (KvCache, Proposer),
         cfg: SchedulerConfig,
         rx: Receiver<Submission>,
         shared: Arc<Mutex<Stats>>,
     ) -> Self {
         let stats = shared.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let cost = StepCost::new(BLOCK_SIZE, cfg.max_batch_prefill_tokens);
-        Engine { m, kv, cfg, rx, queue: VecDeque::new(), running: Vec::new(), cost, stats, shared, step: 0 }
+        let widest = cfg.speculation.as_ref().map_or(1, |s| s.max_batch.min(cfg.max_batch_size));
+        let token_cost = TokenCost::new(widest, PRIOR_TOKEN_COST);
+        Engine {
+            m,
+            kv,
+            cfg,
+            rx,
+            queue: VecDeque::new(),
+            running: Vec::new(),
+            cost,
+            proposer,
+            token_cost,
+            stats,
+            shared,
+            step: 0,
+        }
     }
 
     /// Queues new submissions, blocking while there is nothing to do; `false` once the senders are gone and
@@ -239,6 +261,7 @@ impl<'m> Engine<'m> {
             }
             let Some(mut victim) = self.running.pop() else { break };
             self.kv.release(&mut victim.table);
+            self.proposer.release(&mut victim);
             victim.preempt(self.step);
             self.queue.push_front(victim);
             self.stats.preemptions += 1;
@@ -246,15 +269,30 @@ impl<'m> Engine<'m> {
     }
 
     /// Gives each decoding sequence its draft for this step when speculation is on and the batch is narrow
-    /// enough, with the KV blocks the drafted positions need; a draft without blocks is dropped.
+    /// enough (the depth from its acceptance and the measured token cost at this batch size; none in a step
+    /// that measures the plain step time), with the KV blocks the drafted positions need; a draft without
+    /// blocks is dropped.
     fn draft(&mut self) {
-        let Some(cfg) = &self.cfg.speculation else { return };
-        let cap = cfg.cap(self.running.len());
-        for s in &mut self.running {
-            let k = s.plan_draft(cfg, cap);
-            if k > 0 && self.kv.reserve(&mut s.table, s.tokens.len() + k).is_err() {
+        let Some(cfg) = self.cfg.speculation.clone() else { return };
+        let decoding = self.running.iter().filter(|s| !s.prefilling).count();
+        let explore = cfg.adaptive && cfg.token_cost.is_none() && self.token_cost.explore(decoding);
+        let cap = if explore { 0 } else { cfg.cap(self.running.len()) };
+        let cost = cfg.token_cost.unwrap_or_else(|| self.token_cost.cost(decoding));
+        let wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
+        let proposals = self.proposer.propose(&mut self.running, &wants, &cfg);
+        let mut gains = (0.0f64, 0usize);
+        for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(&proposals) {
+            let Some(k) = *want else { continue };
+            let n = s.set_draft(k, proposal);
+            if n > 0 && self.kv.reserve(&mut s.table, s.tokens.len() + n).is_err() {
                 s.spec.cancel();
+            } else if n > 0 {
+                gains = (gains.0 + f64::from(s.spec.gain(n, cost)), gains.1 + 1);
             }
+        }
+        self.stats.speculation_token_cost = f64::from(cost);
+        if gains.1 > 0 {
+            self.stats.speculation_predicted_speedup = gains.0 / gains.1 as f64;
         }
     }
 
@@ -266,18 +304,22 @@ impl<'m> Engine<'m> {
 
     /// Runs one batched step (plan, forward, apply) and returns its plan; `None` when nothing was computed.
     fn step(&mut self) -> Option<StepPlan> {
+        let start = Instant::now();
         self.make_room();
         self.draft();
         let plan = StepPlan::build(&self.running, self.cfg.max_batch_prefill_tokens, self.prefill_cap());
         if plan.slots.is_empty() {
             return None;
         }
-        let start = Instant::now();
+        let drafted: usize = plan.slots.iter().map(|slot| self.running[slot.seq].spec.draft().len()).sum();
         let (rows, masks) = self.forward(&plan);
         let ends = self.apply(&plan, rows, masks);
         self.retire(ends);
         let secs = start.elapsed().as_secs_f64();
         self.cost.observe(plan.prefill_tokens, plan.decodes, secs);
+        if plan.prefill_tokens == 0 {
+            self.token_cost.observe(plan.decodes, drafted, secs);
+        }
         self.stats.record_step(plan.kind, plan.prefill_tokens, plan.slots.len(), secs);
         self.step += 1;
         Some(plan)
@@ -285,7 +327,8 @@ impl<'m> Engine<'m> {
 
     /// Runs the model on the plan's tokens (one row set per slot) and, beside it, computes the grammar masks
     /// of the slots that sample under a grammar (one per slot, `None` for the others).
-    fn forward(&mut self, plan: &StepPlan) -> (Result<Vec<Vec<f32>>, ModelError>, Vec<StepMask>) {
+    fn forward(&mut self, plan: &StepPlan) -> (Result<Rows, ModelError>, Vec<StepMask>) {
+        let hidden = self.proposer.wants_hidden();
         let Engine { m, kv, running, stats, .. } = self;
         let inputs: Vec<SeqInput<'_>> = plan
             .slots
@@ -307,7 +350,14 @@ impl<'m> Engine<'m> {
                 })
                 .collect::<Vec<_>>()
         };
-        let (rows, timed) = rayon::join(|| m.model.forward(kv, &inputs), masks);
+        let run = || {
+            if hidden {
+                m.model.forward_hidden(kv, &inputs)
+            } else {
+                m.model.forward(kv, &inputs).map(|logits| Rows { logits, hidden: Vec::new() })
+            }
+        };
+        let (rows, timed) = rayon::join(run, masks);
         let masks = timed
             .into_iter()
             .map(|t| {
@@ -322,12 +372,7 @@ impl<'m> Engine<'m> {
 
     /// Takes the forward pass's rows into the planned sequences (sampling, reporting, verifying drafts, in
     /// parallel), or fails them all on an error; returns where each running sequence stands.
-    fn apply(
-        &mut self,
-        plan: &StepPlan,
-        rows: Result<Vec<Vec<f32>>, ModelError>,
-        masks: Vec<StepMask>,
-    ) -> Vec<Progress> {
+    fn apply(&mut self, plan: &StepPlan, rows: Result<Rows, ModelError>, masks: Vec<StepMask>) -> Vec<Progress> {
         let rows = match rows {
             Ok(rows) => rows,
             Err(e) => {
@@ -340,9 +385,10 @@ impl<'m> Engine<'m> {
                 return ends;
             }
         };
-        let mut work: Vec<Option<(usize, Vec<f32>, StepMask)>> = (0..self.running.len()).map(|_| None).collect();
-        for ((slot, r), mask) in plan.slots.iter().zip(rows).zip(masks) {
-            work[slot.seq] = Some((slot.tokens, r, mask));
+        let mut work: Vec<Option<(usize, StepRows, StepMask)>> = (0..self.running.len()).map(|_| None).collect();
+        let mut hidden = rows.hidden.into_iter();
+        for ((slot, logits), mask) in plan.slots.iter().zip(rows.logits).zip(masks) {
+            work[slot.seq] = Some((slot.tokens, StepRows { logits, hidden: hidden.next().unwrap_or_default() }, mask));
         }
         let m = self.m;
         let outcomes: Vec<Outcome> = self
@@ -358,6 +404,9 @@ impl<'m> Engine<'m> {
                 // Rejected positions: their blocks go back; the slots past `computed` are rewritten later.
                 self.kv.truncate(&mut s.table, s.tokens.len());
             }
+        }
+        for slot in &plan.slots {
+            self.proposer.rewind(&mut self.running[slot.seq]);
         }
         if self.cfg.prefix_caching {
             for slot in &plan.slots {
@@ -376,10 +425,12 @@ impl<'m> Engine<'m> {
                 Progress::Finished => {
                     tracing::debug!(request_id = %s.request_id, tokens = s.tokens.len(), "retired");
                     self.kv.release(&mut s.table);
+                    self.proposer.release(&mut s);
                 }
                 Progress::Closed => {
                     tracing::info!(request_id = %s.request_id, "cancelled: the client went away");
                     self.kv.release(&mut s.table);
+                    self.proposer.release(&mut s);
                     self.stats.cancelled += 1;
                 }
             }
@@ -394,6 +445,7 @@ impl<'m> Engine<'m> {
         s.batch_size = self.running.len();
         s.batch_tokens = self.running.iter().map(|q| q.computed).sum();
         s.kv_blocks_used = self.kv.allocator().used_blocks();
+        s.draft_kv_blocks_used = self.proposer.used_blocks();
         *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = s.clone();
     }
 }

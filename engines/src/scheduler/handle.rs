@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::config::SchedulerConfig;
 use super::engine::{self, Submission};
+use super::proposer::Proposer;
 use super::request::{Event, EventSink, Request, SubmitError};
 use super::stats::Stats;
 use crate::kv::BLOCK_SIZE;
@@ -23,6 +24,7 @@ impl Scheduler {
         cfg.validate()?;
         let blocks = cfg.num_blocks();
         let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
+        let proposer = Proposer::new(cfg.speculation.as_ref(), &model, blocks)?;
         let stats = Arc::new(Mutex::new(Stats::new(&cfg)));
         let (tx, rx) = mpsc::channel();
         let c = model.model.config();
@@ -39,7 +41,7 @@ impl Scheduler {
             .name("tgi-scheduler".into())
             .spawn(move || {
                 // A panic while failing the requests after a first one still ends the thread with a verdict.
-                let ran = panic::catch_unwind(AssertUnwindSafe(|| engine::run(&model, kv, cfg, rx, stats)));
+                let ran = panic::catch_unwind(AssertUnwindSafe(|| engine::run(&model, (kv, proposer), cfg, rx, stats)));
                 fate.end(ran.unwrap_or_else(|payload| Err(engine::panic_message(payload.as_ref()))));
             })
             .map_err(|e| ModelError::Config(format!("cannot start the scheduler thread: {e}")))?;

@@ -11,6 +11,7 @@ mod handle;
 mod plan;
 mod prefix;
 mod prompt_logprobs;
+mod proposer;
 mod request;
 mod sequence;
 mod speculation;
@@ -21,6 +22,8 @@ mod tests;
 mod tests_grammar;
 #[cfg(test)]
 mod tests_policy;
+#[cfg(test)]
+mod tests_proposers;
 #[cfg(test)]
 mod tests_speculation;
 

@@ -92,6 +92,16 @@ pub(super) struct Sequence<'m> {
 /// sequence without a grammar.
 pub(super) type StepMask = Option<Result<Mask, ConstraintError>>;
 
+/// A step's rows for one sequence: the logits asked for and, when the step returns them, the hidden states
+/// of the same rows.
+#[derive(Debug, Default)]
+pub(super) struct StepRows {
+    /// `vocab` floats a row.
+    pub logits: Vec<f32>,
+    /// `hidden` floats a row, or empty.
+    pub hidden: Vec<f32>,
+}
+
 impl<'m> Sequence<'m> {
     /// A queued sequence for `req` (validated: a non-empty prompt shorter than the context); `cache` computes
     /// the prompt's block hashes.
@@ -149,18 +159,25 @@ impl<'m> Sequence<'m> {
         self.sink.is_closed()
     }
 
-    /// Proposes a draft of at most `cap` tokens for the next step of a decoding sequence (none while it
-    /// prefills, none past its token limits); returns the draft's length.
-    pub fn plan_draft(&mut self, cfg: &SpeculationConfig, cap: usize) -> usize {
+    /// The number of tokens to draft for the next step at most `cap` and `token_cost` (see
+    /// [`Speculation::want`]); `None` while it prefills (no draft, no shadow).
+    pub fn draft_depth(&mut self, cfg: &SpeculationConfig, cap: usize, token_cost: f32) -> Option<usize> {
         if self.prefilling {
             self.spec.cancel();
-            return 0;
+            return None;
         }
         let room = self.total.saturating_sub(self.tokens.len() + 1);
-        let k = self.spec.plan(&self.tokens, cfg, cap, room);
+        Some(self.spec.want(cfg, cap, room, token_cost))
+    }
+
+    /// Takes the proposal for a step that wanted `k` tokens, cut to the prefix its grammar allows; returns
+    /// the draft's length.
+    pub fn set_draft(&mut self, k: usize, proposal: &[u32]) -> usize {
+        let Some(&last) = self.tokens.last() else { return 0 };
+        let n = self.spec.install(last, k, proposal);
         match &self.constraint {
-            Some(c) if k > 0 => self.spec.keep(c.valid_prefix(self.spec.draft())),
-            _ => k,
+            Some(c) if n > 0 => self.spec.keep(c.valid_prefix(self.spec.draft())),
+            _ => n,
         }
     }
 
@@ -225,14 +242,25 @@ impl<'m> Sequence<'m> {
         self.sink.send(Event::Failed(message));
     }
 
-    /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for,
-    /// and the grammar mask computed before the step (see [`Sequence::constraint_for`]). When every token is computed,
-    /// samples the next one and reports it (and the end, if it is one).
-    pub fn advance(&mut self, n: usize, logits: Vec<f32>, mask: StepMask, m: &'m LoadedModel) -> Outcome {
+    /// Takes a step's result: `n` more tokens computed, with the logits [`Sequence::logits_for`] asked for
+    /// (and the hidden states of the same rows when the step returned them), and the grammar mask computed
+    /// before the step (see [`Sequence::constraint_for`]). When every token is computed, samples the next one
+    /// and reports it (and the end, if it is one).
+    pub fn advance(&mut self, n: usize, rows: StepRows, mask: StepMask, m: &'m LoadedModel) -> Outcome {
         let before = self.tokens.len();
         let drafted = self.spec.draft().len();
-        let (progress, accepted) =
-            if drafted > 0 { self.verify(logits, mask, m) } else { (self.compute(n, logits, mask, m), 0) };
+        let count = rows.logits.len() / m.model.config().vocab;
+        let width = rows.hidden.len().checked_div(count).unwrap_or(0);
+        // The row the last token was sampled from: the last one, or in a verification the last one kept.
+        let (progress, accepted, row) = if drafted > 0 {
+            self.verify(rows.logits, mask, m)
+        } else {
+            (self.compute(n, rows.logits, mask, m), 0, count.saturating_sub(1))
+        };
+        if width > 0 {
+            self.spec.hidden.clear();
+            self.spec.hidden.extend_from_slice(&rows.hidden[row * width..(row + 1) * width]);
+        }
         Outcome { progress, added: self.tokens.len() - before, drafted, accepted }
     }
 
@@ -285,13 +313,14 @@ impl<'m> Sequence<'m> {
     /// having seen every token kept before it, until one is rejected (the replacement is kept) or, all
     /// accepted, the last row samples one more. Each kept token is reported as it is decided; positions past
     /// the last kept token are left computed but unused (the engine truncates the table). Returns the
-    /// progress and the drafted tokens accepted.
-    fn verify(&mut self, mut rows: Vec<f32>, mask: StepMask, m: &'m LoadedModel) -> (Progress, usize) {
+    /// progress, the drafted tokens accepted, and the row the last kept token was sampled from.
+    fn verify(&mut self, mut rows: Vec<f32>, mask: StepMask, m: &'m LoadedModel) -> (Progress, usize, usize) {
         let vocab = m.model.config().vocab;
         let base = self.computed;
         let (mut decided, mut accepted) = (0, 0);
         let mut progress = Progress::Running;
         let mut mask = Some(mask);
+        let mut last_row = 0;
         self.spec.verifying();
         for (i, row) in rows.chunks_exact_mut(vocab).enumerate() {
             let Ok(grammar) = self.constrain(row, mask.take().flatten()) else {
@@ -312,13 +341,14 @@ impl<'m> Sequence<'m> {
                 self.spec.hit();
             }
             self.computed = base + i + 1;
+            last_row = i;
             progress = self.emit(s, m);
             if progress != Progress::Running || !hit {
                 break;
             }
         }
         self.spec.verified(decided, accepted);
-        (progress, accepted)
+        (progress, accepted, last_row)
     }
 
     /// Records a sampled token and reports it with the text it makes final (and the end, if it is one).

@@ -1,6 +1,6 @@
 //! A sequence's speculation state: the draft its next step verifies, its depth controller, and its counts.
 
-use crate::speculative::{propose, Depth, SpeculationConfig};
+use crate::speculative::{Depth, DraftCache, SpeculationConfig, PROBE_EVERY};
 
 /// Speculation state of one sequence.
 #[derive(Debug, Default)]
@@ -12,33 +12,62 @@ pub(super) struct Speculation {
     shadow: Option<u32>,
     /// Measured acceptance and the depth it calls for.
     depth: Depth,
+    /// Steps without a draft since the last one (for probing with a costly method).
+    idle: u32,
     /// Tokens drafted for the request, all steps together.
     pub drafted: usize,
     /// Drafted tokens accepted, all steps together.
     pub accepted: usize,
+    /// The target's final hidden state at the row that gave the pending token (for Medusa; else empty).
+    pub hidden: Vec<f32>,
+    /// The sequence's place in the draft model's cache (draft-model speculation).
+    pub draft_cache: DraftCache,
 }
 
 impl Speculation {
-    /// Proposes the draft for the next step of a sequence holding `tokens` (the last one pending), at most
-    /// `cap` tokens (the batch rule) and `room` (what the request may still generate, less the token the step
-    /// samples anyway); returns its length.
-    pub fn plan(&mut self, tokens: &[u32], cfg: &SpeculationConfig, cap: usize, room: usize) -> usize {
+    /// The number of tokens to draft in the next step of a sequence, at most `cap` (the batch rule) and
+    /// `room` (what the request may still generate, less the token the step samples anyway): the adaptive
+    /// rule's depth at `token_cost`, or `cap` with a fixed depth. A sequence the rule keeps from speculating
+    /// drafts one token every [`PROBE_EVERY`] steps when the method's proposals are not free.
+    pub fn want(&mut self, cfg: &SpeculationConfig, cap: usize, room: usize, token_cost: f32) -> usize {
         self.input.clear();
         self.shadow = None;
         let cap = cap.min(room);
-        let Some(&last) = tokens.last() else { return 0 };
         if cap == 0 {
             return 0;
         }
-        let k = if cfg.adaptive { self.depth.choose(cap, cfg.token_cost) } else { cap };
-        let draft = propose(tokens, cfg.ngram_min, cfg.ngram_max, k.max(1));
+        if !cfg.adaptive {
+            return cap;
+        }
+        let k = self.depth.choose(cap, token_cost);
+        if k > 0 || cfg.method.free() {
+            self.idle = 0;
+            return k;
+        }
+        self.idle += 1;
+        if self.idle >= PROBE_EVERY {
+            self.idle = 0;
+            return 1;
+        }
+        0
+    }
+
+    /// The predicted speed-up of drafting `k` tokens at `token_cost`, from the measured acceptance.
+    pub fn gain(&self, k: usize, token_cost: f32) -> f32 {
+        self.depth.gain(k, token_cost)
+    }
+
+    /// Takes the proposal for a step that wanted `k` tokens after the pending token `last`: its first `k`
+    /// tokens become the draft, or, with `k` = 0, its first token the shadow. Returns the draft's length.
+    pub fn install(&mut self, last: u32, k: usize, proposal: &[u32]) -> usize {
         if k == 0 {
-            self.shadow = draft.first().copied();
+            self.shadow = proposal.first().copied();
             return 0;
         }
+        let draft = &proposal[..proposal.len().min(k)];
         if !draft.is_empty() {
             self.input.push(last);
-            self.input.extend_from_slice(&draft);
+            self.input.extend_from_slice(draft);
         }
         draft.len()
     }
@@ -94,37 +123,56 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plans_within_cap_and_room() {
+    fn wants_within_cap_and_room_and_installs_proposals() {
         let cfg = SpeculationConfig { adaptive: false, ..SpeculationConfig::default() };
-        let tokens = [1, 2, 3, 4, 5, 1, 2];
         let mut s = Speculation::default();
-        assert_eq!(s.plan(&tokens, &cfg, 4, 10), 4);
+        assert_eq!(s.want(&cfg, 4, 10, 0.1), 4);
+        assert_eq!(s.want(&cfg, 4, 2, 0.1), 2);
+        assert_eq!(s.want(&cfg, 0, 2, 0.1), 0);
+        assert_eq!(s.install(2, 4, &[3, 4, 5, 1, 9]), 4);
         assert_eq!((s.input(), s.draft()), (&[2, 3, 4, 5, 1][..], &[3, 4, 5, 1][..]));
-        assert_eq!(s.plan(&tokens, &cfg, 4, 2), 2);
-        assert_eq!(s.draft(), &[3, 4]);
         assert_eq!(s.keep(1), 1);
         assert_eq!(s.input(), &[2, 3]);
         assert_eq!(s.keep(0), 0);
         assert!(s.input().is_empty());
-        assert_eq!(s.plan(&tokens, &cfg, 0, 2), 0);
+        assert_eq!(s.install(2, 4, &[]), 0, "no proposal");
         assert!(s.input().is_empty());
-        assert_eq!(s.plan(&[1, 2, 3], &cfg, 4, 10), 0, "no earlier occurrence");
-        assert_eq!(s.plan(&tokens, &cfg, 4, 10), 4);
+        assert_eq!(s.install(2, 4, &[3, 4]), 2);
         s.verifying();
         s.hit();
         s.verified(2, 1);
-        assert_eq!((s.drafted, s.accepted, s.input().len()), (4, 1, 0));
+        assert_eq!((s.drafted, s.accepted, s.input().len()), (2, 1, 0));
         // Adaptive with acceptance gone: no draft, but the shadow proposal measures acceptance.
         let adaptive = SpeculationConfig::default();
         for _ in 0..30 {
             s.depth.observe(1, 0);
         }
-        assert_eq!(s.plan(&tokens, &adaptive, 4, 10), 0);
+        assert_eq!(s.want(&adaptive, 4, 10, 0.1), 0);
+        s.install(2, 0, &[3]);
         assert_eq!(s.shadow, Some(3));
         for _ in 0..30 {
-            s.plan(&tokens, &adaptive, 4, 10);
+            let k = s.want(&adaptive, 4, 10, 0.1);
+            s.install(2, k, &[3]);
             s.sampled(3);
         }
-        assert!(s.plan(&tokens, &adaptive, 4, 10) > 0, "acceptance measured without drafting brings it back");
+        assert!(s.want(&adaptive, 4, 10, 0.1) > 0, "acceptance measured without drafting brings it back");
+    }
+
+    #[test]
+    fn a_costly_method_probes_while_off() {
+        let m = crate::speculative::Medusa::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/stories-distill-4l/medusa"),
+            256,
+            512,
+        )
+        .unwrap();
+        let cfg = SpeculationConfig { method: crate::speculative::Method::Medusa(m.into()), ..Default::default() };
+        let mut s = Speculation::default();
+        for _ in 0..30 {
+            s.depth.observe(1, 0);
+        }
+        let ks: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| s.want(&cfg, 4, 10, 0.1)).collect();
+        assert_eq!(ks.iter().filter(|&&k| k == 1).count(), 2, "{ks:?}");
+        assert!(ks.iter().all(|&k| k <= 1));
     }
 }

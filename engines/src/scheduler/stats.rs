@@ -120,6 +120,12 @@ pub struct Stats {
     pub accepted_by_position: Vec<u64>,
     /// Time to compute one grammar mask (one constrained token), seconds, from 10 µs doubling.
     pub grammar_mask_seconds: Histogram,
+    /// The token cost the last speculating step's depths were chosen at (measured, or the prior).
+    pub speculation_token_cost: f64,
+    /// The speed-up the adaptive rule predicted for the last step's drafts (mean over drafting sequences).
+    pub speculation_predicted_speedup: f64,
+    /// KV blocks in use in the draft model's cache.
+    pub draft_kv_blocks_used: usize,
 }
 
 impl Stats {
@@ -155,6 +161,9 @@ impl Stats {
             speculative_verifications: 0,
             speculated_by_position: vec![0; depth],
             accepted_by_position: vec![0; depth],
+            speculation_token_cost: 0.0,
+            speculation_predicted_speedup: 1.0,
+            draft_kv_blocks_used: 0,
             grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 16),
         }
     }

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::engine::{Engine, Submission};
 use super::plan::{StepKind, StepPlan, Work};
+use super::proposer::Proposer;
 use super::tests::{check, model, request, sink};
 use super::*;
 use crate::kv::BLOCK_SIZE;
@@ -30,7 +31,8 @@ impl<'m> Harness<'m> {
         let kv = m.model.new_cache(BLOCK_SIZE, cfg.num_blocks()).unwrap();
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Mutex::new(Stats::new(&cfg)));
-        let engine = Engine::new(m, kv, cfg, rx, shared);
+        let proposer = Proposer::new(cfg.speculation.as_ref(), m, cfg.num_blocks()).unwrap();
+        let engine = Engine::new(m, (kv, proposer), cfg, rx, shared);
         Harness { m, engine, tx, reqs: Vec::new(), rxs: Vec::new(), got: Vec::new() }
     }
 

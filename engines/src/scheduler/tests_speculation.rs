@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
 use super::tests::{alone, check, events, model, request, settled, sink};
 use super::*;
@@ -14,7 +15,7 @@ use crate::speculative::SpeculationConfig;
 
 /// Sixteen greedy requests, most of them copy-heavy (the answer can repeat the prompt): stop strings, a
 /// one-token limit, repetition and frequency penalties, one ignoring EOS.
-fn requests(m: &LoadedModel) -> Vec<Request> {
+pub(super) fn requests(m: &LoadedModel) -> Vec<Request> {
     let texts = [
         "Lily has a red ball. Lily has a red ball. Lily has a red ball. Lily has",
         "Once upon a time",
@@ -53,10 +54,14 @@ fn requests(m: &LoadedModel) -> Vec<Request> {
         .collect()
 }
 
-/// Runs the requests through a scheduler with `cfg`, `concurrent`ly or one after another, checks each against
-/// the request alone, and returns the stats once idle.
+/// Runs the requests through a scheduler with `cfg` on the bundled model (see [`run_on`]).
 fn run(cfg: SchedulerConfig, concurrent: bool) -> Stats {
-    let m = model();
+    run_on(model(), cfg, concurrent)
+}
+
+/// Runs the requests through a scheduler over `m` with `cfg`, `concurrent`ly or one after another, checks each
+/// against the request alone, and returns the stats once idle (every block of both caches returned).
+pub(super) fn run_on(m: Arc<LoadedModel>, cfg: SchedulerConfig, concurrent: bool) -> Stats {
     let h = Scheduler::start(m.clone(), cfg).unwrap();
     let reqs = requests(&m);
     let submit = |r: &Request| {
@@ -80,7 +85,7 @@ fn run(cfg: SchedulerConfig, concurrent: bool) -> Stats {
         reqs.iter().enumerate().for_each(|(i, r)| finish(i, &submit(r)));
     }
     let s = settled(&h);
-    assert_eq!((s.kv_blocks_used, s.generated_tokens), (0, generated as u64), "{s:?}");
+    assert_eq!((s.kv_blocks_used, s.draft_kv_blocks_used, s.generated_tokens), (0, 0, generated as u64), "{s:?}");
     assert_eq!(s.speculative_accepted_tokens, accepted as u64);
     assert_eq!(s.speculated_by_position.iter().sum::<u64>(), s.speculated_tokens);
     assert_eq!(s.accepted_by_position.iter().sum::<u64>(), s.speculative_accepted_tokens);
@@ -88,7 +93,7 @@ fn run(cfg: SchedulerConfig, concurrent: bool) -> Stats {
 }
 
 /// A scheduler configuration with speculation `spec`.
-fn with(spec: SpeculationConfig) -> SchedulerConfig {
+pub(super) fn with(spec: SpeculationConfig) -> SchedulerConfig {
     SchedulerConfig { speculation: Some(spec), ..SchedulerConfig::default() }
 }
 
@@ -126,8 +131,9 @@ fn wide_batches_do_not_speculate() {
 }
 
 /// Counts of each value of the generated tokens at positions `1..=positions`, over `n` requests of `params`
-/// (seeds from `seed0`), through a scheduler with `cfg`; also returns the tokens accepted from drafts.
-fn marginals(
+/// (seeds from `seed0`), through a scheduler over `m` with `cfg`; also returns the tokens accepted from drafts.
+pub(super) fn marginals(
+    m: Arc<LoadedModel>,
     cfg: SchedulerConfig,
     prompt: &[u32],
     params: &SamplingParams,
@@ -135,7 +141,7 @@ fn marginals(
     seed0: u64,
     positions: usize,
 ) -> (Vec<HashMap<u32, u64>>, usize) {
-    let h = Scheduler::start(model(), cfg).unwrap();
+    let h = Scheduler::start(m, cfg).unwrap();
     let rxs: Vec<Receiver<Event>> = (0..n)
         .map(|i| {
             let mut r = request(prompt.to_vec(), positions);
@@ -164,7 +170,7 @@ fn marginals(
 
 /// Pearson's chi-square statistic for two samples of the same size over the same categories, with categories
 /// of fewer than 10 observations in both together pooled into one; returns it with its degrees of freedom.
-fn chi_square(a: &HashMap<u32, u64>, b: &HashMap<u32, u64>) -> (f64, usize) {
+pub(super) fn chi_square(a: &HashMap<u32, u64>, b: &HashMap<u32, u64>) -> (f64, usize) {
     let mut keys: Vec<u32> = a.keys().chain(b.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
@@ -187,7 +193,7 @@ fn chi_square(a: &HashMap<u32, u64>, b: &HashMap<u32, u64>) -> (f64, usize) {
 }
 
 /// The chi-square quantile for a false-alarm rate of 1e-3 (Wilson-Hilferty; z = 3.0902).
-fn critical(df: usize) -> f64 {
+pub(super) fn critical(df: usize) -> f64 {
     let d = df.max(1) as f64;
     let h = 2.0 / (9.0 * d);
     d * (1.0 - h + 3.0902 * h.sqrt()).powi(3)
@@ -218,8 +224,8 @@ fn sampling_keeps_the_target_distribution() {
     let spec = SpeculationConfig { adaptive: false, max_batch: usize::MAX, ..SpeculationConfig::default() };
     let n = 2000;
     for (params, what) in [(plain, "temperature 0.6"), (warped, "penalties and truncations")] {
-        let (off, _) = marginals(SchedulerConfig::default(), &prompt, &params, n, 0, 5);
-        let (on, accepted) = marginals(with(spec.clone()), &prompt, &params, n, 1_000_000, 5);
+        let (off, _) = marginals(m.clone(), SchedulerConfig::default(), &prompt, &params, n, 0, 5);
+        let (on, accepted) = marginals(m.clone(), with(spec.clone()), &prompt, &params, n, 1_000_000, 5);
         assert!(accepted as u64 > n / 2, "{what}: drafts were accepted ({accepted})");
         for pos in 1..5 {
             let (stat, df) = chi_square(&off[pos], &on[pos]);

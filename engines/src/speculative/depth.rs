@@ -26,17 +26,22 @@ impl Depth {
     /// The depth in `0..=cap` with the most expected tokens per unit of step cost, `token_cost` being the
     /// cost of one drafted token relative to a step without any; ties go to the shallower depth.
     pub fn choose(&self, cap: usize, token_cost: f32) -> usize {
-        let a = self.acceptance.clamp(0.0, 0.999);
-        let (mut best, mut best_score, mut expected, mut power) = (0, 1.0f32, 1.0f32, 1.0f32);
+        let mut best = (0, 1.0f32);
         for k in 1..=cap {
-            power *= a;
-            expected += power;
-            let score = expected / (1.0 + token_cost * k as f32);
-            if score > best_score * (1.0 + 1e-6) {
-                (best, best_score) = (k, score);
+            let score = self.gain(k, token_cost);
+            if score > best.1 * (1.0 + 1e-6) {
+                best = (k, score);
             }
         }
-        best
+        best.0
+    }
+
+    /// The predicted speed-up of drafting `k` tokens at `token_cost`: expected tokens per step,
+    /// `(1 - a^(k+1)) / (1 - a)`, over the step's relative cost `1 + c·k`.
+    pub fn gain(&self, k: usize, token_cost: f32) -> f32 {
+        let a = self.acceptance.clamp(0.0, 0.999);
+        let expected = (0..k as i32).fold((1.0f32, 1.0f32), |(sum, power), _| (sum + power * a, power * a)).0;
+        expected / (1.0 + token_cost * k as f32)
     }
 
     /// Records a verification: `accepted` of `drafted` tokens went through (the first rejection ends it).
@@ -72,6 +77,7 @@ mod tests {
         assert_eq!(d.choose(0, 0.1), 0);
         assert_eq!(d.choose(4, 0.0), 4, "free tokens: as deep as allowed");
         assert_eq!(d.choose(4, 1.0), 0, "a drafted token costing a whole step never pays");
+        assert!((d.gain(2, 0.1) - 1.75 / 1.2).abs() < 1e-6 && d.gain(0, 0.3) == 1.0);
         for _ in 0..30 {
             d.observe(4, 4);
         }

@@ -1,20 +1,87 @@
-//! Speculative decoding: what proposes draft tokens (n-gram lookup in the sequence's own tokens), the
-//! settings, and the adaptive rule that picks each sequence's depth from its measured acceptance. The
-//! scheduler verifies the drafts in its batched step; [`crate::sampling::Sampler::verify`] decides each one.
+//! Speculative decoding: what proposes draft tokens ([`Method`]: n-gram lookup in the sequence's own tokens,
+//! a draft model, Medusa heads), the settings, and the adaptive rule that picks each sequence's depth from its
+//! measured acceptance and the measured cost of a drafted token. The scheduler verifies the drafts in its
+//! batched step; [`crate::sampling::Sampler::verify`] decides each one. Drafts are greedy (the proposer's
+//! top token), so verification keeps the target's distribution exactly for sampled requests too.
 //!
 //! The adaptive rule: each sequence keeps an exponentially weighted average `a` of the rate at which its
-//! drafted tokens are accepted (also measured while it does not speculate, by comparing the token a one-token
-//! proposal would have drafted with the token sampled). With a step costing `1 + c·k` for `k` drafted tokens
-//! (`c` = [`SpeculationConfig::token_cost`]), the expected tokens per step are `(1 - a^(k+1)) / (1 - a)`; the
-//! depth is the `k` in `0..=depth` with the most tokens per unit of cost. The scheduler turns speculation off
-//! for a step with more than [`SpeculationConfig::max_batch`] sequences: a wide step is no longer
-//! memory-bound, and the extra tokens cost as much as ordinary ones.
+//! drafted tokens are accepted (measured while it does not speculate too: for n-gram by comparing the token a
+//! one-token proposal would have drafted with the token sampled, for the other methods by drafting one token
+//! every [`PROBE_EVERY`] steps). With a step costing `1 + c·k` for `k` drafted tokens, the expected tokens per
+//! step are `(1 - a^(k+1)) / (1 - a)`; the depth is the `k` in `0..=depth` with the most tokens per unit of
+//! cost. `c` is measured by [`TokenCost`] from the engine's decode steps at the current batch size (the time
+//! one drafted token adds, proposal and verification together, over one sequence's share of a step without
+//! drafts), unless [`SpeculationConfig::token_cost`] fixes it. So a wide, compute-bound batch, where a drafted
+//! token costs about what a sequence-step does, stops speculating by itself; [`SpeculationConfig::max_batch`]
+//! is a hard cap beside it.
 
+mod cost;
 mod depth;
+mod draft;
+mod medusa;
 mod ngram;
 
+use std::sync::Arc;
+
+pub use cost::TokenCost;
 pub use depth::Depth;
+pub use draft::{check_vocabulary, DraftCache, DraftJob, DraftModel};
+pub use medusa::{Medusa, MedusaConfig};
 pub use ngram::propose;
+
+use crate::model::LoadedModel;
+
+/// A sequence that chose not to speculate drafts one token after this many steps with a method whose
+/// proposals cost a step (draft model, Medusa), to keep measuring its acceptance.
+pub const PROBE_EVERY: u32 = 16;
+
+/// The token cost assumed before the engine has measured one.
+pub const PRIOR_TOKEN_COST: f32 = 0.1;
+
+/// What proposes drafts.
+#[derive(Clone, Default)]
+pub enum Method {
+    /// Prompt lookup: n-grams of the sequence's own tokens.
+    #[default]
+    Ngram,
+    /// A smaller model with the same vocabulary, with its own KV cache.
+    Draft(Arc<LoadedModel>),
+    /// Medusa heads over the target's last hidden state.
+    Medusa(Arc<Medusa>),
+}
+
+impl Method {
+    /// The method's name (`ngram`, `draft`, `medusa`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Method::Ngram => "ngram",
+            Method::Draft(_) => "draft",
+            Method::Medusa(_) => "medusa",
+        }
+    }
+
+    /// Whether a proposal is free enough to compute every step for measuring acceptance (n-gram).
+    pub fn free(&self) -> bool {
+        matches!(self, Method::Ngram)
+    }
+}
+
+impl std::fmt::Debug for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq for Method {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Method::Ngram, Method::Ngram) => true,
+            (Method::Draft(a), Method::Draft(b)) => Arc::ptr_eq(a, b),
+            (Method::Medusa(a), Method::Medusa(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
 
 /// How speculative decoding proposes and how far it goes.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,15 +94,26 @@ pub struct SpeculationConfig {
     pub ngram_max: usize,
     /// Steps with more sequences than this do not speculate.
     pub max_batch: usize,
-    /// Cost of one drafted token in a step, relative to the step without it (the adaptive rule's `c`).
-    pub token_cost: f32,
+    /// Cost of one drafted token relative to a sequence's share of a step without drafts (the adaptive
+    /// rule's `c`); `None` measures it online ([`TokenCost`]).
+    pub token_cost: Option<f32>,
     /// Pick each sequence's depth from its acceptance; `false` drafts `depth` tokens whenever a proposal exists.
     pub adaptive: bool,
+    /// What proposes the drafts.
+    pub method: Method,
 }
 
 impl Default for SpeculationConfig {
     fn default() -> Self {
-        SpeculationConfig { depth: 4, ngram_min: 1, ngram_max: 3, max_batch: 8, token_cost: 0.1, adaptive: true }
+        SpeculationConfig {
+            depth: 4,
+            ngram_min: 1,
+            ngram_max: 3,
+            max_batch: 8,
+            token_cost: None,
+            adaptive: true,
+            method: Method::Ngram,
+        }
     }
 }
 
@@ -51,8 +129,18 @@ impl SpeculationConfig {
                 self.ngram_min, self.ngram_max
             ));
         }
-        if !(self.token_cost >= 0.0 && self.token_cost.is_finite()) {
+        if self.token_cost.is_some_and(|c| !(c >= 0.0 && c.is_finite())) {
             return Err("the speculative token cost must be a non-negative number".into());
+        }
+        if let Method::Medusa(m) = &self.method {
+            if self.depth > m.num_heads() {
+                return Err(format!(
+                    "depth {} needs {} Medusa heads; the heads have {}",
+                    self.depth,
+                    self.depth,
+                    m.num_heads()
+                ));
+            }
         }
         Ok(())
     }
@@ -80,7 +168,7 @@ mod tests {
             SpeculationConfig { depth: 0, ..c.clone() },
             SpeculationConfig { ngram_min: 0, ..c.clone() },
             SpeculationConfig { ngram_min: 4, ngram_max: 3, ..c.clone() },
-            SpeculationConfig { token_cost: f32::NAN, ..c.clone() },
+            SpeculationConfig { token_cost: Some(f32::NAN), ..c.clone() },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

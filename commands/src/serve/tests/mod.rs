@@ -134,6 +134,9 @@ impl Backend for MockBackend {
             speculated_by_position: Vec::new(),
             accepted_by_position: Vec::new(),
             grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 4),
+            speculation_token_cost: 0.25,
+            speculation_predicted_speedup: 1.5,
+            draft_kv_blocks_used: 0,
         }
     }
 }

@@ -1,0 +1,115 @@
+//! The scheduler's side of each speculation method: proposals for all the sequences that speculate in a
+//! step (n-gram per sequence; the draft model and Medusa heads batched), and the draft cache's upkeep.
+
+use std::sync::Arc;
+
+use super::sequence::Sequence;
+use crate::model::{LoadedModel, ModelError};
+use crate::speculative::{check_vocabulary, propose, DraftJob, DraftModel, Medusa, Method, SpeculationConfig};
+
+/// What proposes drafts in a running engine.
+pub(super) enum Proposer {
+    /// Speculation is off.
+    Off,
+    /// Prompt lookup.
+    Ngram,
+    /// The draft model, with its cache.
+    Draft(Box<DraftModel>),
+    /// Medusa heads.
+    Medusa(Arc<Medusa>),
+}
+
+impl Proposer {
+    /// The proposer for `spec` beside `target`, with a draft cache of `blocks` blocks; a draft model whose
+    /// vocabulary differs from the target's is refused, naming the first difference.
+    pub fn new(spec: Option<&SpeculationConfig>, target: &LoadedModel, blocks: usize) -> Result<Self, ModelError> {
+        let Some(spec) = spec else { return Ok(Proposer::Off) };
+        Ok(match &spec.method {
+            Method::Ngram => Proposer::Ngram,
+            Method::Draft(draft) => {
+                check_vocabulary(&target.tokenizer, &draft.tokenizer)
+                    .map_err(|e| ModelError::Config(format!("the draft model's tokenizer is not the target's: {e}")))?;
+                Proposer::Draft(Box::new(DraftModel::new(draft.clone(), blocks, target.model.config().vocab)?))
+            }
+            Method::Medusa(m) => Proposer::Medusa(m.clone()),
+        })
+    }
+
+    /// Whether the model's steps must return hidden states (for Medusa).
+    pub fn wants_hidden(&self) -> bool {
+        matches!(self, Proposer::Medusa(_))
+    }
+
+    /// Proposals for the running sequences: for `wants[i] == Some(k)`, up to `k` tokens after the pending
+    /// one of `running[i]` (n-gram proposes one for `k` = 0, the free shadow); empty for `None`.
+    pub fn propose(
+        &mut self,
+        running: &mut [Sequence<'_>],
+        wants: &[Option<usize>],
+        cfg: &SpeculationConfig,
+    ) -> Vec<Vec<u32>> {
+        let mut out = vec![Vec::new(); running.len()];
+        match self {
+            Proposer::Off => {}
+            Proposer::Ngram => {
+                for ((s, w), o) in running.iter().zip(wants).zip(&mut out) {
+                    if let Some(k) = *w {
+                        *o = propose(&s.tokens, cfg.ngram_min, cfg.ngram_max, k.max(1));
+                    }
+                }
+            }
+            Proposer::Draft(d) => {
+                let (idx, mut jobs): (Vec<usize>, Vec<DraftJob<'_>>) = running
+                    .iter_mut()
+                    .zip(wants)
+                    .enumerate()
+                    .filter_map(|(i, (s, w))| {
+                        let k = w.filter(|&k| k > 0)?;
+                        Some((i, DraftJob { tokens: &s.tokens, cache: &mut s.spec.draft_cache, k }))
+                    })
+                    .unzip();
+                for (i, p) in idx.into_iter().zip(d.propose(&mut jobs)) {
+                    out[i] = p;
+                }
+            }
+            Proposer::Medusa(m) => {
+                let (mut idx, mut states, mut ks) = (Vec::new(), Vec::new(), Vec::new());
+                for (i, (s, w)) in running.iter().zip(wants).enumerate() {
+                    if let Some(k) = w.filter(|&k| k > 0 && !s.spec.hidden.is_empty()) {
+                        idx.push(i);
+                        states.push(s.spec.hidden.as_slice());
+                        ks.push(k);
+                    }
+                }
+                match m.propose(&states, &ks) {
+                    Ok(p) => idx.into_iter().zip(p).for_each(|(i, p)| out[i] = p),
+                    Err(e) => tracing::warn!(error = %e, "the Medusa heads failed; no drafts this step"),
+                }
+            }
+        }
+        out
+    }
+
+    /// After a step: the draft cache keeps only what the target kept of the sequence (all but its pending
+    /// last token).
+    pub fn rewind(&mut self, s: &mut Sequence<'_>) {
+        if let Proposer::Draft(d) = self {
+            d.rewind(&mut s.spec.draft_cache, s.tokens.len().saturating_sub(1));
+        }
+    }
+
+    /// A sequence left the running batch (finished, cancelled or preempted): its draft blocks return.
+    pub fn release(&mut self, s: &mut Sequence<'_>) {
+        if let Proposer::Draft(d) = self {
+            d.release(&mut s.spec.draft_cache);
+        }
+    }
+
+    /// Blocks of the draft cache in use.
+    pub fn used_blocks(&self) -> usize {
+        match self {
+            Proposer::Draft(d) => d.used_blocks(),
+            _ => 0,
+        }
+    }
+}

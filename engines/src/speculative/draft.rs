@@ -1,0 +1,216 @@
+//! A draft model: a smaller model of the same vocabulary proposing drafts greedily from its own paged KV
+//! cache, one batched step per draft position for all the sequences that speculate, rolled back to what
+//! the target kept after each verification.
+
+use std::sync::Arc;
+
+use crate::kv::{BlockTable, KvCache, BLOCK_SIZE};
+use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
+use crate::text::tokenizer::Tokenizer;
+
+/// Where a sequence stands in the draft model's cache.
+#[derive(Debug, Default)]
+pub struct DraftCache {
+    /// Its blocks in the draft cache.
+    table: BlockTable,
+    /// Leading tokens of the sequence whose keys and values the draft cache holds.
+    computed: usize,
+}
+
+/// One sequence's request for a draft.
+pub struct DraftJob<'a> {
+    /// The sequence's tokens (the last one not yet computed by the target).
+    pub tokens: &'a [u32],
+    /// Its place in the draft cache.
+    pub cache: &'a mut DraftCache,
+    /// Tokens wanted.
+    pub k: usize,
+}
+
+/// The draft model with its KV cache.
+pub struct DraftModel {
+    model: Arc<LoadedModel>,
+    kv: KvCache,
+    /// Proposals are ids below this (the target's vocabulary).
+    vocab: usize,
+}
+
+impl DraftModel {
+    /// The draft model `model` with a cache of `blocks` blocks, proposing ids below `vocab`.
+    pub fn new(model: Arc<LoadedModel>, blocks: usize, vocab: usize) -> Result<Self, ModelError> {
+        let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
+        let vocab = vocab.min(model.model.config().vocab);
+        Ok(DraftModel { model, kv, vocab })
+    }
+
+    /// Blocks of the draft cache in use.
+    pub fn used_blocks(&self) -> usize {
+        self.kv.allocator().used_blocks()
+    }
+
+    /// Greedy drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or cache
+    /// ends): first each sequence's tokens the draft cache lacks, then one batched step per further position.
+    /// A failed step ends the drafts of that step's sequences where they are (logged).
+    pub fn propose(&mut self, jobs: &mut [DraftJob<'_>]) -> Vec<Vec<u32>> {
+        let context = self.model.model.config().context;
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); jobs.len()];
+        let mut ks: Vec<usize> = jobs
+            .iter_mut()
+            .map(|j| {
+                let k = j.k.min((context + 1).saturating_sub(j.tokens.len()));
+                let fits = k > 0 && self.kv.reserve(&mut j.cache.table, j.tokens.len() + k - 1).is_ok();
+                if fits {
+                    k
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let depth = ks.iter().copied().max().unwrap_or(0);
+        for d in 0..depth {
+            let active: Vec<usize> = (0..jobs.len()).filter(|&i| ks[i] > d).collect();
+            let inputs: Vec<SeqInput<'_>> = active
+                .iter()
+                .map(|&i| {
+                    let j = &jobs[i];
+                    let n = j.tokens.len();
+                    let (tokens, start) = if d == 0 {
+                        (&j.tokens[j.cache.computed..], j.cache.computed)
+                    } else {
+                        (&out[i][d - 1..d], n + d - 1)
+                    };
+                    SeqInput { tokens, start, table: &j.cache.table, logits: Logits::Last }
+                })
+                .collect();
+            let rows = self.model.model.forward(&mut self.kv, &inputs);
+            drop(inputs);
+            let rows = match rows {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the draft model's step failed; these drafts end here");
+                    for &i in &active {
+                        ks[i] = d;
+                    }
+                    continue;
+                }
+            };
+            for (&i, row) in active.iter().zip(rows) {
+                out[i].push(argmax(&row[..self.vocab.min(row.len())]));
+                jobs[i].cache.computed = jobs[i].tokens.len() + d;
+            }
+        }
+        for (j, o) in jobs.iter_mut().zip(&out) {
+            if o.is_empty() {
+                self.rewind(j.cache, j.cache.computed);
+            }
+        }
+        out
+    }
+
+    /// Keeps only the first `valid` tokens of the sequence in the draft cache (those the target kept; the
+    /// drafted ones past them are stale), returning the blocks past them.
+    pub fn rewind(&mut self, cache: &mut DraftCache, valid: usize) {
+        cache.computed = cache.computed.min(valid);
+        self.kv.truncate(&mut cache.table, cache.computed);
+    }
+
+    /// Returns all of a sequence's blocks (it finished or was preempted).
+    pub fn release(&mut self, cache: &mut DraftCache) {
+        self.kv.release(&mut cache.table);
+        cache.computed = 0;
+    }
+}
+
+/// The first index of the largest value (0 for an empty row).
+fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Checks that a draft model's tokenizer is the target's: the same tokens, pieces, control tokens, BOS and
+/// EOS. The error names the first difference.
+pub fn check_vocabulary(target: &Tokenizer, draft: &Tokenizer) -> Result<(), String> {
+    if target.vocab_size() != draft.vocab_size() {
+        return Err(format!(
+            "the draft model's vocabulary has {} tokens, the target's {}",
+            draft.vocab_size(),
+            target.vocab_size()
+        ));
+    }
+    if target.bos_id() != draft.bos_id() {
+        return Err(format!("BOS differs: target {:?}, draft {:?}", target.bos_id(), draft.bos_id()));
+    }
+    if target.eos_ids() != draft.eos_ids() {
+        return Err(format!("EOS differs: target {:?}, draft {:?}", target.eos_ids(), draft.eos_ids()));
+    }
+    for id in 0..target.vocab_size() as u32 {
+        let (t, d) = (target.token_to_piece(id), draft.token_to_piece(id));
+        if t != d || target.is_control(id) != draft.is_control(id) {
+            return Err(format!(
+                "token {id} differs: target {:?}{}, draft {:?}{}",
+                String::from_utf8_lossy(&t),
+                if target.is_control(id) { " (control)" } else { "" },
+                String::from_utf8_lossy(&d),
+                if draft.is_control(id) { " (control)" } else { "" },
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{load, LoadOptions};
+
+    fn shared(rel: &str) -> String {
+        format!("{}/../models/{rel}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn drafts_continue_as_the_draft_model_alone_and_rewind() {
+        let m = Arc::new(load(&shared("stories260k/hf"), &LoadOptions::default()).unwrap());
+        let mut d = DraftModel::new(m.clone(), 16, 512).unwrap();
+        let prompt = m.tokenizer.encode("Once upon a time", true, false).unwrap();
+        // What the draft model generates greedily alone, one full forward per token.
+        let mut alone = prompt.clone();
+        for _ in 0..6 {
+            let mut kv = m.model.new_cache(BLOCK_SIZE, 4).unwrap();
+            let mut table = BlockTable::new();
+            kv.reserve(&mut table, alone.len()).unwrap();
+            let input = SeqInput { tokens: &alone, start: 0, table: &table, logits: Logits::Last };
+            let row = m.model.forward(&mut kv, &[input]).unwrap().remove(0);
+            alone.push(argmax(&row));
+        }
+        let (mut a, mut b) = (DraftCache::default(), DraftCache::default());
+        let short = &prompt[..prompt.len() - 1];
+        let mut jobs =
+            [DraftJob { tokens: &prompt, cache: &mut a, k: 4 }, DraftJob { tokens: short, cache: &mut b, k: 0 }];
+        let out = d.propose(&mut jobs);
+        assert_eq!(out[0], alone[prompt.len()..prompt.len() + 4]);
+        assert!(out[1].is_empty());
+        assert_eq!(a.computed, prompt.len() + 3);
+        // The target kept two drafted tokens and sampled a third: the cache rewinds to them and goes on.
+        let kept = &alone[..prompt.len() + 3];
+        d.rewind(&mut a, kept.len() - 1);
+        assert_eq!(a.computed, prompt.len() + 2);
+        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3 }]);
+        assert_eq!(out[0], alone[kept.len()..kept.len() + 3]);
+        d.release(&mut a);
+        d.release(&mut b);
+        assert_eq!(d.used_blocks(), 0);
+    }
+
+    #[test]
+    fn vocabularies_must_agree() {
+        let a = load(&shared("stories260k/hf"), &LoadOptions::default()).unwrap();
+        let b = load(&shared("stories-distill-4l/hf"), &LoadOptions::default()).unwrap();
+        check_vocabulary(&a.tokenizer, &b.tokenizer).unwrap();
+        check_vocabulary(&a.tokenizer, &a.tokenizer).unwrap();
+    }
+}
