@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Speculative decoding benchmark: `tgi serve` with speculation off and with each method, on copy-heavy prompts
-(the answer repeats or edits the prompt) and on ordinary story prompts, at several concurrencies.
+"""Speculative decoding benchmark: `tgi serve` with speculation off and with each method (n-gram, a draft model,
+Medusa heads; adaptive, or `-fixed` at depth 4), on copy-heavy prompts (the answer repeats or edits the prompt)
+and on ordinary story prompts, at several concurrencies.
 
 Starts one server per configuration (they idle while another is measured), then for each prompt set and
 concurrency measures the configurations back to back, REPEATS times in rotating order (other work on the
 machine then hits all of them alike), and reports the median decode throughput (generated tokens per second of
 wall time over all clients, greedy /generate requests of MAX_NEW tokens), the median over repeats of its ratio
-to speculation off measured in the same repeat, and the acceptance (accepted / drafted tokens, from each response's `details`).
+to speculation off measured in the same repeat, the acceptance (accepted / drafted tokens, from each response's
+`details`), and the speed-up the engine's adaptive rule predicted (`tgi_speculation_predicted_speedup` from
+/metrics after the run, with the measured token cost `tgi_speculation_token_cost`).
 
 Usage: bench/speculative.py [--tgi BIN] [--model PATH] [--concurrency 1,4,16] [--requests 8] [--max-new 128]
-                            [--repeats 3] [--configs off,ngram,ngram-fixed] [--extra 'FLAGS'] [--json OUT]
+                            [--repeats 3] [--configs off,ngram,ngram-fixed] [--draft-model PATH] [--medusa DIR]
+                            [--prompt-sets copy-heavy,story] [--extra 'FLAGS'] [--json OUT]
 Standard library only.
 """
 
@@ -50,11 +54,25 @@ def copy_prompts(url, n_tokens):
     return out
 
 
-CONFIGS = {
-    "off": [],
-    "ngram": ["--speculate", "4", "--speculate-type", "ngram"],
-    "ngram-fixed": ["--speculate", "4", "--speculate-type", "ngram", "--speculate-fixed"],
-}
+def configs(draft_model, medusa):
+    """Each configuration's `tgi serve` flags (the draft and Medusa ones only when their files are given)."""
+    out = {"off": [], "ngram": ["--speculate", "4", "--speculate-type", "ngram"]}
+    if draft_model:
+        out["draft"] = ["--speculate", "4", "--draft-model", draft_model]
+    if medusa:
+        out["medusa"] = ["--speculate", "4", "--medusa", medusa]
+    for name in [n for n in out if n != "off"]:
+        out[name + "-fixed"] = out[name] + ["--speculate-fixed"]
+    return out
+
+
+def gauge(url, name):
+    """A gauge's value from the server's /metrics, None when absent."""
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
 
 
 def free_port():
@@ -127,22 +145,32 @@ def main():
     ap.add_argument("--requests", type=int, default=8, help="requests per client")
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default="off,ngram,ngram-fixed")
+    ap.add_argument("--draft-model", help="a draft model for the draft configurations")
+    ap.add_argument("--medusa", help="a Medusa directory for the medusa configurations")
+    ap.add_argument("--prompt-sets", default="copy-heavy,story")
     ap.add_argument("--extra", default="", help="more `tgi serve` flags for every server (e.g. '--threads 2')")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     names = a.configs.split(",")
-    servers = {n: start(a.tgi, a.model, CONFIGS[n] + a.extra.split()) for n in names}
+    known = configs(a.draft_model, a.medusa)
+    missing = [n for n in names if n not in known]
+    if missing:
+        sys.exit(f"unknown configurations {missing} (draft and medusa need --draft-model / --medusa): {list(known)}")
+    servers = {n: start(a.tgi, a.model, known[n] + a.extra.split()) for n in names}
     rows = []
     try:
-        copy = copy_prompts(servers[names[0]][1], a.max_new + 32)
-        for set_name, prompts in [("copy-heavy", copy), ("story", STORY)]:
+        sets = a.prompt_sets.split(",")
+        copy = copy_prompts(servers[names[0]][1], a.max_new + 32) if "copy-heavy" in sets else []
+        for set_name, prompts in [(s, copy if s == "copy-heavy" else STORY) for s in sets]:
             for conc in [int(c) for c in a.concurrency.split(",")]:
                 for n in names:  # warm-up
                     measure(servers[n][1], prompts, conc, 1, 16)
                 runs = {n: [] for n in names}
                 drafted = {n: 0 for n in names}
                 accepted = {n: 0 for n in names}
+                predicted = {n: [] for n in names}
+                cost = {n: [] for n in names}
                 for r in range(a.repeats):
                     order = names[r % len(names):] + names[: r % len(names)]
                     for n in order:
@@ -150,6 +178,9 @@ def main():
                         runs[n].append(tps)
                         drafted[n] += d
                         accepted[n] += acc
+                        if n != "off":
+                            predicted[n].append(gauge(servers[n][1], "tgi_speculation_predicted_speedup"))
+                            cost[n].append(gauge(servers[n][1], "tgi_speculation_token_cost"))
                 for n in names:
                     # Each repeat measured every configuration back to back: the median of per-repeat ratios.
                     ratios = [x / y for x, y in zip(runs[n], runs[names[0]])]
@@ -160,17 +191,21 @@ def main():
                         "runs": [round(x, 1) for x in runs[n]],
                         "acceptance": round(accepted[n] / drafted[n], 3) if drafted[n] else None,
                         "accepted_per_token": round(accepted[n] / (a.repeats * conc * a.requests * a.max_new), 3),
+                        "predicted": round(statistics.median(predicted[n]), 3) if predicted[n] else None,
+                        "token_cost": round(statistics.median(cost[n]), 3) if cost[n] else None,
                     })
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         for p, _ in servers.values():
             p.terminate()
             p.wait()
-    print("| prompts | concurrency | config | decode tok/s (median) | vs off | acceptance | drafted tokens accepted per generated token |")
-    print("|---|---|---|---|---|---|---|")
+    print("| prompts | concurrency | config | decode tok/s (median) | vs off | acceptance | drafted tokens accepted per generated token | predicted speed-up | token cost |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         acc = "-" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
-        print(f"| {r['prompts']} | {r['concurrency']} | {r['config']} | {r['tok_s']:.0f} | {r['ratio']:.2f}x | {acc} | {r['accepted_per_token']:.2f} |")
+        pred = "-" if r["predicted"] is None else f"{r['predicted']:.2f}x"
+        c = "-" if r["token_cost"] is None else f"{r['token_cost']:.2f}"
+        print(f"| {r['prompts']} | {r['concurrency']} | {r['config']} | {r['tok_s']:.1f} | {r['ratio']:.2f}x | {acc} | {r['accepted_per_token']:.2f} | {pred} | {c} |")
     if a.json:
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:

@@ -60,7 +60,16 @@ fn medusa_from_its_directory_and_a_draft_model_keep_greedy_output() {
         (vec!["-m", medusa.to_str().unwrap(), "--speculate-fixed"], "Medusa"),
         (vec!["-m", target, "--draft-model", draft.to_str().unwrap(), "--speculate-fixed"], "draft model"),
         (
-            vec!["-m", target, "--draft-model", draft.to_str().unwrap(), "--draft-quantize", "q8_0"],
+            vec![
+                "-m",
+                target,
+                "--draft-model",
+                draft.to_str().unwrap(),
+                "--draft-quantize",
+                "q8_0",
+                "--speculate-token-cost",
+                "0.1",
+            ],
             "adaptive q8_0 draft",
         ),
     ] {

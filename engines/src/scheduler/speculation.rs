@@ -1,6 +1,6 @@
 //! A sequence's speculation state: the draft its next step verifies, its depth controller, and its counts.
 
-use crate::speculative::{Depth, DraftCache, SpeculationConfig, PROBE_EVERY};
+use crate::speculative::{probe_interval, Depth, DraftCache, SpeculationConfig};
 
 /// Speculation state of one sequence.
 #[derive(Debug, Default)]
@@ -28,7 +28,7 @@ impl Speculation {
     /// The number of tokens to draft in the next step of a sequence, at most `cap` (the batch rule) and
     /// `room` (what the request may still generate, less the token the step samples anyway): the adaptive
     /// rule's depth at `token_cost`, or `cap` with a fixed depth. A sequence the rule keeps from speculating
-    /// drafts one token every [`PROBE_EVERY`] steps when the method's proposals are not free.
+    /// drafts one token every [`probe_interval`] steps when the method's proposals are not free.
     pub fn want(&mut self, cfg: &SpeculationConfig, cap: usize, room: usize, token_cost: f32) -> usize {
         self.input.clear();
         self.shadow = None;
@@ -45,7 +45,7 @@ impl Speculation {
             return k;
         }
         self.idle += 1;
-        if self.idle >= PROBE_EVERY {
+        if self.idle >= probe_interval(token_cost) {
             self.idle = 0;
             return 1;
         }
@@ -121,6 +121,7 @@ impl Speculation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::speculative::PROBE_EVERY;
 
     #[test]
     fn wants_within_cap_and_room_and_installs_proposals() {

@@ -36,9 +36,10 @@ fn heads() -> Arc<Medusa> {
     HEADS.get_or_init(|| Arc::new(Medusa::load(&models().join("stories-distill-4l/medusa"), 256, 512).unwrap())).clone()
 }
 
-/// Speculation by `method`, at a fixed depth 4 or adaptive.
+/// Speculation by `method`, at a fixed depth 4 or adaptive (at a fixed token cost: measured, it would follow the
+/// machine's timings, and the tests would too).
 fn spec(method: Method, adaptive: bool) -> SpeculationConfig {
-    SpeculationConfig { method, adaptive, max_batch: 16, ..SpeculationConfig::default() }
+    SpeculationConfig { method, adaptive, max_batch: 16, token_cost: Some(0.1), ..SpeculationConfig::default() }
 }
 
 /// The two methods under test, by name.

@@ -7,7 +7,7 @@
 //! The adaptive rule: each sequence keeps an exponentially weighted average `a` of the rate at which its
 //! drafted tokens are accepted (measured while it does not speculate too: for n-gram by comparing the token a
 //! one-token proposal would have drafted with the token sampled, for the other methods by drafting one token
-//! every [`PROBE_EVERY`] steps). With a step costing `1 + c·k` for `k` drafted tokens, the expected tokens per
+//! every [`probe_interval`] steps). With a step costing `1 + c·k` for `k` drafted tokens, the expected tokens per
 //! step are `(1 - a^(k+1)) / (1 - a)`; the depth is the `k` in `0..=depth` with the most tokens per unit of
 //! cost. `c` is measured by [`TokenCost`] from the engine's decode steps at the current batch size (the time
 //! one drafted token adds, proposal and verification together, over one sequence's share of a step without
@@ -31,9 +31,19 @@ pub use ngram::propose;
 
 use crate::model::LoadedModel;
 
-/// A sequence that chose not to speculate drafts one token after this many steps with a method whose
-/// proposals cost a step (draft model, Medusa), to keep measuring its acceptance.
+/// A sequence that chose not to speculate drafts one token after at least this many steps with a method whose
+/// proposals cost a step (draft model, Medusa), to keep measuring its acceptance (see [`probe_interval`]).
 pub const PROBE_EVERY: u32 = 16;
+
+/// Probes cost at most this fraction of the steps between them.
+const PROBE_OVERHEAD: f32 = 0.02;
+
+/// Steps between probes at `token_cost`: [`PROBE_EVERY`], or more where a drafted token costs so much that a
+/// probe every [`PROBE_EVERY`] steps would cost more than [`PROBE_OVERHEAD`] of them.
+pub fn probe_interval(token_cost: f32) -> u32 {
+    let spread = (token_cost.max(0.0) / PROBE_OVERHEAD).ceil();
+    PROBE_EVERY.max(if spread.is_finite() { spread.min(1e6) as u32 } else { 1_000_000 })
+}
 
 /// The token cost assumed before the engine has measured one.
 pub const PRIOR_TOKEN_COST: f32 = 0.1;
@@ -158,6 +168,14 @@ impl SpeculationConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probes_are_spread_by_their_cost() {
+        assert_eq!(probe_interval(0.1), PROBE_EVERY);
+        assert_eq!(probe_interval(0.5), 25);
+        assert_eq!(probe_interval(2.0), 100);
+        assert_eq!(probe_interval(f32::INFINITY), 1_000_000);
+    }
 
     #[test]
     fn validates_and_caps_by_batch() {
