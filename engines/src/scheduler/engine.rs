@@ -279,7 +279,8 @@ impl<'m> Engine<'m> {
         let cap = if explore { 0 } else { cfg.cap(self.running.len()) };
         let cost = cfg.token_cost.unwrap_or_else(|| self.token_cost.cost(decoding));
         let wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
-        let proposals = self.proposer.propose(&mut self.running, &wants, &cfg);
+        let catch_up = self.prefill_cap();
+        let proposals = self.proposer.propose(&mut self.running, &wants, &cfg, catch_up);
         let mut gains = (0.0f64, 0usize);
         for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(&proposals) {
             let Some(k) = *want else { continue };

@@ -41,12 +41,14 @@ impl Proposer {
     }
 
     /// Proposals for the running sequences: for `wants[i] == Some(k)`, up to `k` tokens after the pending
-    /// one of `running[i]` (n-gram proposes one for `k` = 0, the free shadow); empty for `None`.
+    /// one of `running[i]` (n-gram proposes one for `k` = 0, the free shadow); empty for `None`. The draft
+    /// model catches up at most `catch_up` tokens of the sequences' prompts and outputs per step.
     pub fn propose(
         &mut self,
         running: &mut [Sequence<'_>],
         wants: &[Option<usize>],
         cfg: &SpeculationConfig,
+        catch_up: usize,
     ) -> Vec<Vec<u32>> {
         let mut out = vec![Vec::new(); running.len()];
         match self {
@@ -68,7 +70,7 @@ impl Proposer {
                         Some((i, DraftJob { tokens: &s.tokens, cache: &mut s.spec.draft_cache, k }))
                     })
                     .unzip();
-                for (i, p) in idx.into_iter().zip(d.propose(&mut jobs)) {
+                for (i, p) in idx.into_iter().zip(d.propose(&mut jobs, catch_up)) {
                     out[i] = p;
                 }
             }

@@ -50,36 +50,52 @@ impl DraftModel {
 
     /// Greedy drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or cache
     /// ends): first each sequence's tokens the draft cache lacks, then one batched step per further position.
-    /// A failed step ends the drafts of that step's sequences where they are (logged).
-    pub fn propose(&mut self, jobs: &mut [DraftJob<'_>]) -> Vec<Vec<u32>> {
+    /// The tokens caught up in the first step are at most `catch_up` in all (a long prompt is caught up over
+    /// several steps, without drafts until it is, so that it never stalls the batch); a failed step ends the
+    /// drafts of that step's sequences where they are (logged).
+    pub fn propose(&mut self, jobs: &mut [DraftJob<'_>], catch_up: usize) -> Vec<Vec<u32>> {
         let context = self.model.model.config().context;
+        let mut left = catch_up.max(1);
+        // Per job: the draft length and the tokens fed in the first step.
+        let mut plan: Vec<(usize, usize)> = Vec::with_capacity(jobs.len());
+        for j in jobs.iter_mut() {
+            let (n, done) = (j.tokens.len(), j.cache.computed);
+            let k = j.k.min((context + 1).saturating_sub(n));
+            let lag = n - done.min(n);
+            let (k, feed) = match (k, lag) {
+                (0, _) | (_, 0) => (0, 0),
+                (_, lag) if lag > left => (0, left),
+                (k, lag) => (k, lag),
+            };
+            let end = if k > 0 { n + k - 1 } else { done + feed };
+            if feed == 0 || self.kv.reserve(&mut j.cache.table, end).is_err() {
+                plan.push((0, 0));
+                continue;
+            }
+            left -= feed;
+            plan.push((k, feed));
+        }
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); jobs.len()];
-        let mut ks: Vec<usize> = jobs
-            .iter_mut()
-            .map(|j| {
-                let k = j.k.min((context + 1).saturating_sub(j.tokens.len()));
-                let fits = k > 0 && self.kv.reserve(&mut j.cache.table, j.tokens.len() + k - 1).is_ok();
-                if fits {
-                    k
-                } else {
-                    0
-                }
-            })
-            .collect();
-        let depth = ks.iter().copied().max().unwrap_or(0);
+        let depth = plan.iter().map(|p| p.0.max(usize::from(p.1 > 0))).max().unwrap_or(0);
         for d in 0..depth {
-            let active: Vec<usize> = (0..jobs.len()).filter(|&i| ks[i] > d).collect();
+            let active: Vec<usize> = (0..jobs.len()).filter(|&i| plan[i].0 > d || (d == 0 && plan[i].1 > 0)).collect();
             let inputs: Vec<SeqInput<'_>> = active
                 .iter()
                 .map(|&i| {
                     let j = &jobs[i];
-                    let n = j.tokens.len();
+                    let (k, feed) = plan[i];
+                    let done = j.cache.computed;
                     let (tokens, start) = if d == 0 {
-                        (&j.tokens[j.cache.computed..], j.cache.computed)
+                        (&j.tokens[done..done + feed], done)
                     } else {
-                        (&out[i][d - 1..d], n + d - 1)
+                        (&out[i][d - 1..d], j.tokens.len() + d - 1)
                     };
-                    SeqInput { tokens, start, table: &j.cache.table, logits: Logits::Last }
+                    SeqInput {
+                        tokens,
+                        start,
+                        table: &j.cache.table,
+                        logits: if k > 0 { Logits::Last } else { Logits::None },
+                    }
                 })
                 .collect();
             let rows = self.model.model.forward(&mut self.kv, &inputs);
@@ -89,14 +105,19 @@ impl DraftModel {
                 Err(e) => {
                     tracing::warn!(error = %e, "the draft model's step failed; these drafts end here");
                     for &i in &active {
-                        ks[i] = d;
+                        plan[i].0 = plan[i].0.min(d);
                     }
                     continue;
                 }
             };
             for (&i, row) in active.iter().zip(rows) {
+                let j = &mut jobs[i];
+                if plan[i].0 == 0 {
+                    j.cache.computed += plan[i].1;
+                    continue;
+                }
                 out[i].push(argmax(&row[..self.vocab.min(row.len())]));
-                jobs[i].cache.computed = jobs[i].tokens.len() + d;
+                j.cache.computed = j.tokens.len() + d;
             }
         }
         for (j, o) in jobs.iter_mut().zip(&out) {
@@ -191,7 +212,7 @@ mod tests {
         let short = &prompt[..prompt.len() - 1];
         let mut jobs =
             [DraftJob { tokens: &prompt, cache: &mut a, k: 4 }, DraftJob { tokens: short, cache: &mut b, k: 0 }];
-        let out = d.propose(&mut jobs);
+        let out = d.propose(&mut jobs, 1000);
         assert_eq!(out[0], alone[prompt.len()..prompt.len() + 4]);
         assert!(out[1].is_empty());
         assert_eq!(a.computed, prompt.len() + 3);
@@ -199,10 +220,20 @@ mod tests {
         let kept = &alone[..prompt.len() + 3];
         d.rewind(&mut a, kept.len() - 1);
         assert_eq!(a.computed, prompt.len() + 2);
-        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3 }]);
+        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3 }], 1000);
         assert_eq!(out[0], alone[kept.len()..kept.len() + 3]);
-        d.release(&mut a);
-        d.release(&mut b);
+        // A long lag is caught up a budget at a time, without drafts until it is; then drafts go on as before.
+        let mut c = DraftCache::default();
+        let long = &alone[..prompt.len() + 5];
+        for step in 0..2 {
+            let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2 }], 4);
+            assert!(out[0].is_empty() && c.computed == 4 * (step + 1), "step {step}: {c:?}");
+        }
+        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1 }], 4);
+        assert_eq!(out[0], alone[long.len()..long.len() + 1]);
+        for cache in [&mut a, &mut b, &mut c] {
+            d.release(cache);
+        }
         assert_eq!(d.used_blocks(), 0);
     }
 
