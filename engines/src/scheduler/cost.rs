@@ -2,6 +2,8 @@
 //! what each prompt token adds to a step, both as moving averages of measured steps, so that a step with
 //! prefill beside decodes costs about twice a decode-only one.
 
+use crate::speculative::cost::ewma;
+
 /// Weight of the newest measurement in the moving averages.
 const ALPHA: f64 = 0.25;
 
@@ -34,13 +36,13 @@ impl StepCost {
         }
         if prefill == 0 {
             if decodes > 0 {
-                self.decode_step = Some(ewma(self.decode_step, secs));
+                self.decode_step = Some(ewma(self.decode_step, secs, ALPHA));
             }
             return;
         }
         let decode_part = if decodes > 0 { self.decode_step.unwrap_or(0.0) } else { 0.0 };
         let marginal = (secs - decode_part).max(0.0) / prefill as f64;
-        self.per_prefill_token = Some(ewma(self.per_prefill_token, marginal));
+        self.per_prefill_token = Some(ewma(self.per_prefill_token, marginal, ALPHA));
     }
 
     /// Prompt tokens a step with decodes may take: a decode step's time worth of them, within the floor and
@@ -58,11 +60,6 @@ impl StepCost {
             (tokens.round() as usize).clamp(self.floor, self.ceiling)
         }
     }
-}
-
-/// The moving average after `v`; `v` itself first.
-fn ewma(prev: Option<f64>, v: f64) -> f64 {
-    prev.map_or(v, |p| p + ALPHA * (v - p))
 }
 
 #[cfg(test)]

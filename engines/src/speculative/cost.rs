@@ -50,13 +50,13 @@ impl TokenCost {
         let i = batch.clamp(1, self.buckets.len()) - 1;
         let b = &mut self.buckets[i];
         if drafted == 0 {
-            b.plain = Some(ewma(b.plain, secs));
+            b.plain = Some(ewma(b.plain, secs, ALPHA));
             b.since_plain = 0;
             return;
         }
         b.since_plain = b.since_plain.saturating_add(1);
         if let Some(plain) = b.plain {
-            b.per_token = Some(ewma(b.per_token, (secs - plain).max(0.0) / drafted as f64));
+            b.per_token = Some(ewma(b.per_token, (secs - plain).max(0.0) / drafted as f64, ALPHA));
         }
     }
 
@@ -85,9 +85,9 @@ impl TokenCost {
     }
 }
 
-/// The moving average after `v`; `v` itself first.
-fn ewma(prev: Option<f64>, v: f64) -> f64 {
-    prev.map_or(v, |p| p + ALPHA * (v - p))
+/// The moving average after `v`, weighting it `alpha`; `v` itself first.
+pub(crate) fn ewma(prev: Option<f64>, v: f64, alpha: f64) -> f64 {
+    prev.map_or(v, |p| p + alpha * (v - p))
 }
 
 #[cfg(test)]

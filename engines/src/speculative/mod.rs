@@ -15,7 +15,7 @@
 //! token costs about what a sequence-step does, stops speculating by itself; [`SpeculationConfig::max_batch`]
 //! is a hard cap beside it.
 
-mod cost;
+pub(crate) mod cost;
 mod depth;
 mod draft;
 mod medusa;
