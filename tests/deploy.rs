@@ -29,3 +29,8 @@ fn run(program: &str, script: &str, args: &[&str], done: &str) {
 fn replicas_behind_haproxy_survive_a_drain_and_a_kill_and_keep_prefixes_together() {
     run("python3", "scale_out.py", &[env!("CARGO_BIN_EXE_tgi")], "scale-out ok");
 }
+
+#[test]
+fn the_container_image_builds_from_the_release_binary_and_serves_as_its_user() {
+    run("bash", "image.sh", &[env!("CARGO_BIN_EXE_tgi")], "image ok");
+}
