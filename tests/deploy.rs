@@ -34,3 +34,8 @@ fn replicas_behind_haproxy_survive_a_drain_and_a_kill_and_keep_prefixes_together
 fn the_container_image_builds_from_the_release_binary_and_serves_as_its_user() {
     run("bash", "image.sh", &[env!("CARGO_BIN_EXE_tgi")], "image ok");
 }
+
+#[test]
+fn the_kubernetes_manifests_are_valid_and_match_tgi() {
+    run("python3", "manifests.py", &[env!("CARGO_BIN_EXE_tgi")], "manifests ok");
+}
