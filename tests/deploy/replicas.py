@@ -38,12 +38,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http(url, body=None, headers=None, timeout=30):
-    """(status, text) of a GET, or of a POST of `body` as JSON."""
+def http(url, body=None, headers=None, timeout=30, response_headers=None):
+    """(status, text) of a GET, or of a POST of `body` as JSON; the response's headers go into
+    `response_headers` (a dict) when given."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
+            if response_headers is not None:
+                response_headers.update(r.headers)
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()

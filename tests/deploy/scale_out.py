@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from replicas import Cluster, http, metric, missing_prerequisites
+from replicas import Cluster, http, metric, missing_prerequisites, wait_until
 
 SERVE = ["--threads", "1", "--drain-delay", "2", "--shutdown-timeout", "20", "--max-batch-size", "16"]
 PREFIX = ("Once upon a time, in a small village at the edge of a big green forest, there lived a little girl "
@@ -49,6 +49,19 @@ def check_affinity(c):
     assert sorted(served) == [0, 0, 4], f"a session was split across replicas: {served}"
 
 
+def check_request_ids(c):
+    """The router gives a request without an id one; the replica logs it and returns it."""
+    headers = {}
+    status, text = http(c.url + "/generate", {"inputs": "Hi", "parameters": {"max_new_tokens": 2}},
+                        response_headers=headers)
+    assert status == 200, text
+    rid = headers.get("x-request-id", "")
+    assert len(rid) == 36 and rid.count("-") == 4, f"not the router's UUID: {headers}"
+    wait_until(f"request id {rid} in a replica's log", lambda: any(rid in open(r.log_path).read() for r in c.replicas),
+               timeout=5)
+    print(f"request id {rid} from the router is in the replica's log and the response")
+
+
 def bench_while(c, name, seconds, at, action):
     """`tgi bench` through the router for `seconds` at concurrency 8, running `action()` after `at` s."""
     timer = threading.Timer(at, action)
@@ -75,6 +88,7 @@ def main():
     with Cluster(tgi, SERVE) as c:
         try:
             check_affinity(c)
+            check_request_ids(c)
             drained = c.replicas[1]
             s = bench_while(c, "sigterm", 8, 3, lambda: drained.signal(signal.SIGTERM))
             assert s["errors"] == {}, f"requests failed while a replica drained: {s['errors']}"
