@@ -27,8 +27,9 @@ SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /
 at /api-doc/openapi.json.\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
-which beats the file, which beats the tuned --profile, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \
-finish (up to --shutdown-timeout).\n\n\
+which beats the file, which beats the tuned --profile, which beats the default. The port answers 503 (/health included) while the model loads. \
+SIGTERM or Ctrl-C makes /health answer 503, keeps serving for --drain-delay, then stops accepting requests and lets \
+those in flight finish (up to --shutdown-timeout).\n\n\
 Every request gets an id: the client's `x-request-id` header when it is printable ASCII of at most 128 bytes, else a \
 generated one; it is returned in the response's `x-request-id` header and carried by every log line about the \
 request.\n\nExamples:\n  \
@@ -167,7 +168,13 @@ pub struct ServeArgs {
     pub response_cache_size: Option<CacheSize>,
 
     /// Seconds a cached answer is served after it was computed.
-    #[arg(long, env = "TGI_RESPONSE_CACHE_TTL", default_value_t = 300.0, value_name = "SECS", requires = "response_cache_size")]
+    #[arg(
+        long,
+        env = "TGI_RESPONSE_CACHE_TTL",
+        default_value_t = 300.0,
+        value_name = "SECS",
+        requires = "response_cache_size"
+    )]
     pub response_cache_ttl: f64,
 
     /// Do not share KV cache blocks between requests with a common prompt prefix.

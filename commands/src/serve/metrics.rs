@@ -101,7 +101,13 @@ impl Metrics {
 
     /// The Prometheus text exposition of the request metrics, the requests `in_flight` (holding a
     /// `--max-concurrent-requests` permit), the engine's `stats` and the response cache's.
-    pub fn render(&self, stats: &Stats, limits: &RequestLimits, in_flight: usize, cache: Option<&CacheStats>) -> String {
+    pub fn render(
+        &self,
+        stats: &Stats,
+        limits: &RequestLimits,
+        in_flight: usize,
+        cache: Option<&CacheStats>,
+    ) -> String {
         let mut out = Exposition::default();
         self.with(|r| {
             out.counter("tgi_request_count", "Total number of requests", &[], r.count as f64);

@@ -69,7 +69,10 @@ pub async fn serve(
         shutdown.await;
         state.draining.store(true, std::sync::atomic::Ordering::Relaxed);
         if !limits.drain.is_zero() {
-            tracing::info!("draining: /health answers 503; new connections are refused in {} s", limits.drain.as_secs_f64());
+            tracing::info!(
+                "draining: /health answers 503; new connections are refused in {} s",
+                limits.drain.as_secs_f64()
+            );
             tokio::time::sleep(limits.drain).await;
         }
     };

@@ -230,7 +230,10 @@ pub(crate) mod tests {
         assert_eq!(s.drain_delay, Duration::from_millis(1500));
         let cache = CacheConfig { size: CacheSize::Bytes(64 << 20), ttl: Duration::from_secs(60) };
         assert_eq!(s.response_cache, Some(cache));
-        assert_eq!(settings(&["--response-cache-size=100"]).unwrap().response_cache.unwrap().size, CacheSize::Entries(100));
+        assert_eq!(
+            settings(&["--response-cache-size=100"]).unwrap().response_cache.unwrap().size,
+            CacheSize::Entries(100)
+        );
         assert_eq!(s.tool_call_parser, Some(ToolCallFormat::Llama3Json));
         assert!(!s.prefix_caching);
         assert_eq!(s.request_timeout, Some(Duration::from_millis(2500)));

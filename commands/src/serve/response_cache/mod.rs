@@ -248,8 +248,8 @@ mod tests {
     fn salts_never_share_an_entry() {
         let c = cache(CacheSize::Entries(4));
         let (a, b) = (Request { cache_salt: 1, ..request(&[4]) }, Request { cache_salt: 2, ..request(&[4]) });
-        assert!(!ask(&c, &[a.clone()], Directive::default()));
-        assert!(!ask(&c, &[b.clone()], Directive::default()));
+        assert!(!ask(&c, std::slice::from_ref(&a), Directive::default()));
+        assert!(!ask(&c, std::slice::from_ref(&b), Directive::default()));
         assert!(ask(&c, &[a], Directive::default()));
         assert!(ask(&c, &[b], Directive::default()));
     }

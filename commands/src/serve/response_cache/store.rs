@@ -36,14 +36,7 @@ pub struct Store {
 impl Store {
     /// An empty store.
     pub fn new(config: CacheConfig) -> Self {
-        Store {
-            config,
-            entries: HashMap::new(),
-            recency: BTreeMap::new(),
-            next_tick: 0,
-            bytes: 0,
-            evictions: 0,
-        }
+        Store { config, entries: HashMap::new(), recency: BTreeMap::new(), next_tick: 0, bytes: 0, evictions: 0 }
     }
 
     /// The events stored under `key`, when there and not expired (an expired entry is dropped);
