@@ -104,8 +104,8 @@ def main():
             s = bench_while(c, "sigkill", 8, 3, kill)
             failed = sum(s["errors"].values())
             print(f"SIGKILL with {in_flight[0]:.0f} requests in flight on the replica: {failed} failed")
-            # A request sent between the scrape and the kill is in flight too: one of slack.
-            assert failed <= in_flight[0] + 1, f"{failed} failures, {in_flight[0]} in flight: {s['errors']}"
+            # Requests sent between the scrape and the kill (a millisecond) are in flight too: two of slack.
+            assert failed <= in_flight[0] + 2, f"{failed} failures, {in_flight[0]} in flight: {s['errors']}"
             assert set(s["errors"]) <= {"connection", "5xx", "protocol"}, s["errors"]
             assert s["requests_ok"] > 0
         except BaseException:
