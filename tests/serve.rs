@@ -1,6 +1,6 @@
 //! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai SDK and
 //! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, tool calls, batching under
-//! concurrency, bad input, overload, dropped clients, API keys, config files, SIGTERM draining and
+//! concurrency, bad input, overload, dropped clients, API keys, config files, SIGTERM draining (with a drain delay) and
 //! JSON logs with request ids, and clients that hold connections (slow bodies, floods).
 
 mod common;
@@ -251,6 +251,22 @@ fn sigterm_drains_in_flight_requests_then_exits_0() {
     let url = server.url("/health");
     assert!(server.wait(Duration::from_secs(30)).success());
     assert!(ureq::get(&url).call().is_err(), "nothing listens after shutdown");
+}
+
+#[test]
+fn sigterm_with_a_drain_delay_keeps_serving_while_health_answers_503() {
+    let server = Server::start(&["--drain-delay", "1.5"]);
+    assert_eq!(get(&server.url("/health")).0, 200);
+    server.sigterm();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = get(&server.url("/health"));
+    assert_eq!(status, 503, "draining: {body}");
+    assert!(body.contains("draining"), "{body}");
+    let (status, body) = post(&server.url("/generate"), r#"{"inputs": "Once", "parameters": {"max_new_tokens": 3}}"#);
+    assert_eq!(status, 200, "requests are still served while draining: {body}");
+    let started = Instant::now();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    assert!(started.elapsed() >= Duration::from_millis(900), "it stopped before the drain delay ran out");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use tgi_engines::model::Quantize;
 
 use super::log::LogFormat;
 use super::openai::tools::ToolCallFormat;
+use super::response_cache::CacheSize;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
 
 /// Arguments of `tgi serve`.
@@ -26,8 +27,9 @@ SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /
 at /api-doc/openapi.json.\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
-which beats the file, which beats the tuned --profile, which beats the default. SIGTERM or Ctrl-C stops accepting requests and lets those in flight \
-finish (up to --shutdown-timeout).\n\n\
+which beats the file, which beats the tuned --profile, which beats the default. The port answers 503 (/health included) while the model loads. \
+SIGTERM or Ctrl-C makes /health answer 503, keeps serving for --drain-delay, then stops accepting requests and lets \
+those in flight finish (up to --shutdown-timeout).\n\n\
 Every request gets an id: the client's `x-request-id` header when it is printable ASCII of at most 128 bytes, else a \
 generated one; it is returned in the response's `x-request-id` header and carried by every log line about the \
 request.\n\nExamples:\n  \
@@ -152,6 +154,28 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how many seconds requests in flight get to finish.
     #[arg(long, env = "TGI_SHUTDOWN_TIMEOUT", default_value_t = 30.0, value_name = "SECS")]
     pub shutdown_timeout: f64,
+
+    /// On SIGTERM/SIGINT, keep serving for this many seconds with /health answering 503 before refusing new
+    /// connections, so that routers and readiness probes take the replica out first; --shutdown-timeout follows.
+    #[arg(long, env = "TGI_DRAIN_DELAY", default_value_t = 0.0, value_name = "SECS")]
+    pub drain_delay: f64,
+
+    /// Answer repeated deterministic requests (greedy, or sampled with a seed; no grammar) from a cache of this
+    /// many entries, or of this size in bytes with a unit (64MB, 512MiB), least recently used out first. The key
+    /// is the model, every generation parameter and the API key's salt; a cached stream replays as a stream;
+    /// `Cache-Control: no-cache` computes a fresh answer, `no-store` one that is not kept [default: off].
+    #[arg(long, env = "TGI_RESPONSE_CACHE_SIZE", value_name = "N|SIZE")]
+    pub response_cache_size: Option<CacheSize>,
+
+    /// Seconds a cached answer is served after it was computed.
+    #[arg(
+        long,
+        env = "TGI_RESPONSE_CACHE_TTL",
+        default_value_t = 300.0,
+        value_name = "SECS",
+        requires = "response_cache_size"
+    )]
+    pub response_cache_ttl: f64,
 
     /// Do not share KV cache blocks between requests with a common prompt prefix.
     #[arg(long, env = "TGI_NO_PREFIX_CACHING")]

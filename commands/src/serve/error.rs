@@ -261,6 +261,12 @@ pub enum ApiError {
     /// The health check failed.
     #[error("unhealthy")]
     Unhealthy,
+    /// The server is shutting down (`/health` during the drain).
+    #[error("draining: the server is shutting down")]
+    Draining,
+    /// The model is still loading (every route until it is).
+    #[error("loading: the model is not ready yet")]
+    Loading,
     /// The request's head is malformed: a missing or repeated `Host`, or what hyper could not parse.
     #[error("Bad request: {0}")]
     BadRequest(String),
@@ -344,6 +350,8 @@ impl ApiError {
                 (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "invalid_request_error", "method_not_allowed")
             }
             Self::Unhealthy => (StatusCode::SERVICE_UNAVAILABLE, "healthcheck", "server_error", "unhealthy"),
+            Self::Draining => (StatusCode::SERVICE_UNAVAILABLE, "healthcheck", "server_error", "draining"),
+            Self::Loading => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "server_error", "loading"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", "invalid_request_error", "bad_request"),
             Self::UriTooLong(_) => (StatusCode::URI_TOO_LONG, "bad_request", "invalid_request_error", "bad_request"),
             Self::HeadersTooLarge { .. } => {

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::backend::ChannelSink;
 use super::error::ApiError;
 use super::metrics::{RequestTimings, Tracker};
+use super::response_cache::{Directive, Lookup, Recorder};
 use super::state::AppState;
 
 /// One candidate's complete result.
@@ -44,33 +45,55 @@ pub struct Running {
     deadline: Option<(Instant, Duration)>,
     /// How many candidates were submitted.
     pub candidates: usize,
+    /// Stores the answer in the response cache once complete, when it may be.
+    recorder: Option<Recorder>,
     /// Held until the request is over.
     _permit: OwnedSemaphorePermit,
 }
 
-/// Submits every candidate; if one is refused, those already submitted are cancelled.
+/// Submits every candidate; if one is refused, those already submitted are cancelled. With the
+/// response cache on, a deterministic request found there is replayed from it instead (the engine
+/// sees nothing), and one not found is recorded for the next.
 pub fn submit(state: &AppState, requests: Vec<Request>, permit: OwnedSemaphorePermit) -> Result<Running, ApiError> {
     let (tx, rx) = unbounded_channel();
     let candidates = requests.len();
+    let deadline = state.limits.request_timeout.map(|t| (Instant::now() + t, t));
+    let lookup = state.response_cache.as_ref().map(|c| c.lookup(&state.model.id, &requests, Directive::current()));
+    let recorder = match lookup {
+        Some(Lookup::Hit(events)) => {
+            tracing::debug!(candidates, "answered from the response cache");
+            for e in events.iter() {
+                let _ = tx.send(e.clone());
+            }
+            return Ok(Running { rx, deadline, candidates, recorder: None, _permit: permit });
+        }
+        Some(Lookup::Miss(r)) | Some(Lookup::Skipped(Some(r))) => Some(r),
+        Some(Lookup::Skipped(None)) | None => None,
+    };
     tracing::debug!(candidates, "submitted");
     for (i, req) in requests.into_iter().enumerate() {
         if let Err(e) = state.backend.submit(req, Box::new(ChannelSink::new(i, tx.clone()))) {
             return Err(e.into());
         }
     }
-    let deadline = state.limits.request_timeout.map(|t| (Instant::now() + t, t));
-    Ok(Running { rx, deadline, candidates, _permit: permit })
+    Ok(Running { rx, deadline, candidates, recorder, _permit: permit })
 }
 
 impl Running {
     /// The next event; `None` when the engine dropped every sink without finishing.
     pub async fn next(&mut self) -> Result<Option<(usize, Event)>, ApiError> {
-        match self.deadline {
+        let next = match self.deadline {
             Some((at, limit)) => {
-                tokio::time::timeout_at(at, self.rx.recv()).await.map_err(|_| ApiError::Timeout(limit))
+                tokio::time::timeout_at(at, self.rx.recv()).await.map_err(|_| ApiError::Timeout(limit))?
             }
-            None => Ok(self.rx.recv().await),
+            None => self.rx.recv().await,
+        };
+        if let (Some((i, event)), Some(r)) = (&next, &mut self.recorder) {
+            if !r.observe(*i, event) {
+                self.recorder = None;
+            }
         }
+        Ok(next)
     }
 }
 

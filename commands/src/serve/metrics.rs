@@ -11,6 +11,7 @@ use tgi_engines::scheduler::{Histogram, Stats};
 
 use super::error::ApiError;
 use super::limits::RequestLimits;
+use super::response_cache::CacheStats;
 
 /// TGI's duration buckets: 35 bounds growing by 1.5 from 0.00015 s.
 fn duration_buckets() -> Histogram {
@@ -98,8 +99,15 @@ impl Metrics {
         f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// The Prometheus text exposition of the request metrics and the engine's `stats`.
-    pub fn render(&self, stats: &Stats, limits: &RequestLimits) -> String {
+    /// The Prometheus text exposition of the request metrics, the requests `in_flight` (holding a
+    /// `--max-concurrent-requests` permit), the engine's `stats` and the response cache's.
+    pub fn render(
+        &self,
+        stats: &Stats,
+        limits: &RequestLimits,
+        in_flight: usize,
+        cache: Option<&CacheStats>,
+    ) -> String {
         let mut out = Exposition::default();
         self.with(|r| {
             out.counter("tgi_request_count", "Total number of requests", &[], r.count as f64);
@@ -130,6 +138,7 @@ impl Metrics {
             let help = "Grammars found compiled in the cache";
             out.counter("tgi_grammar_cache_hits", help, &[], r.grammar_cache_hits as f64);
         });
+        out.gauge("tgi_request_in_flight", "Requests being served (queued or running)", in_flight as f64);
         out.gauge("tgi_queue_size", "Current queue size", stats.queue_size as f64);
         out.gauge("tgi_batch_current_size", "Current batch size", stats.batch_size as f64);
         out.gauge("tgi_batch_current_max_tokens", "Tokens the current batch holds", stats.batch_tokens as f64);
@@ -172,8 +181,24 @@ impl Metrics {
             stats.cancelled as f64,
         );
         speculation(&mut out, stats);
+        if let Some(c) = cache {
+            response_cache(&mut out, c);
+        }
         out.text
     }
+}
+
+/// The response cache's lookups by outcome, size and evictions.
+fn response_cache(out: &mut Exposition, c: &CacheStats) {
+    out.counter("tgi_response_cache_hits", "Requests answered from the response cache", &[], c.hits as f64);
+    let help = "Deterministic requests not in the response cache (computed and stored)";
+    out.counter("tgi_response_cache_misses", help, &[], c.misses as f64);
+    let help = "Requests that could not use the response cache (sampled without a seed, a grammar, Cache-Control)";
+    out.counter("tgi_response_cache_skipped", help, &[], c.skipped as f64);
+    out.gauge("tgi_response_cache_entries", "Answers in the response cache", c.entries as f64);
+    out.gauge("tgi_response_cache_bytes", "Approximate bytes the response cache holds", c.bytes as f64);
+    let help = "Answers evicted from the response cache to stay within its size";
+    out.counter("tgi_response_cache_evictions", help, &[], c.evictions as f64);
 }
 
 /// Step durations by kind, prompt tokens per step and the per-step prompt-token cap beside decodes.
@@ -415,7 +440,8 @@ mod tests {
         let timings = t.succeed(Duration::from_millis(2), Duration::from_millis(10), 2);
         assert_eq!(timings.per_token, Duration::from_millis(5));
         drop(Tracker::new(m.clone()));
-        let text = m.render(&empty_stats(), &limits);
+        let cache = CacheStats { hits: 3, ..CacheStats::default() };
+        let text = m.render(&empty_stats(), &limits, 2, Some(&cache));
         assert!(text.contains("tgi_request_count 2\n"), "{text}");
         assert!(text.contains("tgi_request_failure{err=\"cancelled\"} 1\n"));
         assert!(text.contains("tgi_request_input_length_bucket{le=\"0.12\"} 0\n"), "{text}");
@@ -433,6 +459,8 @@ mod tests {
         assert!(text.contains("tgi_kv_blocks_free 5\n"));
         assert!(text.contains("tgi_speculated_tokens 9\n"));
         assert!(text.contains("tgi_speculative_accepted_tokens 5\n"));
+        assert!(text.contains("tgi_request_in_flight 2\n"));
+        assert!(text.contains("tgi_response_cache_hits 3\n") && text.contains("tgi_response_cache_bytes 0\n"));
         assert!(text.contains("tgi_speculated_tokens_by_position{position=\"3\"} 2\n"), "{text}");
         assert!(text.contains("tgi_speculative_accepted_tokens_by_position{position=\"1\"} 3\n"));
     }

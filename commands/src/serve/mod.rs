@@ -28,6 +28,7 @@ mod openai;
 mod openapi;
 mod parse_errors;
 mod request_id;
+mod response_cache;
 mod router;
 mod run;
 mod sagemaker;

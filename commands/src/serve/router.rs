@@ -20,6 +20,7 @@ use super::body::{self, HttpResponse, ResponseBody};
 use super::error::ApiError;
 use super::head;
 use super::request_id::{RequestId, X_REQUEST_ID};
+use super::response_cache::Directive;
 use super::state::AppState;
 use super::{openai, openapi, sagemaker, tgi};
 
@@ -157,6 +158,15 @@ async fn respond(state: Arc<AppState>, req: Request<Incoming>, in_reserve: bool)
     response
 }
 
+/// The answer to any request while the model loads: 503 in the route's family, retry in a second.
+pub fn loading(path: &str) -> HttpResponse {
+    let e = ApiError::Loading;
+    let body = if path.starts_with("/v1/") { e.openai_body() } else { e.tgi_body() };
+    let mut r = body::json(e.class().status, &body);
+    r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
 /// The methods `path` answers to, for `Allow` (`HEAD` wherever `GET` is).
 fn allowed(path: &str) -> HeaderValue {
     let mut methods = Vec::new();
@@ -191,6 +201,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
     if r.handler.protected() && !state.access.authorized(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
         return Err(ApiError::Unauthorized);
     }
+    let directive = Directive::of(req.headers());
     let raw = match r.method {
         "POST" => {
             let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
@@ -205,7 +216,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
         }
         _ => bytes::Bytes::new(),
     };
-    answer(state, r.handler, &raw).await
+    directive.scope(answer(state, r.handler, &raw)).await
 }
 
 /// `handler`'s answer to a request with body `raw` (empty for `GET`), past the checks every route shares.
@@ -220,7 +231,9 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Resu
         Handler::Invocations => sagemaker::invocations(state, raw).await,
         Handler::Info => Ok(tgi::info(state)),
         Handler::Metrics => {
-            let text = state.metrics.render(&state.backend.stats(), &state.limits);
+            let cache = state.response_cache.as_ref().map(|c| c.stats());
+            let in_flight = state.limits.max_concurrent_requests.saturating_sub(state.permits.available_permits());
+            let text = state.metrics.render(&state.backend.stats(), &state.limits, in_flight, cache.as_ref());
             Ok(body::response(StatusCode::OK, "text/plain; version=0.0.4", text))
         }
         Handler::Chat => openai::chat(state, body::parse(raw)?).await,
@@ -236,9 +249,13 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Resu
 /// How long `/health`'s one-token generation may take.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// 200 when the last generation succeeded or a one-token generation does now; else 503.
+/// 503 while draining (after SIGTERM, so that routers and readiness probes take the replica out);
+/// else 200 when the last generation succeeded or a one-token generation does now; else 503.
 async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
     use std::sync::atomic::Ordering;
+    if state.draining.load(Ordering::Relaxed) {
+        return Err(ApiError::Draining);
+    }
     if state.healthy.load(Ordering::Relaxed) {
         return Ok(body::empty());
     }

@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use super::budget::{self, Sizes, SizingInputs};
 use super::connections;
 use super::log;
+use super::response_cache::ResponseCache;
 use super::server::{self, ConnectionLimits, Stopped};
 use super::settings::ServeSettings;
 use super::speculation::describe;
@@ -22,11 +23,44 @@ use super::state::{AppState, ServedModel};
 use crate::error::InputError;
 
 /// Runs `tgi serve` with its resolved settings; `rust_log` is the `RUST_LOG` log filter, when set.
+/// The port is bound first and answers 503 (`/health` included) while the model loads.
 pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
     log::init(settings.log_format, rust_log)?;
     for note in &settings.notes {
         tracing::info!("{note}");
     }
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("tgi-http")
+        .enable_all()
+        .build()
+        .context("cannot start the HTTP runtime")?;
+    rt.block_on(async move {
+        let (host, port) = (settings.hostname.clone(), settings.port);
+        let listener = TcpListener::bind((host.as_str(), port))
+            .await
+            .map_err(|e| InputError(format!("cannot listen on {host}:{port}: {e}")))?;
+        let addr = listener.local_addr()?;
+        tracing::info!("bound {addr}: every route answers 503 until the model is loaded");
+        let load = tokio::task::spawn_blocking(move || start(&settings));
+        let started = server::serve_loading(&listener, load).await.context("the model loading task failed")??;
+        tracing::info!("{}", started.summary);
+        tracing::info!("listening on http://{addr}");
+        serve_supervised(listener, started.state, server::signal(), started.engine_failed, started.limits).await
+    })
+}
+
+/// A loaded model with its engine running: what serving needs.
+struct Started {
+    state: Arc<AppState>,
+    engine_failed: oneshot::Receiver<String>,
+    limits: ConnectionLimits,
+    summary: String,
+}
+
+/// Loads the model, sizes the KV cache and batches, and starts the engine.
+fn start(settings: &ServeSettings) -> Result<Started> {
     let mut loaded = settings.model.load()?;
     settings.chat_template.apply(&mut loaded)?;
     let c = loaded.model.config();
@@ -36,7 +70,7 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         mem_available: budget::mem_available(),
         default_max_batch_size: SchedulerConfig::default().max_batch_size,
     };
-    let sizes = budget::size(&settings, &inputs)?;
+    let sizes = budget::size(settings, &inputs)?;
     let speculation = match &settings.speculation {
         Some(plan) => Some(plan.load(&loaded)?),
         None => None,
@@ -61,29 +95,18 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         speculate: cfg.speculation.as_ref().map(|s| s.depth),
         tool_call_parser: settings.tool_call_parser,
     };
-    let summary = summary(&served, &sizes, &cfg, inputs.kv_bytes_per_token);
-    let state = Arc::new(AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served));
+    let mut summary = summary(&served, &sizes, &cfg, inputs.kv_bytes_per_token);
+    if let Some(c) = &settings.response_cache {
+        summary.push_str(&format!("\nresponse cache: {}, entries served for {} s", c.size, c.ttl.as_secs_f64()));
+    }
+    let state = AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served)
+        .with_response_cache(settings.response_cache.map(ResponseCache::new));
     let limits = ConnectionLimits {
         max_connections: connections::fit_open_files(settings.max_connections),
         grace: settings.shutdown_timeout,
+        drain: settings.drain_delay,
     };
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .thread_name("tgi-http")
-        .enable_all()
-        .build()
-        .context("cannot start the HTTP runtime")?;
-    rt.block_on(async move {
-        let (host, port) = (settings.hostname.as_str(), settings.port);
-        let listener = TcpListener::bind((host, port))
-            .await
-            .map_err(|e| InputError(format!("cannot listen on {host}:{port}: {e}")))?;
-        let addr = listener.local_addr()?;
-        tracing::info!("{summary}");
-        tracing::info!("listening on http://{addr}");
-        serve_supervised(listener, state, server::signal(), engine_failed, limits).await
-    })
+    Ok(Started { state: Arc::new(state), engine_failed, limits, summary })
 }
 
 /// Reports the end of the engine thread when it panicked (its message) on the returned channel.

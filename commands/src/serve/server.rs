@@ -41,6 +41,8 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// How long requests in flight get to finish after the stop signal.
     pub grace: Duration,
+    /// How long the server keeps accepting after the stop signal, `/health` answering 503.
+    pub drain: Duration,
 }
 
 /// The HTTP/1.1 settings of a connection (keep-alive off in the reserve).
@@ -54,7 +56,8 @@ fn builder(reserve: bool) -> http1::Builder {
     b
 }
 
-/// Serves `listener` until `shutdown` resolves, then stops accepting, cuts the request bodies still
+/// Serves `listener` until `shutdown` resolves, then drains: `/health` answers 503 while the server
+/// goes on serving for `limits.drain`; then it stops accepting, cuts the request bodies still
 /// arriving (503) and waits up to `limits.grace` for the requests in flight to finish.
 pub async fn serve(
     listener: TcpListener,
@@ -62,6 +65,17 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     limits: ConnectionLimits,
 ) -> Stopped {
+    let shutdown = async {
+        shutdown.await;
+        state.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+        if !limits.drain.is_zero() {
+            tracing::info!(
+                "draining: /health answers 503; new connections are refused in {} s",
+                limits.drain.as_secs_f64()
+            );
+            tokio::time::sleep(limits.drain).await;
+        }
+    };
     let graceful = GracefulShutdown::new();
     let slots = Slots::new(limits.max_connections);
     let (regular, reserve) = (builder(false), builder(true));
@@ -122,6 +136,29 @@ pub async fn serve(
     match tokio::time::timeout(limits.grace, graceful.shutdown()).await {
         Ok(()) => Stopped::Drained,
         Err(_) => Stopped::GraceExpired,
+    }
+}
+
+/// Answers every request on `listener` with 503 (`loading`, `Retry-After: 1`, connection closed)
+/// until `until` resolves, and returns its output: the model is loading, and a readiness probe or a
+/// router's health check gets a clear "not yet" rather than a refused connection.
+pub async fn serve_loading<F: Future>(listener: &TcpListener, until: F) -> F::Output {
+    let b = builder(true);
+    tokio::pin!(until);
+    loop {
+        tokio::select! {
+            out = &mut until => return out,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let service = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                    Ok::<_, std::convert::Infallible>(router::loading(req.uri().path()))
+                });
+                let conn = b.serve_connection(TokioIo::new(stream), service);
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
+        }
     }
 }
 

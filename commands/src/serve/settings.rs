@@ -15,6 +15,7 @@ use super::args::ServeArgs;
 use super::config;
 use super::log::LogFormat;
 use super::openai::tools::ToolCallFormat;
+use super::response_cache::CacheConfig;
 use super::state::Access;
 use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
@@ -37,6 +38,10 @@ pub struct ServeSettings {
     pub log_format: LogFormat,
     /// How long requests in flight get to finish after SIGTERM/SIGINT.
     pub shutdown_timeout: Duration,
+    /// How long the server keeps accepting after SIGTERM/SIGINT, `/health` answering 503.
+    pub drain_delay: Duration,
+    /// The response cache, when on.
+    pub response_cache: Option<CacheConfig>,
     /// Requests in flight at once (at least 1).
     pub max_concurrent_requests: usize,
     /// Most `best_of` candidates (at least 1).
@@ -123,6 +128,15 @@ impl ServeSettings {
         if !(args.shutdown_timeout.is_finite() && args.shutdown_timeout >= 0.0) {
             return bad("--shutdown-timeout must be a non-negative number of seconds");
         }
+        if !(args.drain_delay.is_finite() && args.drain_delay >= 0.0) {
+            return bad("--drain-delay must be a non-negative number of seconds");
+        }
+        if !(args.response_cache_ttl.is_finite() && args.response_cache_ttl > 0.0) {
+            return bad("--response-cache-ttl must be a positive number of seconds");
+        }
+        let response_cache = args
+            .response_cache_size
+            .map(|size| CacheConfig { size, ttl: Duration::from_secs_f64(args.response_cache_ttl) });
         if !(args.waiting_served_ratio.is_finite() && args.waiting_served_ratio >= 0.0) {
             return bad("--waiting-served-ratio must be a non-negative number");
         }
@@ -137,6 +151,8 @@ impl ServeSettings {
             access: Access { api_key: args.api_key, cors_allow_origin: args.cors_allow_origin },
             log_format: args.log_format,
             shutdown_timeout: Duration::from_secs_f64(args.shutdown_timeout),
+            drain_delay: Duration::from_secs_f64(args.drain_delay),
+            response_cache,
             max_concurrent_requests: args.max_concurrent_requests,
             max_best_of: args.max_best_of,
             max_stop_sequences: args.max_stop_sequences,
@@ -167,6 +183,7 @@ pub(crate) mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::serve::response_cache::CacheSize;
 
     #[derive(Parser)]
     struct Wrap {
@@ -193,6 +210,7 @@ pub(crate) mod tests {
         let s = settings(&[]).unwrap();
         assert_eq!((s.hostname.as_str(), s.port, s.log_format), ("127.0.0.1", 3000, LogFormat::Text));
         assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!((s.drain_delay, s.response_cache), (Duration::ZERO, None), "no drain delay, no response cache");
         assert_eq!((s.body_timeout, s.max_connections), (Duration::from_secs(30), 512));
         assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
         assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty() && s.tool_call_parser.is_none());
@@ -206,8 +224,18 @@ pub(crate) mod tests {
             "--body-timeout=0.2",
             "--max-connections=8",
             "--tool-call-parser=llama3_json",
+            "--drain-delay=1.5",
+            "--response-cache-size=64MiB",
+            "--response-cache-ttl=60",
         ])
         .unwrap();
+        assert_eq!(s.drain_delay, Duration::from_millis(1500));
+        let cache = CacheConfig { size: CacheSize::Bytes(64 << 20), ttl: Duration::from_secs(60) };
+        assert_eq!(s.response_cache, Some(cache));
+        assert_eq!(
+            settings(&["--response-cache-size=100"]).unwrap().response_cache.unwrap().size,
+            CacheSize::Entries(100)
+        );
         assert_eq!(s.tool_call_parser, Some(ToolCallFormat::Llama3Json));
         assert!(!s.prefix_caching);
         assert_eq!(s.request_timeout, Some(Duration::from_millis(2500)));
@@ -240,6 +268,8 @@ pub(crate) mod tests {
         assert!(err(&["--body-timeout=0"]).contains("--body-timeout"));
         assert!(err(&["--body-timeout=nan"]).contains("--body-timeout"));
         assert!(err(&["--waiting-served-ratio=-0.5"]).contains("--waiting-served-ratio"));
+        assert!(err(&["--drain-delay=-1"]).contains("--drain-delay"));
+        assert!(err(&["--response-cache-size=8", "--response-cache-ttl=0"]).contains("--response-cache-ttl"));
         assert!(err(&["--speculate=2", "--ngram-min=4"]).contains("--speculate"));
     }
 

@@ -12,6 +12,7 @@ use super::error::ApiError;
 use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
 use super::openai::tools::ToolCallFormat;
+use super::response_cache::ResponseCache;
 
 /// The server's shared state.
 pub struct AppState {
@@ -35,6 +36,10 @@ pub struct AppState {
     pub healthy: AtomicBool,
     /// Set once the server stops accepting; cuts request bodies still arriving.
     pub stopping: Stopping,
+    /// Set on SIGTERM/SIGINT, from when `/health` answers 503 (the drain delay, then the grace period).
+    pub draining: AtomicBool,
+    /// The response cache, when `--response-cache-size` turns it on.
+    pub response_cache: Option<Arc<ResponseCache>>,
 }
 
 /// Whether the server is stopping: begun once by the accept loop, awaited by body reads (a request
@@ -109,7 +114,15 @@ impl AppState {
             model,
             healthy: AtomicBool::new(false),
             stopping: Stopping::new(),
+            draining: AtomicBool::new(false),
+            response_cache: None,
         }
+    }
+
+    /// The state with this response cache.
+    pub fn with_response_cache(mut self, cache: Option<ResponseCache>) -> Self {
+        self.response_cache = cache.map(Arc::new);
+        self
     }
 
     /// A permit for one more request in flight, or 429 at once (never a wait).

@@ -87,7 +87,7 @@ fn an_engine_panic_fails_held_requests_and_stops_the_server_with_an_error() {
                 server_state,
                 never,
                 failed_rx,
-                ConnectionLimits { max_connections: 64, grace: Duration::from_secs(5) },
+                ConnectionLimits { max_connections: 64, grace: Duration::from_secs(5), drain: Duration::ZERO },
             )
             .await
         })

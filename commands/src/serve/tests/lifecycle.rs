@@ -62,3 +62,24 @@ fn shutdown_lets_requests_in_flight_finish() {
     assert_eq!(stopped.join().unwrap(), Stopped::Drained);
     assert!(std::net::TcpStream::connect(addr).is_err(), "still accepting");
 }
+
+#[test]
+fn every_route_answers_503_while_the_model_loads() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (loaded, until) = tokio::sync::oneshot::channel::<u8>();
+    let serving = rt.spawn(async move {
+        let out = crate::serve::server::serve_loading(&listener, until).await;
+        (out, listener)
+    });
+    let r = super::client::get(addr, "/health");
+    assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
+    assert!(r.json()["error"].as_str().unwrap().starts_with("loading"), "{}", r.text());
+    let r = post(addr, "/v1/chat/completions", &json!({"messages": []}));
+    assert_eq!(r.status, 503);
+    assert!(r.json()["error"]["message"].as_str().unwrap().starts_with("loading"), "{}", r.text());
+    loaded.send(7).unwrap();
+    let (out, _listener) = rt.block_on(serving).unwrap();
+    assert_eq!(out.unwrap(), 7, "the loading result comes back, and the listener with it");
+}

@@ -11,6 +11,7 @@ mod openai;
 mod openapi;
 mod prompt_bytes;
 mod request_id;
+mod response_cache;
 mod sagemaker;
 mod tgi;
 mod tools;
@@ -31,6 +32,7 @@ use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 
 use super::backend::{Backend, Lexicon};
 use super::limits::RequestLimits;
+use super::response_cache::{CacheConfig, ResponseCache};
 use super::server::{serve, ConnectionLimits, Stopped};
 use super::state::{Access, AppState, ServedModel};
 
@@ -242,21 +244,32 @@ impl TestServer {
 
     /// A server with these limits and access rules.
     fn with(limits: RequestLimits, access: Access) -> Self {
-        Self::build(limits, access, lexicon(), 64)
+        Self::build(limits, access, lexicon(), 64, None)
     }
 
     /// A server with these limits and access rules serving at most `max_connections` connections as usual.
     fn bounded(limits: RequestLimits, access: Access, max_connections: usize) -> Self {
-        Self::build(limits, access, lexicon(), max_connections)
+        Self::build(limits, access, lexicon(), max_connections, None)
     }
 
     /// A server with these limits and access rules over `lex`.
     fn with_lexicon(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>) -> Self {
-        Self::build(limits, access, lex, 64)
+        Self::build(limits, access, lex, 64, None)
     }
 
-    /// A server over `lex` with these limits, access rules and connection bound.
-    fn build(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>, max_connections: usize) -> Self {
+    /// A server with the test limits, these access rules and a response cache.
+    fn cached(access: Access, cache: CacheConfig) -> Self {
+        Self::build(limits(), access, lexicon(), 64, Some(cache))
+    }
+
+    /// A server over `lex` with these limits, access rules, connection bound and response cache.
+    fn build(
+        limits: RequestLimits,
+        access: Access,
+        lex: Arc<TestLexicon>,
+        max_connections: usize,
+        cache: Option<CacheConfig>,
+    ) -> Self {
         let mock =
             Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
         let model = ServedModel {
@@ -266,7 +279,8 @@ impl TestServer {
             speculate: None,
             tool_call_parser: None,
         };
-        let state = Arc::new(AppState::new(mock.clone(), lex, limits, access, model));
+        let state = AppState::new(mock.clone(), lex, limits, access, model);
+        let state = Arc::new(state.with_response_cache(cache.map(ResponseCache::new)));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -277,7 +291,7 @@ impl TestServer {
                 let shutdown = async {
                     let _ = stopped.await;
                 };
-                let conns = ConnectionLimits { max_connections, grace: Duration::from_secs(5) };
+                let conns = ConnectionLimits { max_connections, grace: Duration::from_secs(5), drain: Duration::ZERO };
                 serve(listener, state, shutdown, conns).await
             })
         });

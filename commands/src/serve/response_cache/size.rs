@@ -1,0 +1,79 @@
+//! `--response-cache-size`: a number of entries, or a size in bytes with a unit.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How much the response cache holds: entries (`1000`) or bytes (`64MB`, `1GiB`, `512KiB`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheSize {
+    /// At most this many answers.
+    Entries(usize),
+    /// At most this many bytes of answers (their approximate size in memory, keys included).
+    Bytes(usize),
+}
+
+/// Why a `--response-cache-size` value was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a positive number of entries or a size such as 64MB, 512KiB or 1GiB")]
+pub struct BadCacheSize(String);
+
+/// Byte units, longest first so that `MiB` is not read as `B`.
+const UNITS: &[(&str, usize)] = &[
+    ("KiB", 1 << 10),
+    ("MiB", 1 << 20),
+    ("GiB", 1 << 30),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("K", 1 << 10),
+    ("M", 1 << 20),
+    ("G", 1 << 30),
+    ("B", 1),
+];
+
+impl FromStr for CacheSize {
+    type Err = BadCacheSize;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let bad = || BadCacheSize(raw.to_string());
+        let s = raw.trim();
+        let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+        let n: usize = digits.parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        let unit = unit.trim();
+        if unit.is_empty() {
+            return Ok(CacheSize::Entries(n));
+        }
+        let (_, scale) = UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit)).ok_or_else(bad)?;
+        n.checked_mul(*scale).map(CacheSize::Bytes).ok_or_else(bad)
+    }
+}
+
+impl fmt::Display for CacheSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheSize::Entries(n) => write!(f, "{n} entries"),
+            CacheSize::Bytes(n) => write!(f, "{:.1} MiB", *n as f64 / (1 << 20) as f64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_or_bytes() {
+        assert_eq!("1000".parse(), Ok(CacheSize::Entries(1000)));
+        assert_eq!("64MB".parse(), Ok(CacheSize::Bytes(64_000_000)));
+        assert_eq!("64 mib".parse(), Ok(CacheSize::Bytes(64 << 20)));
+        assert_eq!("2G".parse(), Ok(CacheSize::Bytes(2 << 30)));
+        assert_eq!("512KiB".parse(), Ok(CacheSize::Bytes(512 << 10)));
+        for bad in ["", "0", "0MB", "-1", "1.5MB", "12 parsecs", "MB", "99999999999999999999GB"] {
+            assert!(bad.parse::<CacheSize>().is_err(), "{bad}");
+        }
+        assert_eq!(CacheSize::Bytes(3 << 20).to_string(), "3.0 MiB");
+    }
+}
