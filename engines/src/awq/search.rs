@@ -12,7 +12,7 @@ use super::layer::{unscale_norm, LayerWeights, Proj};
 use super::scale::{fake_quant_scaled, search, weight_mean, ScaleChoice};
 use super::{AwqOptions, AwqSearchError};
 use crate::model::rope::Rope;
-use crate::model::LlamaConfig;
+use crate::model::DecoderConfig;
 
 /// Samples run through a layer at once when capturing.
 const FORWARD_CHUNK: usize = 8;
@@ -53,7 +53,7 @@ pub struct SearchedLayer {
 /// The search over a checkpoint, one layer per [`AwqSearch::next_layer`].
 pub struct AwqSearch<'a> {
     source: &'a dyn TensorSource,
-    cfg: LlamaConfig,
+    cfg: DecoderConfig,
     rope: Rope,
     opts: AwqOptions,
     seq: usize,
@@ -77,7 +77,7 @@ enum Prev {
 }
 
 /// The groups AutoAWQ scales in a Llama layer (v -> o only without GQA, where the shapes match).
-fn groups(cfg: &LlamaConfig) -> Vec<Group> {
+fn groups(cfg: &DecoderConfig) -> Vec<Group> {
     let mut g = vec![Group { prev: Prev::InputNorm, linears: &[Proj::Q, Proj::K, Proj::V] }];
     if Proj::V.shape(cfg) == Proj::O.shape(cfg) {
         g.push(Group { prev: Prev::Linear(Proj::V), linears: &[Proj::O] });
@@ -115,7 +115,7 @@ impl<'a> AwqSearch<'a> {
     /// Llama 3's per-frequency divisors, if any. Refuses layers whose inputs do not divide into groups.
     pub fn new(
         source: &'a dyn TensorSource,
-        cfg: LlamaConfig,
+        cfg: DecoderConfig,
         rope_factors: Option<&[f32]>,
         calib: &Calibration,
         opts: AwqOptions,

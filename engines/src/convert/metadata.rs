@@ -1,7 +1,7 @@
 //! GGUF metadata for a converted Hugging Face model, with the keys and types llama.cpp expects.
 
 use tgi_formats::gguf::Value;
-use tgi_formats::hf::{GgufVocab, ModelConfig, RopeScaling};
+use tgi_formats::hf::{Architecture, GgufVocab, ModelConfig, RopeScaling};
 
 use super::names::gguf_arch;
 
@@ -30,6 +30,17 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
     put("general.file_type", Value::U32(file_type));
     put(&a("vocab_size"), u32v(cfg.vocab_size));
     put(&a("rope.dimension_count"), u32v(cfg.head_dim));
+    if let Some(g) = &cfg.gemma2 {
+        if let Some(cap) = g.attn_logit_softcapping {
+            put(&a("attn_logit_softcapping"), Value::F32(cap));
+        }
+        if let Some(cap) = g.final_logit_softcapping {
+            put(&a("final_logit_softcapping"), Value::F32(cap));
+        }
+    }
+    if let (Some(w), Architecture::Gemma2) = (cfg.sliding_window, cfg.architecture) {
+        put(&a("attention.sliding_window"), u32v(w));
+    }
     match &cfg.rope_scaling {
         Some(RopeScaling::Linear { factor }) => {
             put(&a("rope.scaling.type"), Value::String("linear".into()));

@@ -60,6 +60,9 @@ pub enum ConvertError {
         /// Heads.
         heads: usize,
     },
+    /// A configuration the GGUF format cannot describe as llama.cpp reads it.
+    #[error("{0}")]
+    Unrepresentable(String),
     /// A tensor the configuration requires is missing.
     #[error("the checkpoint has no tensor '{0}'")]
     MissingTensor(String),
@@ -133,6 +136,7 @@ impl ExportPlan {
         preset: Preset,
         overrides: &TypeOverrides,
     ) -> Result<ExportPlan, ConvertError> {
+        check_representable(cfg)?;
         let mut jobs = Vec::new();
         let has_lm_head = tensors.iter().any(|(n, _, _)| n == "lm_head.weight");
         for (name, shape, dtype) in tensors {
@@ -277,6 +281,21 @@ fn assign_types(
         if job.name.contains("attn_v.weight") {
             i_attention_wv += 1;
         }
+    }
+    Ok(())
+}
+
+/// Refuses what llama.cpp would run differently from the checkpoint: it takes Gemma 2's attention scale from
+/// the shape (`1/sqrt(head_dim)`, or `1/sqrt(hidden / heads)` for the 46-layer 27B), not from the file.
+fn check_representable(cfg: &ModelConfig) -> Result<(), ConvertError> {
+    let Some(g) = &cfg.gemma2 else { return Ok(()) };
+    let implied = if cfg.num_hidden_layers == 46 { cfg.hidden_size / cfg.num_attention_heads } else { cfg.head_dim };
+    if g.query_pre_attn_scalar != implied as f32 {
+        return Err(ConvertError::Unrepresentable(format!(
+            "query_pre_attn_scalar {} differs from the {implied} llama.cpp assumes for this Gemma 2 shape; a GGUF \
+             file cannot state it",
+            g.query_pre_attn_scalar
+        )));
     }
     Ok(())
 }

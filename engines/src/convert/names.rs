@@ -1,4 +1,5 @@
-//! Hugging Face -> GGUF tensor names for the Llama family, and the Q/K row permutation.
+//! Hugging Face -> GGUF tensor names per architecture (llama.cpp's), the Q/K row permutation of the Llama
+//! family and Gemma's norm offset.
 
 use tgi_formats::hf::Architecture;
 
@@ -11,6 +12,8 @@ pub enum Transform {
     None,
     /// llama.cpp's Q/K permutation: within each of `heads` heads, the two rotary halves are interleaved.
     PermuteHeads(usize),
+    /// One added to every value: Gemma's `(1 + w)` norm weights, which llama.cpp stores offset.
+    AddOne,
 }
 
 /// The GGUF `general.architecture` for a Hugging Face architecture.
@@ -18,6 +21,8 @@ pub fn gguf_arch(arch: Architecture) -> &'static str {
     match arch {
         Architecture::Llama | Architecture::Mistral => "llama",
         Architecture::Qwen2 => "qwen2",
+        Architecture::Qwen3 => "qwen3",
+        Architecture::Gemma2 => "gemma2",
     }
 }
 
@@ -31,9 +36,11 @@ pub fn map_name(
 ) -> Result<Option<(String, Transform)>, ConvertError> {
     let unknown = || ConvertError::UnknownTensor { tensor: hf.to_string(), arch: format!("{arch:?}") };
     let permute = matches!(arch, Architecture::Llama | Architecture::Mistral);
+    let gemma = arch == Architecture::Gemma2;
+    let norm = if gemma { Transform::AddOne } else { Transform::None };
     match hf {
         "model.embed_tokens.weight" => return Ok(Some(("token_embd.weight".into(), Transform::None))),
-        "model.norm.weight" => return Ok(Some(("output_norm.weight".into(), Transform::None))),
+        "model.norm.weight" => return Ok(Some(("output_norm.weight".into(), norm))),
         "lm_head.weight" => return Ok(Some(("output.weight".into(), Transform::None))),
         _ => {}
     }
@@ -47,9 +54,15 @@ pub fn map_name(
     if suffix != "weight" && suffix != "bias" {
         return Err(unknown());
     }
+    let qk_norm = arch == Architecture::Qwen3;
     let (gguf, transform) = match module {
-        "input_layernorm" => ("attn_norm", Transform::None),
+        "input_layernorm" => ("attn_norm", norm),
+        "post_attention_layernorm" if gemma => ("post_attention_norm", norm),
+        "pre_feedforward_layernorm" if gemma => ("ffn_norm", norm),
+        "post_feedforward_layernorm" if gemma => ("post_ffw_norm", norm),
         "post_attention_layernorm" => ("ffn_norm", Transform::None),
+        "self_attn.q_norm" if qk_norm => ("attn_q_norm", Transform::None),
+        "self_attn.k_norm" if qk_norm => ("attn_k_norm", Transform::None),
         "self_attn.q_proj" if permute => ("attn_q", Transform::PermuteHeads(n_head)),
         "self_attn.k_proj" if permute => ("attn_k", Transform::PermuteHeads(n_head_kv)),
         "self_attn.q_proj" => ("attn_q", Transform::None),
@@ -67,8 +80,13 @@ pub fn map_name(
 /// Applies a transform to a row-major `[rows, cols]` tensor (a bias is `[rows, 1]`) in `data`,
 /// using `scratch` as the working copy.
 pub fn apply(transform: Transform, data: &mut [f32], scratch: &mut Vec<f32>, rows: usize) -> Result<(), ConvertError> {
-    let Transform::PermuteHeads(heads) = transform else {
-        return Ok(());
+    let heads = match transform {
+        Transform::None => return Ok(()),
+        Transform::AddOne => {
+            data.iter_mut().for_each(|x| *x += 1.0);
+            return Ok(());
+        }
+        Transform::PermuteHeads(heads) => heads,
     };
     if heads == 0
         || !rows.is_multiple_of(heads)
@@ -119,6 +137,30 @@ mod tests {
         assert_eq!(q, ("blk.1.attn_q.bias".into(), Transform::None));
         assert!(map_name(Architecture::Llama, 8, 4, "model.layers.0.self_attn.rotary_emb.inv_freq").unwrap().is_none());
         assert!(map_name(Architecture::Llama, 8, 4, "vision_tower.x.weight").is_err());
+    }
+
+    /// llama.cpp's names (gguf-py's `TensorNameMap`) for Qwen3's q/k norms and Gemma 2's four norms.
+    #[test]
+    fn qwen3_and_gemma2_names() {
+        let m = |arch, n: &str| map_name(arch, 4, 2, &format!("model.layers.1.{n}.weight")).unwrap().unwrap();
+        let q3 = |n| m(Architecture::Qwen3, n);
+        assert_eq!(q3("self_attn.q_norm"), ("blk.1.attn_q_norm.weight".into(), Transform::None));
+        assert_eq!(q3("self_attn.k_norm").0, "blk.1.attn_k_norm.weight");
+        assert_eq!(q3("self_attn.q_proj"), ("blk.1.attn_q.weight".into(), Transform::None));
+        assert_eq!(q3("post_attention_layernorm").0, "blk.1.ffn_norm.weight");
+        let g2 = |n| m(Architecture::Gemma2, n);
+        assert_eq!(g2("input_layernorm"), ("blk.1.attn_norm.weight".into(), Transform::AddOne));
+        assert_eq!(g2("post_attention_layernorm").0, "blk.1.post_attention_norm.weight");
+        assert_eq!(g2("pre_feedforward_layernorm").0, "blk.1.ffn_norm.weight");
+        assert_eq!(g2("post_feedforward_layernorm").0, "blk.1.post_ffw_norm.weight");
+        assert_eq!(g2("mlp.gate_proj"), ("blk.1.ffn_gate.weight".into(), Transform::None));
+        let norm = map_name(Architecture::Gemma2, 4, 2, "model.norm.weight").unwrap().unwrap();
+        assert_eq!(norm, ("output_norm.weight".into(), Transform::AddOne));
+        assert!(map_name(Architecture::Llama, 4, 2, "model.layers.0.self_attn.q_norm.weight").is_err());
+        let mut scratch = Vec::new();
+        let mut w = vec![0.5, -1.0];
+        apply(Transform::AddOne, &mut w, &mut scratch, 2).unwrap();
+        assert_eq!(w, vec![1.5, 0.0]);
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! The hyperparameters a Llama-family model runs with, from config.json or from GGUF metadata.
+//! The hyperparameters a decoder runs with, from config.json or from GGUF metadata.
 
 use tgi_formats::gguf::{GgufFile, Value};
-use tgi_formats::hf::{Architecture, ModelConfig, RopeScaling};
+use tgi_formats::hf::{Architecture, LayerWindows, ModelConfig, RopeScaling};
 use tgi_formats::hyperparameters::{Hyper, Hyperparameters};
 
 use super::ModelError;
@@ -17,8 +17,8 @@ pub enum RopeStyle {
 
 /// Everything the forward pass needs to know about the architecture.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LlamaConfig {
-    /// The architecture (Llama, Mistral, Qwen2).
+pub struct DecoderConfig {
+    /// The architecture (Llama, Mistral, Qwen2, Qwen3, Gemma 2).
     pub architecture: Architecture,
     /// Model width.
     pub hidden: usize,
@@ -46,9 +46,17 @@ pub struct LlamaConfig {
     pub rope_style: RopeStyle,
     /// Sliding attention window.
     pub sliding_window: Option<usize>,
+    /// Which layers attend within `sliding_window`.
+    pub window_layers: LayerWindows,
+    /// Attention scores are multiplied by this (`1 / sqrt(head_dim)` unless the family says otherwise).
+    pub attn_scale: f32,
+    /// Attention scores are soft-capped to `±cap` by `tanh(s / cap) * cap` (Gemma 2).
+    pub attn_softcap: Option<f32>,
+    /// Output logits are soft-capped the same way (Gemma 2).
+    pub final_softcap: Option<f32>,
 }
 
-impl LlamaConfig {
+impl DecoderConfig {
     /// From a config.json (whose hyperparameters were checked when it was parsed).
     pub fn from_hf(cfg: &ModelConfig) -> Result<Self, ModelError> {
         let mut h = cfg.hyperparameters();
@@ -60,7 +68,22 @@ impl LlamaConfig {
                 return Err(ModelError::Unsupported("YaRN rope scaling is not supported by the engine".into()))
             }
         };
-        Ok(Self::new(cfg.architecture, &h, RopeStyle::Halves))
+        let mut out = Self::new(cfg.architecture, &h, RopeStyle::Halves);
+        out.window_layers = cfg.layer_windows.clone();
+        if let Some(g) = &cfg.gemma2 {
+            out.attn_scale = 1.0 / g.query_pre_attn_scalar.sqrt();
+            out.attn_softcap = g.attn_logit_softcapping;
+            out.final_softcap = g.final_logit_softcapping;
+        }
+        Ok(out)
+    }
+
+    /// The sliding window layer `layer` attends within, if any.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        match &self.window_layers {
+            LayerWindows::All => self.sliding_window,
+            LayerWindows::PerLayer(sliding) => self.sliding_window.filter(|_| sliding.get(layer) == Some(&true)),
+        }
     }
 
     /// From a GGUF file's `{arch}.*` metadata; the vocabulary size comes from the embedding's shape.
@@ -148,15 +171,33 @@ impl LlamaConfig {
             meta.error(key, e.to_string())
         })?;
         let style = match architecture {
-            Architecture::Qwen2 => RopeStyle::Halves,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 => RopeStyle::Halves,
             Architecture::Llama | Architecture::Mistral => RopeStyle::Interleaved,
         };
-        Ok(Self::new(architecture, &h, style))
+        let mut out = Self::new(architecture, &h, style);
+        if architecture == Architecture::Gemma2 {
+            // As llama.cpp: even layers slide; queries are scaled by 1/sqrt(head_dim), except in Gemma 2 27B
+            // (46 layers), whose query_pre_attn_scalar is hidden / heads.
+            out.window_layers = LayerWindows::PerLayer((0..h.layers).map(|i| i % 2 == 0).collect());
+            let scalar = if h.layers == 46 { hidden / heads } else { head_dim };
+            out.attn_scale = 1.0 / (scalar as f32).sqrt();
+            let cap = |k: &str| -> Result<Option<f32>, ModelError> {
+                match meta.float(k)? {
+                    Some(c) if !(c.is_finite() && c > 0.0) => {
+                        Err(meta.error(k, format!("{c} must be a finite positive number")))
+                    }
+                    c => Ok(c),
+                }
+            };
+            out.attn_softcap = cap("attn_logit_softcapping")?;
+            out.final_softcap = cap("final_logit_softcapping")?;
+        }
+        Ok(out)
     }
 
     /// From hyperparameters that passed [`Hyperparameters::check`].
     fn new(architecture: Architecture, h: &Hyperparameters, rope_style: RopeStyle) -> Self {
-        LlamaConfig {
+        DecoderConfig {
             architecture,
             hidden: h.hidden,
             intermediate: h.intermediate,
@@ -171,6 +212,10 @@ impl LlamaConfig {
             rope_position_scale: h.rope_factor.map_or(1.0, |f| 1.0 / f),
             rope_style,
             sliding_window: h.sliding_window,
+            window_layers: LayerWindows::All,
+            attn_scale: 1.0 / (h.head_dim as f32).sqrt(),
+            attn_softcap: None,
+            final_softcap: None,
         }
     }
 }
@@ -182,9 +227,11 @@ fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError
         "llama" => Ok((Architecture::Llama, name)),
         "mistral" => Ok((Architecture::Mistral, name)),
         "qwen2" => Ok((Architecture::Qwen2, name)),
-        other => {
-            Err(ModelError::Unsupported(format!("GGUF architecture '{other}' (supported: llama, mistral, qwen2)")))
-        }
+        "qwen3" => Ok((Architecture::Qwen3, name)),
+        "gemma2" => Ok((Architecture::Gemma2, name)),
+        other => Err(ModelError::Unsupported(format!(
+            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, gemma2)"
+        ))),
     }
 }
 
@@ -250,15 +297,15 @@ mod tests {
     }
 
     fn err(changes: &[(&str, Option<Value>)]) -> String {
-        LlamaConfig::from_gguf_metadata(&mutated(changes), 512).unwrap_err().to_string()
+        DecoderConfig::from_gguf_metadata(&mutated(changes), 512).unwrap_err().to_string()
     }
 
     #[test]
     fn gguf_and_hf_agree_on_the_bundled_model() {
-        let gguf = LlamaConfig::from_gguf(&GgufFile::open(std::path::Path::new(STORIES_GGUF)).unwrap()).unwrap();
+        let gguf = DecoderConfig::from_gguf(&GgufFile::open(std::path::Path::new(STORIES_GGUF)).unwrap()).unwrap();
         let hf = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/config.json");
-        let hf = LlamaConfig::from_hf(&ModelConfig::from_file(std::path::Path::new(hf)).unwrap()).unwrap();
-        assert_eq!(gguf, LlamaConfig { rope_style: RopeStyle::Interleaved, ..hf });
+        let hf = DecoderConfig::from_hf(&ModelConfig::from_file(std::path::Path::new(hf)).unwrap()).unwrap();
+        assert_eq!(gguf, DecoderConfig { rope_style: RopeStyle::Interleaved, ..hf });
         assert_eq!((gguf.heads, gguf.kv_heads, gguf.head_dim, gguf.sliding_window), (8, 4, 8, None));
     }
 
@@ -336,7 +383,7 @@ mod tests {
             assert!(msg.starts_with("invalid model: GGUF metadata"), "{changes:?}: {msg}");
             assert!(msg.contains(want), "{changes:?}: {msg}");
         }
-        let huge_vocab = LlamaConfig::from_gguf_metadata(&mutated(&[]), 1 << 40);
+        let huge_vocab = DecoderConfig::from_gguf_metadata(&mutated(&[]), 1 << 40);
         assert_eq!(
             huge_vocab.unwrap_err().to_string(),
             "invalid model: tensor 'token_embd.weight': 1099511627776 rows: is larger than the 16777216 tgi accepts"
@@ -347,7 +394,7 @@ mod tests {
     fn gguf_window_zero_means_none() {
         let window = |w: u32| {
             let file = mutated(&[("llama.attention.sliding_window", Some(Value::U32(w)))]);
-            LlamaConfig::from_gguf_metadata(&file, 512).unwrap().sliding_window
+            DecoderConfig::from_gguf_metadata(&file, 512).unwrap().sliding_window
         };
         assert_eq!((window(0), window(16)), (None, Some(16)));
     }

@@ -2,7 +2,7 @@
 
 use candle_core::{Device, Tensor};
 
-use super::config::{LlamaConfig, RopeStyle};
+use super::config::{DecoderConfig, RopeStyle};
 
 /// RoPE frequencies and pairing for one model.
 #[derive(Clone, Debug)]
@@ -14,7 +14,7 @@ pub struct Rope {
 
 impl Rope {
     /// Frequencies `theta^(-2i/d)`, divided by per-frequency `factors` (Llama 3 scaling) when given.
-    pub fn new(cfg: &LlamaConfig, factors: Option<&[f32]>) -> Self {
+    pub fn new(cfg: &DecoderConfig, factors: Option<&[f32]>) -> Self {
         let d = cfg.head_dim;
         let inv_freq = (0..d / 2)
             .map(|i| {

@@ -224,12 +224,27 @@ impl Weights {
 
     /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.
     pub fn vector(&self, hf: &str, len: usize) -> Result<Tensor, ModelError> {
+        self.offset_vector(hf, len, 0.0)
+    }
+
+    /// [`Weights::vector`] with `offset` added to every value in f32.
+    fn offset_vector(&self, hf: &str, len: usize, offset: f32) -> Result<Tensor, ModelError> {
         let m = self.meta(hf)?;
         if m.shape.iter().product::<usize>() != len || m.shape.len() != 1 {
             return Err(ModelError::Shape { name: m.name.clone(), expected: vec![len], found: m.shape.clone() });
         }
-        let v = self.source.read_f32(&m.name)?;
+        let mut v = self.source.read_f32(&m.name)?;
+        if offset != 0.0 {
+            v.iter_mut().for_each(|x| *x += offset);
+        }
         Ok(Tensor::from_vec(v, len, &self.device)?.to_dtype(self.act)?)
+    }
+
+    /// A norm's `[len]` weight. With `plus_one` (Gemma's `x * (1 + w)`) a Hugging Face weight is offset by
+    /// one here; a GGUF file stores it offset already, as llama.cpp's converter writes it.
+    pub fn norm(&self, hf: &str, len: usize, plus_one: bool) -> Result<Tensor, ModelError> {
+        let offset = if plus_one && matches!(self.naming, Naming::Hf) { 1.0 } else { 0.0 };
+        self.offset_vector(hf, len, offset)
     }
 
     /// A vector of f32 values kept on the host (e.g. RoPE factors).

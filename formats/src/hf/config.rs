@@ -1,4 +1,4 @@
-//! `config.json`: the hyperparameters of a Llama-family decoder (Llama, Mistral, Qwen2), as
+//! `config.json`: the hyperparameters of a decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2), as
 //! transformers 4.x (`rope_theta`, `rope_scaling`) and 5.x (`rope_parameters`) write them.
 
 use std::path::Path;
@@ -16,11 +16,16 @@ pub enum Architecture {
     Mistral,
     /// `Qwen2ForCausalLM` (`model_type: "qwen2"`).
     Qwen2,
+    /// `Qwen3ForCausalLM` (`model_type: "qwen3"`).
+    Qwen3,
+    /// `Gemma2ForCausalLM` (`model_type: "gemma2"`).
+    Gemma2,
 }
 
 impl Architecture {
     /// Every supported architecture.
-    pub const ALL: [Architecture; 3] = [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2];
+    pub const ALL: [Architecture; 5] =
+        [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma2];
 
     /// The transformers class named in config.json `architectures`, e.g. `LlamaForCausalLM`.
     pub fn hf_class(self) -> &'static str {
@@ -28,6 +33,8 @@ impl Architecture {
             Architecture::Llama => "LlamaForCausalLM",
             Architecture::Mistral => "MistralForCausalLM",
             Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
+            Architecture::Gemma2 => "Gemma2ForCausalLM",
         }
     }
 
@@ -37,6 +44,8 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Mistral => "mistral",
             Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma2 => "gemma2",
         }
     }
 }
@@ -94,7 +103,27 @@ impl RopeScaling {
     }
 }
 
-/// Llama-family hyperparameters read from config.json.
+/// Which layers attend within the sliding window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayerWindows {
+    /// Every layer (when there is a window at all).
+    All,
+    /// Per layer: whether it is a sliding-window layer (`layer_types`, or Gemma 2's even layers).
+    PerLayer(Vec<bool>),
+}
+
+/// Gemma 2's extras: attention scaling and logit soft-capping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gemma2Extras {
+    /// Attention scores are scaled by `query_pre_attn_scalar^-0.5`.
+    pub query_pre_attn_scalar: f32,
+    /// `tanh(s / cap) * cap` on attention scores (`attn_logit_softcapping`), when set.
+    pub attn_logit_softcapping: Option<f32>,
+    /// `tanh(l / cap) * cap` on the output logits (`final_logit_softcapping`), when set.
+    pub final_logit_softcapping: Option<f32>,
+}
+
+/// Decoder hyperparameters read from config.json.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
     /// The decoder architecture.
@@ -127,6 +156,10 @@ pub struct ModelConfig {
     pub attention_bias: bool,
     /// Sliding attention window, when enabled.
     pub sliding_window: Option<usize>,
+    /// Which layers use the sliding window.
+    pub layer_windows: LayerWindows,
+    /// Gemma 2's scaling and soft-caps (`None` for other architectures).
+    pub gemma2: Option<Gemma2Extras>,
     /// Beginning-of-sequence token id.
     pub bos_token_id: Option<u32>,
     /// End-of-sequence token ids (config.json allows one or a list).
@@ -187,7 +220,19 @@ impl ModelConfig {
         };
         let attention_bias = match architecture {
             Architecture::Qwen2 => true,
-            Architecture::Llama | Architecture::Mistral => o.bool("attention_bias")?.unwrap_or(false),
+            Architecture::Llama | Architecture::Mistral | Architecture::Qwen3 => {
+                o.bool("attention_bias")?.unwrap_or(false)
+            }
+            Architecture::Gemma2 => match o.bool("attention_bias")? {
+                Some(true) => return Err(o.error("attention_bias", "Gemma 2 with attention biases is not supported")),
+                _ => false,
+            },
+        };
+        let num_hidden_layers = o.req_usize("num_hidden_layers")?;
+        let layer_windows = layer_windows(&o, architecture, num_hidden_layers)?;
+        let gemma2 = match architecture {
+            Architecture::Gemma2 => Some(gemma2_extras(&o, head_dim)?),
+            _ => None,
         };
         let torch_dtype = match o.str("torch_dtype")? {
             Some(dtype) => Some(dtype),
@@ -197,7 +242,7 @@ impl ModelConfig {
             architecture,
             hidden_size,
             intermediate_size: o.req_usize("intermediate_size")?,
-            num_hidden_layers: o.req_usize("num_hidden_layers")?,
+            num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
@@ -209,6 +254,8 @@ impl ModelConfig {
             tie_word_embeddings: o.bool("tie_word_embeddings")?.unwrap_or(false),
             attention_bias,
             sliding_window,
+            layer_windows,
+            gemma2,
             bos_token_id: o.u32("bos_token_id")?,
             eos_token_ids: o.u32_list("eos_token_id")?,
             pad_token_id: o.u32("pad_token_id")?,
@@ -281,6 +328,58 @@ fn architecture(o: &Obj) -> Result<Architecture, HfError> {
     Architecture::ALL.into_iter().find(|a| a.model_type() == model_type).ok_or_else(|| {
         let supported = Architecture::ALL.map(Architecture::model_type).join(", ");
         o.error("model_type", format!("unsupported model type '{model_type}'; supported: {supported}"))
+    })
+}
+
+/// `layer_types` (`sliding_attention` / `full_attention` per layer) when given; else Gemma 2's alternation
+/// (even layers slide) or a window on every layer.
+fn layer_windows(o: &Obj, architecture: Architecture, layers: usize) -> Result<LayerWindows, HfError> {
+    let Some(list) = o.get("layer_types").filter(|v| !v.is_null()) else {
+        return Ok(match architecture {
+            Architecture::Gemma2 => LayerWindows::PerLayer((0..layers).map(|i| i % 2 == 0).collect()),
+            _ => LayerWindows::All,
+        });
+    };
+    let items = list.as_array().ok_or_else(|| o.error("layer_types", "expected a list of layer types"))?;
+    if items.len() != layers {
+        return Err(o.error("layer_types", format!("{} entries for {layers} layers", items.len())));
+    }
+    let sliding = items
+        .iter()
+        .map(|t| match t.as_str() {
+            Some("sliding_attention") => Ok(true),
+            Some("full_attention") => Ok(false),
+            _ => Err(o.error(
+                "layer_types",
+                format!("unsupported layer type {t}; supported: sliding_attention, full_attention"),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(LayerWindows::PerLayer(sliding))
+}
+
+/// Gemma 2's `query_pre_attn_scalar` (default `head_dim`) and soft-caps, checked to be finite and positive.
+fn gemma2_extras(o: &Obj, head_dim: usize) -> Result<Gemma2Extras, HfError> {
+    let positive = |field: &str| -> Result<Option<f32>, HfError> {
+        match o.f32(field)? {
+            Some(x) if !(x.is_finite() && x > 0.0) => {
+                Err(o.error(field, format!("{x} must be a finite positive number")))
+            }
+            x => Ok(x),
+        }
+    };
+    match o.str("hidden_activation")?.or(o.str("hidden_act")?) {
+        None | Some("gelu_pytorch_tanh") => {}
+        Some(other) => {
+            return Err(
+                o.error("hidden_activation", format!("unsupported activation '{other}'; supported: gelu_pytorch_tanh"))
+            )
+        }
+    }
+    Ok(Gemma2Extras {
+        query_pre_attn_scalar: positive("query_pre_attn_scalar")?.unwrap_or(head_dim as f32),
+        attn_logit_softcapping: positive("attn_logit_softcapping")?,
+        final_logit_softcapping: positive("final_logit_softcapping")?,
     })
 }
 
@@ -373,6 +472,8 @@ mod tests {
                 tie_word_embeddings: true,
                 attention_bias: false,
                 sliding_window: None,
+                layer_windows: LayerWindows::All,
+                gemma2: None,
                 bos_token_id: Some(1),
                 eos_token_ids: vec![2],
                 pad_token_id: None,
@@ -408,11 +509,12 @@ mod tests {
         assert_eq!(
             arch(r#""architectures": ["GPT2LMHeadModel"]"#).unwrap_err().to_string(),
             "config.json: unsupported architecture 'GPT2LMHeadModel'; supported: \
-             LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"
+             LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM"
         );
         assert_eq!(
             arch(r#""model_type": "gpt2""#).unwrap_err().to_string(),
-            "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2"
+            "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2, qwen3, \
+             gemma2"
         );
         assert!(arch(r#""architectures": []"#).is_err());
         assert!(arch(r#""other": 1"#).unwrap_err().to_string().contains("'architectures': missing"));
@@ -436,6 +538,41 @@ mod tests {
         assert_eq!(qwen(r#""use_sliding_window": true"#).sliding_window, Some(32768));
         // Mistral v0.1 has a window and no use_sliding_window key.
         assert_eq!(llama(r#""sliding_window": 4096"#).unwrap().sliding_window, Some(4096));
+    }
+
+    #[test]
+    fn gemma2_and_qwen3() {
+        let tiny = |name: &str| {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../models");
+            ModelConfig::from_file(&Path::new(dir).join(name).join("hf/config.json")).unwrap()
+        };
+        let g = tiny("tiny-gemma2");
+        assert_eq!((g.architecture, g.head_dim, g.sliding_window), (Architecture::Gemma2, 16, Some(5)));
+        assert_eq!(g.layer_windows, LayerWindows::PerLayer(vec![true, false, true]));
+        let extras = Gemma2Extras {
+            query_pre_attn_scalar: 16.0,
+            attn_logit_softcapping: Some(5.0),
+            final_logit_softcapping: Some(8.0),
+        };
+        assert_eq!(g.gemma2, Some(extras));
+        let q = tiny("tiny-qwen3");
+        assert_eq!((q.architecture, q.head_dim, q.attention_bias), (Architecture::Qwen3, 16, false));
+        assert_eq!((q.layer_windows, q.gemma2), (LayerWindows::PerLayer(vec![false, false]), None));
+        let gemma = |extra: &str| {
+            ModelConfig::from_json_str(&format!(
+                r#"{{"architectures": ["Gemma2ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+                    "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 512,
+                    "max_position_embeddings": 512, "head_dim": 16{extra}}}"#
+            ))
+        };
+        let g = gemma("").unwrap();
+        assert_eq!(g.layer_windows, LayerWindows::PerLayer(vec![true, false, true, false]));
+        assert_eq!(g.gemma2.unwrap().query_pre_attn_scalar, 16.0);
+        let err = |extra: &str| gemma(extra).unwrap_err().to_string();
+        assert!(err(r#", "layer_types": ["full_attention"]"#).contains("'layer_types': 1 entries for 4 layers"));
+        assert!(err(r#", "hidden_activation": "relu""#).contains("unsupported activation 'relu'"));
+        assert!(err(r#", "attn_logit_softcapping": -1"#).contains("'attn_logit_softcapping': -1 must be"));
+        assert!(err(r#", "attention_bias": true"#).contains("attention biases is not supported"));
     }
 
     #[test]

@@ -1,23 +1,27 @@
-//! The Llama family (Llama 1/2/3, Mistral, Qwen2): one implementation over [`Linear`] for every weight format.
-//! The weight tree mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
+//! The decoder: one implementation over [`Linear`] for every weight format and every dense family (Llama 1/2/3,
+//! Mistral, Qwen2, Qwen3, Gemma 2), parameterised by the family's [`Family`] description. The weight tree
+//! mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
 
 use candle_core::{Device, Tensor};
 use candle_nn::ops::rms_norm;
 
-use super::config::LlamaConfig;
+use super::config::DecoderConfig;
 use super::embedding::Embedding;
+use super::family::{Activation, Family};
 use super::linear::Linear;
 use super::rope::Rope;
 use super::weights::Weights;
 use super::{Logits, ModelError, SeqInput};
 use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
 
-/// Self-attention projections.
+/// Self-attention projections, with Qwen3's per-head query and key norms.
 struct Attention {
     q: Linear,
     k: Linear,
     v: Linear,
     o: Linear,
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
 }
 
 /// The gated MLP.
@@ -29,15 +33,20 @@ struct Mlp {
 
 /// One decoder layer.
 struct Block {
-    input_norm: Tensor,
+    attn_norm: Tensor,
     attn: Attention,
-    post_norm: Tensor,
+    /// Gemma 2's norm of the attention output.
+    attn_post_norm: Option<Tensor>,
+    mlp_norm: Tensor,
     mlp: Mlp,
+    /// Gemma 2's norm of the MLP output.
+    mlp_post_norm: Option<Tensor>,
 }
 
-/// A Llama-family decoder.
-pub struct Llama {
-    cfg: LlamaConfig,
+/// A decoder-only transformer of one of the dense families.
+pub struct Decoder {
+    cfg: DecoderConfig,
+    family: Family,
     embed: Embedding,
     blocks: Vec<Block>,
     norm: Tensor,
@@ -48,16 +57,17 @@ pub struct Llama {
     host: bool,
 }
 
-impl Llama {
+impl Decoder {
     /// Builds the model from its weights (`rope_factors`: Llama 3 per-frequency divisors, if any). The KV cache
     /// is `kv_dtype`, or by default f32 when every weight is f32 (exact against float32 references) and f16
     /// otherwise (half the memory, llama.cpp's numerics); a type the model or device cannot use is an error.
     pub fn load(
         w: &Weights,
-        cfg: LlamaConfig,
+        cfg: DecoderConfig,
         rope_factors: Option<Vec<f32>>,
         kv_dtype: Option<KvDType>,
     ) -> Result<Self, ModelError> {
+        let family = Family::of(cfg.architecture);
         let (h, hd) = (cfg.hidden, cfg.head_dim);
         let (q_out, kv_out) = (cfg.heads * hd, cfg.kv_heads * hd);
         let bias = w.has("model.layers.0.self_attn.q_proj.bias");
@@ -68,35 +78,43 @@ impl Llama {
                 cfg.layers
             )));
         }
+        let norm = |name: &str, len: usize| w.norm(name, len, family.norm_plus_one);
+        let optional = |on: bool, name: String, len: usize| on.then(|| norm(&name, len)).transpose();
         let blocks = (0..cfg.layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
+                let sandwich = family.sandwich_norms;
                 Ok(Block {
-                    input_norm: w.vector(&format!("{p}.input_layernorm.weight"), h)?,
+                    attn_norm: norm(&format!("{p}.input_layernorm.weight"), h)?,
                     attn: Attention {
                         q: w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
                         k: w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
                         v: w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
                         o: w.linear(&format!("{p}.self_attn.o_proj"), h, q_out, false)?,
+                        q_norm: optional(family.qk_norm, format!("{p}.self_attn.q_norm.weight"), hd)?,
+                        k_norm: optional(family.qk_norm, format!("{p}.self_attn.k_norm.weight"), hd)?,
                     },
-                    post_norm: w.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
+                    attn_post_norm: optional(sandwich, format!("{p}.post_attention_layernorm.weight"), h)?,
+                    mlp_norm: norm(&format!("{p}.{}.weight", family.mlp_norm_name()), h)?,
                     mlp: Mlp {
                         gate: w.linear(&format!("{p}.mlp.gate_proj"), cfg.intermediate, h, false)?,
                         up: w.linear(&format!("{p}.mlp.up_proj"), cfg.intermediate, h, false)?,
                         down: w.linear(&format!("{p}.mlp.down_proj"), h, cfg.intermediate, false)?,
                     },
+                    mlp_post_norm: optional(sandwich, format!("{p}.post_feedforward_layernorm.weight"), h)?,
                 })
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         let head = if w.has("lm_head.weight") { "lm_head" } else { "model.embed_tokens" };
-        let mut model = Llama {
+        let mut model = Decoder {
             embed: w.embedding("model.embed_tokens.weight", cfg.vocab, h)?,
             blocks,
-            norm: w.vector("model.norm.weight", h)?,
+            norm: norm("model.norm.weight", h)?,
             lm_head: w.linear(head, cfg.vocab, h, false)?,
             rope: Rope::new(&cfg, rope_factors.as_deref()),
             device: w.device().clone(),
             cfg,
+            family,
             kv_dtype: KvDType::F32,
             host: w.host(),
         };
@@ -109,7 +127,7 @@ impl Llama {
     }
 
     /// The hyperparameters.
-    pub fn config(&self) -> &LlamaConfig {
+    pub fn config(&self) -> &DecoderConfig {
         &self.cfg
     }
 
@@ -155,7 +173,7 @@ impl Llama {
         Ok(self.run(kv, batch, false)?.logits)
     }
 
-    /// [`Llama::forward`], also returning the final normalized hidden state of every row whose logits are
+    /// [`Decoder::forward`], also returning the final normalized hidden state of every row whose logits are
     /// returned (what speculation heads such as Medusa read).
     pub fn forward_hidden(&self, kv: &mut KvCache, batch: &[SeqInput<'_>]) -> Result<Rows, ModelError> {
         self.run(kv, batch, true)
@@ -168,7 +186,7 @@ impl Llama {
         rayon::scope(|_| self.forward_on_pool(kv, batch, hidden))
     }
 
-    /// [`Llama::run`], run on a thread of the rayon pool.
+    /// [`Decoder::run`], run on a thread of the rayon pool.
     fn forward_on_pool(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
         let cfg = &self.cfg;
         let mut tokens = Vec::new();
@@ -200,20 +218,37 @@ impl Llama {
         if tokens.is_empty() {
             return Ok(Rows::empty(batch.len()));
         }
-        let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.sliding_window);
+        let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, None)
+            .with_scale(cfg.attn_scale)
+            .with_softcap(cfg.attn_softcap);
+        let windowed = cfg.sliding_window.map(|w| plan.clone().with_window(Some(w)));
         let (cos, sin) = self.rope.tables(&positions, &self.device)?;
         let mut x = self.embed.lookup(&tokens, &self.device)?.to_dtype(self.norm.dtype())?;
+        if self.family.embed_scale {
+            x = (x * (cfg.hidden as f64).sqrt())?;
+        }
         let eps = cfg.rms_eps;
         for (i, b) in self.blocks.iter().enumerate() {
-            let h = rms_norm(&x, &b.input_norm, eps)?;
-            let q = self.rope.apply(&b.attn.q.forward(&h)?, cfg.heads, &cos, &sin)?;
-            let k = self.rope.apply(&b.attn.k.forward(&h)?, cfg.kv_heads, &cos, &sin)?;
+            let plan = match (cfg.window(i), &windowed) {
+                (Some(_), Some(windowed)) => windowed,
+                _ => &plan,
+            };
+            let h = rms_norm(&x, &b.attn_norm, eps)?;
+            let q = head_norm(b.attn.q.forward(&h)?, b.attn.q_norm.as_ref(), cfg.heads, eps)?;
+            let k = head_norm(b.attn.k.forward(&h)?, b.attn.k_norm.as_ref(), cfg.kv_heads, eps)?;
+            let q = self.rope.apply(&q, cfg.heads, &cos, &sin)?;
+            let k = self.rope.apply(&k, cfg.kv_heads, &cos, &sin)?;
             let v = b.attn.v.forward(&h)?;
-            let a = kv.attend(i, &q, &k, &v, &plan)?;
-            x = (x + b.attn.o.forward(&a)?)?;
-            let h = rms_norm(&x, &b.post_norm, eps)?;
-            let g = candle_nn::ops::silu(&b.mlp.gate.forward(&h)?)?;
-            x = (x + b.mlp.down.forward(&(g * b.mlp.up.forward(&h)?)?)?)?;
+            let a = b.attn.o.forward(&kv.attend(i, &q, &k, &v, plan)?)?;
+            x = (x + post_norm(a, b.attn_post_norm.as_ref(), eps)?)?;
+            let h = rms_norm(&x, &b.mlp_norm, eps)?;
+            let g = b.mlp.gate.forward(&h)?;
+            let g = match self.family.activation {
+                Activation::Silu => candle_nn::ops::silu(&g)?,
+                Activation::GeluTanh => g.gelu()?,
+            };
+            let m = b.mlp.down.forward(&(g * b.mlp.up.forward(&h)?)?)?;
+            x = (x + post_norm(m, b.mlp_post_norm.as_ref(), eps)?)?;
         }
         let mut out = Rows::empty(batch.len());
         if wanted.is_empty() {
@@ -222,7 +257,10 @@ impl Llama {
         let n = wanted.len();
         let x = x.index_select(&Tensor::from_vec(wanted.clone(), n, &self.device)?, 0)?;
         let normed = rms_norm(&x, &self.norm, eps)?;
-        let logits = self.lm_head.forward(&normed)?;
+        let mut logits = self.lm_head.forward(&normed)?;
+        if let Some(c) = cfg.final_softcap {
+            logits = ((logits / c as f64)?.tanh()? * c as f64)?;
+        }
         let logits = logits.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         let states = if hidden {
             normed.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?
@@ -248,8 +286,23 @@ impl Llama {
     }
 }
 
+/// Per-head RMSNorm of a `[rows, heads * d]` projection (Qwen3's `q_norm`, `k_norm`), when the layer has one.
+fn head_norm(x: Tensor, weight: Option<&Tensor>, heads: usize, eps: f32) -> candle_core::Result<Tensor> {
+    let Some(w) = weight else { return Ok(x) };
+    let (rows, width) = x.dims2()?;
+    rms_norm(&x.reshape((rows * heads, width / heads))?, w, eps)?.reshape((rows, width))
+}
+
+/// A sublayer's output through its post-norm (Gemma 2), when it has one.
+fn post_norm(x: Tensor, weight: Option<&Tensor>, eps: f32) -> candle_core::Result<Tensor> {
+    match weight {
+        Some(w) => rms_norm(&x, w, eps),
+        None => Ok(x),
+    }
+}
+
 /// What a forward pass returns per sequence: the logits its [`Logits`] asks for (`vocab` floats a row) and,
-/// from [`Llama::forward_hidden`], the final normalized hidden state of the same rows (`hidden` floats a row).
+/// from [`Decoder::forward_hidden`], the final normalized hidden state of the same rows (`hidden` floats a row).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rows {
     /// Logits, per sequence.

@@ -1,0 +1,63 @@
+//! What distinguishes one decoder family from another: the per-family description the one decoder
+//! implementation ([`super::Decoder`]) is parameterised by. A new dense family is a new arm here (and its
+//! names in `convert/names.rs`), not a new forward loop.
+
+use tgi_formats::hf::Architecture;
+
+/// The MLP's activation on the gate projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU (SwiGLU): Llama, Mistral, Qwen.
+    Silu,
+    /// GELU, tanh approximation (GeGLU): Gemma.
+    GeluTanh,
+}
+
+/// The structure of one family's decoder layer and embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Family {
+    /// RMSNorm scales by `1 + w` (Gemma) instead of `w`.
+    pub norm_plus_one: bool,
+    /// Per-head RMSNorm of queries and keys before RoPE (`q_norm`, `k_norm`: Qwen3).
+    pub qk_norm: bool,
+    /// Norms after attention and after the MLP too, before the residual add (Gemma 2).
+    pub sandwich_norms: bool,
+    /// The embedding is multiplied by `sqrt(hidden)` (Gemma).
+    pub embed_scale: bool,
+    /// The MLP's activation.
+    pub activation: Activation,
+}
+
+impl Family {
+    /// The description of `arch`.
+    pub fn of(arch: Architecture) -> Self {
+        let llama = Family {
+            norm_plus_one: false,
+            qk_norm: false,
+            sandwich_norms: false,
+            embed_scale: false,
+            activation: Activation::Silu,
+        };
+        match arch {
+            Architecture::Llama | Architecture::Mistral | Architecture::Qwen2 => llama,
+            Architecture::Qwen3 => Family { qk_norm: true, ..llama },
+            Architecture::Gemma2 => Family {
+                norm_plus_one: true,
+                sandwich_norms: true,
+                embed_scale: true,
+                activation: Activation::GeluTanh,
+                ..llama
+            },
+        }
+    }
+
+    /// The Hugging Face name of layer `p`'s norm before the MLP (Gemma 2's `post_attention_layernorm` is
+    /// the norm after attention).
+    pub fn mlp_norm_name(self) -> &'static str {
+        if self.sandwich_norms {
+            "pre_feedforward_layernorm"
+        } else {
+            "post_attention_layernorm"
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The non-Llama families against transformers (tests/reference/families/, made with their tiny random-weight
+//! checkpoints by tests/reference/make_family_refs.py): float32 logits at every position within 1e-4 and 32
+//! greedy tokens equal, from the Hugging Face directory and from `tgi quantize`'s F32 GGUF, on the host kernels
+//! and on the tensor (GPU) path; and the KV-cache paths (chunked prefill, several sequences in one batch)
+//! equal to one-shot.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{quantize, root};
+use safetensors::SafeTensors;
+use serde_json::Value;
+use tgi_engines::generate::{generate, GenerateRequest};
+use tgi_engines::kv::{BlockTable, KvCache};
+use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
+use tgi_engines::sampling::SamplingParams;
+use tgi_engines::scheduler::Request;
+
+/// One prompt's reference: its ids, transformers' greedy ids and logits at every position of prompt + the
+/// first 31 greedy tokens.
+struct Case {
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    greedy_ids: Vec<u32>,
+    logits: Vec<f32>,
+}
+
+impl Case {
+    /// Prompt and greedy tokens but the last: the positions whose logits are recorded.
+    fn sequence(&self) -> Vec<u32> {
+        let mut s = self.prompt_ids.clone();
+        s.extend_from_slice(&self.greedy_ids[..self.greedy_ids.len() - 1]);
+        s
+    }
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+/// The family's reference cases and its checkpoint directory.
+fn cases(family: &str) -> (Vec<Case>, std::path::PathBuf) {
+    let dir = root().join("tests/reference/families");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{family}.json"))).unwrap()).unwrap();
+    let bytes = std::fs::read(dir.join(format!("{family}.safetensors"))).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let cases = meta["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let t = st.tensor(p["logits"].as_str().unwrap()).unwrap();
+            let logits = t.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+            Case {
+                prompt: p["prompt"].as_str().unwrap().to_string(),
+                prompt_ids: ids(&p["prompt_ids"]),
+                greedy_ids: ids(&p["greedy_ids"]),
+                logits,
+            }
+        })
+        .collect();
+    (cases, root().join(meta["dir"].as_str().unwrap()))
+}
+
+fn open(path: &Path, tensor_ops: bool) -> Arc<LoadedModel> {
+    let opts = LoadOptions { cpu_tensor_ops: tensor_ops, ..LoadOptions::default() };
+    Arc::new(load(path.to_str().unwrap(), &opts).unwrap())
+}
+
+fn cache(m: &LoadedModel) -> KvCache {
+    m.model.new_cache(16, 64).unwrap()
+}
+
+/// Every position's logits of `tokens`, in one step.
+fn all_logits(m: &LoadedModel, tokens: &[u32]) -> Vec<f32> {
+    let mut kv = cache(m);
+    let mut t = BlockTable::new();
+    kv.reserve(&mut t, tokens.len()).unwrap();
+    m.model.forward(&mut kv, &[SeqInput { tokens, start: 0, table: &t, logits: Logits::All }]).unwrap().remove(0)
+}
+
+fn greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32> {
+    let request = Request {
+        prompt_ids: prompt.to_vec(),
+        params: SamplingParams::greedy(),
+        max_new_tokens: n,
+        stop: vec![],
+        ignore_eos: true,
+        prompt_logprobs: false,
+        cache_salt: 0,
+        constraint: None,
+        request_id: String::new(),
+    };
+    generate(m, &GenerateRequest { request, prefill_chunk: 512 }, |_| {}).unwrap().tokens
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// Logits at every position and 32 greedy tokens equal transformers', from HF and from the F32 GGUF, on the
+/// host kernels and the tensor path.
+fn matches_transformers(family: &str) {
+    let (cases, hf) = cases(family);
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join(format!("{family}-f32.gguf"));
+    quantize(&hf, "f32", &gguf);
+    for (file, tensor_ops) in [(&hf, false), (&gguf, false), (&hf, true), (&gguf, true)] {
+        let m = open(file, tensor_ops);
+        for c in &cases {
+            let what = format!("{family} from {} (tensor path: {tensor_ops}) on {:?}", file.display(), c.prompt);
+            assert_eq!(m.tokenizer.encode(&c.prompt, true, false).unwrap(), c.prompt_ids, "{what}");
+            let d = max_diff(&all_logits(&m, &c.sequence()), &c.logits);
+            eprintln!("{what}: max |Δlogit| over every position {d:.2e}");
+            assert!(d < 1e-4, "{what}: {d}");
+            assert_eq!(greedy(&m, &c.prompt_ids, c.greedy_ids.len()), c.greedy_ids, "{what}");
+        }
+    }
+}
+
+/// A prefill in chunks of 3 tokens, and every case's sequence in one batch (prefill, then a decode step of
+/// all of them together), give the one-shot logits.
+fn kv_paths_match_one_shot(family: &str) {
+    let (cases, hf) = cases(family);
+    let m = open(&hf, false);
+    let vocab = m.model.config().vocab;
+    let seqs: Vec<Vec<u32>> = cases.iter().map(Case::sequence).collect();
+    let alone: Vec<Vec<f32>> = seqs.iter().map(|s| all_logits(&m, s)).collect();
+    for (s, want) in seqs.iter().zip(&alone) {
+        let mut kv = cache(&m);
+        let mut t = BlockTable::new();
+        kv.reserve(&mut t, s.len()).unwrap();
+        let mut got = Vec::new();
+        for (i, chunk) in s.chunks(3).enumerate() {
+            let input = SeqInput { tokens: chunk, start: 3 * i, table: &t, logits: Logits::All };
+            got.extend(m.model.forward(&mut kv, &[input]).unwrap().remove(0));
+        }
+        assert!(max_diff(&got, want) < 1e-5, "{family}: chunked prefill");
+    }
+    // All but the last token of each sequence prefilled together, then the last tokens in one decode step.
+    let mut kv = cache(&m);
+    let tables: Vec<BlockTable> = seqs
+        .iter()
+        .map(|s| {
+            let mut t = BlockTable::new();
+            kv.reserve(&mut t, s.len()).unwrap();
+            t
+        })
+        .collect();
+    let prefill: Vec<SeqInput> = seqs
+        .iter()
+        .zip(&tables)
+        .map(|(s, t)| SeqInput { tokens: &s[..s.len() - 1], start: 0, table: t, logits: Logits::All })
+        .collect();
+    let first = m.model.forward(&mut kv, &prefill).unwrap();
+    let step: Vec<SeqInput> = seqs
+        .iter()
+        .zip(&tables)
+        .map(|(s, t)| SeqInput { tokens: &s[s.len() - 1..], start: s.len() - 1, table: t, logits: Logits::Last })
+        .collect();
+    let last = m.model.forward(&mut kv, &step).unwrap();
+    for (i, want) in alone.iter().enumerate() {
+        let split = want.len() - vocab;
+        assert!(max_diff(&first[i], &want[..split]) < 1e-5, "{family}: batched prefill of sequence {i}");
+        assert!(max_diff(&last[i], &want[split..]) < 1e-5, "{family}: batched decode of sequence {i}");
+    }
+}
+
+#[test]
+fn qwen3_matches_transformers() {
+    matches_transformers("qwen3");
+}
+
+#[test]
+fn qwen3_kv_paths_match_one_shot() {
+    kv_paths_match_one_shot("qwen3");
+}
+
+#[test]
+fn gemma2_matches_transformers() {
+    matches_transformers("gemma2");
+}
+
+#[test]
+fn gemma2_kv_paths_match_one_shot() {
+    kv_paths_match_one_shot("gemma2");
+}

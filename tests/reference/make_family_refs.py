@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Make the tiny random-weight checkpoints of the non-Llama families and record transformers' float32 logits
+and greedy tokens for them, for tgi's engine tests (tests/families.rs).
+
+This is how models/tiny-FAMILY/hf/ and tests/reference/families/ were made (see README.md there):
+
+    /work/torchenv/bin/python tests/reference/make_family_refs.py [--models-dir models] [--out tests/reference/families]
+
+For each family: a small config of that family (hidden 64, 2-3 layers, the stories260k tokenizer's 512-token
+vocabulary), weights drawn from `torch.manual_seed(SEED)` (matrices N(0, 0.15), norm weights around their
+neutral value so that every norm matters), saved by `save_pretrained` as float32 with the stories260k
+tokenizer files beside them. Then, loaded back with `from_pretrained(dir, dtype=torch.float32,
+attn_implementation="eager")` on CPU, for each prompt: `prompt_ids`, 32 `greedy_ids` (argmax, first maximum, of
+full forward passes without a KV cache, no stop at EOS) into FAMILY.json, and the logits at every position of
+prompt + the first 31 greedy tokens (`[positions, 512]` float32) as tensor `pN` of FAMILY.safetensors.
+
+Needs: torch, transformers, safetensors. Runs on CPU in a few seconds. Deterministic: the same versions give
+byte-identical files.
+"""
+
+import argparse
+import json
+import platform
+import shutil
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+SEED = 0
+N_GREEDY = 32
+PROMPTS = ["Once upon a time", "Lily and Ben were playing in the", "The cat"]
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+COMMON = dict(vocab_size=512, hidden_size=64, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+              pad_token_id=None, tie_word_embeddings=True, rms_norm_eps=1e-6)
+
+FAMILIES = {
+    # Per-head q/k RMSNorm, no qkv bias, head_dim (16) not hidden / heads (8).
+    "qwen3": ("Qwen3ForCausalLM", transformers.Qwen3Config(
+        **COMMON, intermediate_size=96, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+        head_dim=16, rope_theta=1e6)),
+    # (1+w) norms, pre/post norms, GeGLU, soft-caps, sliding window of 5 on even layers, embedding scaling.
+    "gemma2": ("Gemma2ForCausalLM", transformers.Gemma2Config(
+        **COMMON, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, query_pre_attn_scalar=16, sliding_window=5, attn_logit_softcapping=5.0,
+        final_logit_softcapping=8.0, hidden_activation="gelu_pytorch_tanh", rope_theta=10000.0)),
+}
+
+
+@torch.no_grad()
+def randomize(model, family):
+    torch.manual_seed(SEED)
+    for name, p in model.named_parameters():
+        if name.endswith("norm.weight"):
+            # Gemma's norms scale by (1 + w): neutral at 0; the others' at 1.
+            centre = 0.0 if family.startswith("gemma") else 1.0
+            p.copy_(centre + 0.2 * torch.randn_like(p))
+        elif name.endswith("embed_tokens.weight") and family.startswith("gemma"):
+            # Gemma multiplies embeddings by sqrt(hidden) = 8.
+            p.copy_(0.15 / 8 * torch.randn_like(p))
+        else:
+            p.copy_(0.15 * torch.randn_like(p))
+
+
+@torch.no_grad()
+def greedy(model, ids):
+    seq = list(ids)
+    for _ in range(N_GREEDY):
+        logits = model(torch.tensor([seq]), use_cache=False).logits[0, -1]
+        seq.append(int(torch.argmax(logits)))
+    return seq[len(ids):]
+
+
+def main():
+    here = Path(__file__).resolve().parent
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models-dir", type=Path, default=here.parent.parent / "models")
+    ap.add_argument("--out", type=Path, default=here / "families")
+    ap.add_argument("--only", nargs="*", help="families to make (default: all)")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    torch.use_deterministic_algorithms(True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = args.models_dir / "stories260k" / "hf"
+    tok = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
+    for family, (cls_name, cfg) in FAMILIES.items():
+        if args.only and family not in args.only:
+            continue
+        cls = getattr(transformers, cls_name)
+        d = args.models_dir / f"tiny-{family}" / "hf"
+        d.mkdir(parents=True, exist_ok=True)
+        model = cls(cfg).to(torch.float32)
+        randomize(model, family)
+        model.save_pretrained(d, safe_serialization=True)
+        for f in TOKENIZER_FILES:
+            shutil.copy(tokenizer_dir / f, d / f)
+        model = cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+        entry = {"generator": "tests/reference/make_family_refs.py", "class": cls_name, "dir": f"models/tiny-{family}/hf",
+                 "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                              "python": platform.python_version()},
+                 "n_greedy": N_GREEDY, "prompts": []}
+        tensors = {}
+        for i, prompt in enumerate(PROMPTS):
+            ids = tok(prompt).input_ids
+            g = greedy(model, ids)
+            with torch.no_grad():
+                logits = model(torch.tensor([ids + g[:-1]]), use_cache=False).logits[0]
+            tensors[f"p{i}"] = logits.to(torch.float32).contiguous()
+            top2 = torch.topk(logits[len(ids) - 1:], 2).values
+            margin = float((top2[:, 0] - top2[:, 1]).min())
+            entry["prompts"].append({"prompt": prompt, "prompt_ids": ids, "greedy_ids": g, "logits": f"p{i}"})
+            print(f"{family}: {prompt!r}: ids {ids}, greedy {g[:8]}..., smallest top-2 margin {margin:.2g}", flush=True)
+        save_file(tensors, args.out / f"{family}.safetensors")
+        (args.out / f"{family}.json").write_text(json.dumps(entry, indent=1) + "\n")
+        size = (d / "model.safetensors").stat().st_size
+        print(f"{family}: {d} ({size} bytes of weights)")
+
+
+if __name__ == "__main__":
+    main()
