@@ -4,6 +4,7 @@
 
 use candle_core::{Device, Tensor};
 use tgi_formats::TensorSource;
+use tgi_formats::hf::Architecture;
 
 use super::calibration::Calibration;
 use super::clip::{apply_clip, search_clip, token_stride};
@@ -120,6 +121,13 @@ impl<'a> AwqSearch<'a> {
         calib: &Calibration,
         opts: AwqOptions,
     ) -> Result<Self, AwqSearchError> {
+        if crate::model::Family::of(cfg.architecture) != crate::model::Family::of(Architecture::Llama) {
+            return Err(AwqSearchError::Unsupported(format!(
+                "the AWQ search runs Llama-style layers; {} is not one (supported: {})",
+                cfg.architecture.hf_class(),
+                [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2].map(Architecture::hf_class).join(", ")
+            )));
+        }
         for p in Proj::ALL {
             let (_, i) = p.shape(&cfg);
             if opts.group_size == 0 || !i.is_multiple_of(opts.group_size) {

@@ -131,3 +131,13 @@ fn groups_must_divide_the_inputs() {
     let e = AwqSearch::new(&src, cfg, None, &calib, AwqOptions::default()).err().unwrap();
     assert_eq!(e.to_string(), "model.layers.N.self_attn.q_proj: 64 input features do not divide into groups of 128");
 }
+
+#[test]
+fn other_families_are_refused() {
+    let hf = dir("tiny-gemma2/hf");
+    let cfg = DecoderConfig::from_hf(&ModelConfig::from_file(&hf.join("config.json")).unwrap()).unwrap();
+    let src = SafetensorsSet::open_dir(&hf).unwrap();
+    let calib = Calibration { name: "t".into(), seq_len: 4, blocks: vec![vec![1; 4]], texts_used: 1, texts_skipped: 0 };
+    let e = AwqSearch::new(&src, cfg, None, &calib, AwqOptions::default()).err().unwrap();
+    assert!(e.to_string().contains("Gemma2ForCausalLM is not one (supported: LlamaForCausalLM"), "{e}");
+}
