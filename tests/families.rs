@@ -43,7 +43,8 @@ fn ids(v: &Value) -> Vec<u32> {
 /// The family's reference cases and its checkpoint directory.
 fn cases(family: &str) -> (Vec<Case>, std::path::PathBuf) {
     let dir = root().join("tests/reference/families");
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{family}.json"))).unwrap()).unwrap();
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{family}.json"))).unwrap()).unwrap();
     let bytes = std::fs::read(dir.join(format!("{family}.safetensors"))).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = meta["prompts"]
@@ -187,4 +188,14 @@ fn gemma2_matches_transformers() {
 #[test]
 fn gemma2_kv_paths_match_one_shot() {
     kv_paths_match_one_shot("gemma2");
+}
+
+#[test]
+fn gemma3_matches_transformers() {
+    matches_transformers("gemma3");
+}
+
+#[test]
+fn gemma3_kv_paths_match_one_shot() {
+    kv_paths_match_one_shot("gemma3");
 }

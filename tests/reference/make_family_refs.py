@@ -45,6 +45,12 @@ FAMILIES = {
         **COMMON, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, query_pre_attn_scalar=16, sliding_window=5, attn_logit_softcapping=5.0,
         final_logit_softcapping=8.0, hidden_activation="gelu_pytorch_tanh", rope_theta=10000.0)),
+    # Five sliding layers (window 5, RoPE base 10^4) to one global (base 10^6, linear scaling 2), q/k norms.
+    "gemma3": ("Gemma3ForCausalLM", transformers.Gemma3TextConfig(
+        **COMMON, intermediate_size=64, num_hidden_layers=6, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16, query_pre_attn_scalar=16, sliding_window=5, hidden_activation="gelu_pytorch_tanh",
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 }
 
 

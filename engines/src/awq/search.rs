@@ -3,8 +3,8 @@
 //! clipping, and hands the layer's new weights over; the original layer's output feeds the next layer.
 
 use candle_core::{Device, Tensor};
-use tgi_formats::TensorSource;
 use tgi_formats::hf::Architecture;
+use tgi_formats::TensorSource;
 
 use super::calibration::Calibration;
 use super::clip::{apply_clip, search_clip, token_stride};
@@ -125,7 +125,9 @@ impl<'a> AwqSearch<'a> {
             return Err(AwqSearchError::Unsupported(format!(
                 "the AWQ search runs Llama-style layers; {} is not one (supported: {})",
                 cfg.architecture.hf_class(),
-                [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2].map(Architecture::hf_class).join(", ")
+                [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2]
+                    .map(Architecture::hf_class)
+                    .join(", ")
             )));
         }
         for p in Proj::ALL {

@@ -30,7 +30,7 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
     put("general.file_type", Value::U32(file_type));
     put(&a("vocab_size"), u32v(cfg.vocab_size));
     put(&a("rope.dimension_count"), u32v(cfg.head_dim));
-    if let Some(g) = &cfg.gemma2 {
+    if let (Some(g), Architecture::Gemma2) = (&cfg.gemma, cfg.architecture) {
         if let Some(cap) = g.attn_logit_softcapping {
             put(&a("attn_logit_softcapping"), Value::F32(cap));
         }
@@ -38,7 +38,7 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
             put(&a("final_logit_softcapping"), Value::F32(cap));
         }
     }
-    if let (Some(w), Architecture::Gemma2) = (cfg.sliding_window, cfg.architecture) {
+    if let (Some(w), Some(_)) = (cfg.sliding_window, &cfg.gemma) {
         put(&a("attention.sliding_window"), u32v(w));
     }
     match &cfg.rope_scaling {

@@ -7,10 +7,11 @@ pub mod names;
 pub mod preset;
 
 use tgi_formats::gguf::{GgufFile, TensorSpec, Value};
-use tgi_formats::hf::{GgufVocab, ModelConfig};
+use tgi_formats::hf::{Architecture, GgufVocab, ModelConfig};
 use tgi_formats::source::{SourceError, TensorSource};
 use tgi_formats::GgmlType;
 
+use crate::model::{gemma_27b, gemma_windows, GEMMA3_LOCAL_THETA};
 use encode::ErrorStats;
 use names::Transform;
 use preset::{ModelShape, Preset, TypeOverrides, TypeRules};
@@ -285,17 +286,36 @@ fn assign_types(
     Ok(())
 }
 
-/// Refuses what llama.cpp would run differently from the checkpoint: it takes Gemma 2's attention scale from
-/// the shape (`1/sqrt(head_dim)`, or `1/sqrt(hidden / heads)` for the 46-layer 27B), not from the file.
+/// Refuses what llama.cpp would run differently from the checkpoint: for Gemma it takes the attention scale
+/// (`1/sqrt(head_dim)`, or `1/sqrt(hidden / heads)` for the 27B models), the sliding layers and Gemma 3's local
+/// RoPE base from the architecture and shape, not from the file, and applies no soft-caps to Gemma 3.
 fn check_representable(cfg: &ModelConfig) -> Result<(), ConvertError> {
-    let Some(g) = &cfg.gemma2 else { return Ok(()) };
-    let implied = if cfg.num_hidden_layers == 46 { cfg.hidden_size / cfg.num_attention_heads } else { cfg.head_dim };
+    let (Some(g), Some(windows)) = (&cfg.gemma, gemma_windows(cfg.architecture, cfg.num_hidden_layers)) else {
+        return Ok(());
+    };
+    let refuse = |what: String| {
+        Err(ConvertError::Unrepresentable(format!(
+            "{what}; llama.cpp assumes otherwise for this {} shape and a GGUF file cannot state it",
+            cfg.architecture.hf_class()
+        )))
+    };
+    let implied = if gemma_27b(cfg.architecture, cfg.num_hidden_layers) {
+        cfg.hidden_size / cfg.num_attention_heads
+    } else {
+        cfg.head_dim
+    };
     if g.query_pre_attn_scalar != implied as f32 {
-        return Err(ConvertError::Unrepresentable(format!(
-            "query_pre_attn_scalar {} differs from the {implied} llama.cpp assumes for this Gemma 2 shape; a GGUF \
-             file cannot state it",
-            g.query_pre_attn_scalar
-        )));
+        return refuse(format!("query_pre_attn_scalar {} is not {implied}", g.query_pre_attn_scalar));
+    }
+    if cfg.layer_windows != windows {
+        return refuse(format!("the sliding layers {:?} are not llama.cpp's {windows:?}", cfg.layer_windows));
+    }
+    if let Some(theta) = g.rope_local_theta.filter(|&t| t != GEMMA3_LOCAL_THETA) {
+        return refuse(format!("the sliding layers' RoPE base {theta} is not {GEMMA3_LOCAL_THETA}"));
+    }
+    let caps = g.attn_logit_softcapping.is_some() || g.final_logit_softcapping.is_some();
+    if cfg.architecture == Architecture::Gemma3 && caps {
+        return refuse("Gemma 3 with logit soft-capping".into());
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ pub fn gguf_arch(arch: Architecture) -> &'static str {
         Architecture::Qwen2 => "qwen2",
         Architecture::Qwen3 => "qwen3",
         Architecture::Gemma2 => "gemma2",
+        Architecture::Gemma3 => "gemma3",
     }
 }
 
@@ -36,7 +37,7 @@ pub fn map_name(
 ) -> Result<Option<(String, Transform)>, ConvertError> {
     let unknown = || ConvertError::UnknownTensor { tensor: hf.to_string(), arch: format!("{arch:?}") };
     let permute = matches!(arch, Architecture::Llama | Architecture::Mistral);
-    let gemma = arch == Architecture::Gemma2;
+    let gemma = matches!(arch, Architecture::Gemma2 | Architecture::Gemma3);
     let norm = if gemma { Transform::AddOne } else { Transform::None };
     match hf {
         "model.embed_tokens.weight" => return Ok(Some(("token_embd.weight".into(), Transform::None))),
@@ -54,15 +55,15 @@ pub fn map_name(
     if suffix != "weight" && suffix != "bias" {
         return Err(unknown());
     }
-    let qk_norm = arch == Architecture::Qwen3;
+    let qk_norm = matches!(arch, Architecture::Qwen3 | Architecture::Gemma3);
     let (gguf, transform) = match module {
         "input_layernorm" => ("attn_norm", norm),
         "post_attention_layernorm" if gemma => ("post_attention_norm", norm),
         "pre_feedforward_layernorm" if gemma => ("ffn_norm", norm),
         "post_feedforward_layernorm" if gemma => ("post_ffw_norm", norm),
         "post_attention_layernorm" => ("ffn_norm", Transform::None),
-        "self_attn.q_norm" if qk_norm => ("attn_q_norm", Transform::None),
-        "self_attn.k_norm" if qk_norm => ("attn_k_norm", Transform::None),
+        "self_attn.q_norm" if qk_norm => ("attn_q_norm", norm),
+        "self_attn.k_norm" if qk_norm => ("attn_k_norm", norm),
         "self_attn.q_proj" if permute => ("attn_q", Transform::PermuteHeads(n_head)),
         "self_attn.k_proj" if permute => ("attn_k", Transform::PermuteHeads(n_head_kv)),
         "self_attn.q_proj" => ("attn_q", Transform::None),
@@ -154,6 +155,8 @@ mod tests {
         assert_eq!(g2("pre_feedforward_layernorm").0, "blk.1.ffn_norm.weight");
         assert_eq!(g2("post_feedforward_layernorm").0, "blk.1.post_ffw_norm.weight");
         assert_eq!(g2("mlp.gate_proj"), ("blk.1.ffn_gate.weight".into(), Transform::None));
+        let g3 = m(Architecture::Gemma3, "self_attn.k_norm");
+        assert_eq!(g3, ("blk.1.attn_k_norm.weight".into(), Transform::AddOne));
         let norm = map_name(Architecture::Gemma2, 4, 2, "model.norm.weight").unwrap().unwrap();
         assert_eq!(norm, ("output_norm.weight".into(), Transform::AddOne));
         assert!(map_name(Architecture::Llama, 4, 2, "model.layers.0.self_attn.q_norm.weight").is_err());

@@ -54,6 +54,8 @@ pub struct DecoderConfig {
     pub attn_softcap: Option<f32>,
     /// Output logits are soft-capped the same way (Gemma 2).
     pub final_softcap: Option<f32>,
+    /// Gemma 3: the RoPE base of sliding layers, which rotate without scaling (the others use `rope_theta`).
+    pub rope_local_theta: Option<f32>,
 }
 
 impl DecoderConfig {
@@ -70,20 +72,26 @@ impl DecoderConfig {
         };
         let mut out = Self::new(cfg.architecture, &h, RopeStyle::Halves);
         out.window_layers = cfg.layer_windows.clone();
-        if let Some(g) = &cfg.gemma2 {
+        if let Some(g) = &cfg.gemma {
             out.attn_scale = 1.0 / g.query_pre_attn_scalar.sqrt();
             out.attn_softcap = g.attn_logit_softcapping;
             out.final_softcap = g.final_logit_softcapping;
+            out.rope_local_theta = g.rope_local_theta;
         }
         Ok(out)
     }
 
+    /// Whether layer `layer` is a sliding-window (local) layer.
+    pub fn is_sliding(&self, layer: usize) -> bool {
+        match &self.window_layers {
+            LayerWindows::All => self.sliding_window.is_some(),
+            LayerWindows::PerLayer(sliding) => sliding.get(layer) == Some(&true),
+        }
+    }
+
     /// The sliding window layer `layer` attends within, if any.
     pub fn window(&self, layer: usize) -> Option<usize> {
-        match &self.window_layers {
-            LayerWindows::All => self.sliding_window,
-            LayerWindows::PerLayer(sliding) => self.sliding_window.filter(|_| sliding.get(layer) == Some(&true)),
-        }
+        self.sliding_window.filter(|_| self.is_sliding(layer))
     }
 
     /// From a GGUF file's `{arch}.*` metadata; the vocabulary size comes from the embedding's shape.
@@ -171,16 +179,23 @@ impl DecoderConfig {
             meta.error(key, e.to_string())
         })?;
         let style = match architecture {
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 => RopeStyle::Halves,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 | Architecture::Gemma3 => {
+                RopeStyle::Halves
+            }
             Architecture::Llama | Architecture::Mistral => RopeStyle::Interleaved,
         };
         let mut out = Self::new(architecture, &h, style);
-        if architecture == Architecture::Gemma2 {
-            // As llama.cpp: even layers slide; queries are scaled by 1/sqrt(head_dim), except in Gemma 2 27B
-            // (46 layers), whose query_pre_attn_scalar is hidden / heads.
-            out.window_layers = LayerWindows::PerLayer((0..h.layers).map(|i| i % 2 == 0).collect());
-            let scalar = if h.layers == 46 { hidden / heads } else { head_dim };
+        if let Some(windows) = gemma_windows(architecture, h.layers) {
+            // As llama.cpp: a fixed pattern of sliding layers; queries scaled by 1/sqrt(head_dim), except in the
+            // 27B models, whose query_pre_attn_scalar is hidden / heads.
+            out.window_layers = windows;
+            let scalar = if gemma_27b(architecture, h.layers) { hidden / heads } else { head_dim };
             out.attn_scale = 1.0 / (scalar as f32).sqrt();
+        }
+        if architecture == Architecture::Gemma3 {
+            out.rope_local_theta = Some(GEMMA3_LOCAL_THETA);
+        }
+        if architecture == Architecture::Gemma2 {
             let cap = |k: &str| -> Result<Option<f32>, ModelError> {
                 match meta.float(k)? {
                     Some(c) if !(c.is_finite() && c > 0.0) => {
@@ -216,8 +231,29 @@ impl DecoderConfig {
             attn_scale: 1.0 / (h.head_dim as f32).sqrt(),
             attn_softcap: None,
             final_softcap: None,
+            rope_local_theta: None,
         }
     }
+}
+
+/// The RoPE base of Gemma 3's sliding layers, which llama.cpp does not read from the file.
+pub const GEMMA3_LOCAL_THETA: f32 = 10000.0;
+
+/// The sliding layers llama.cpp gives a Gemma model of `layers` layers (it reads no pattern from the file):
+/// Gemma 2 every other one from the first, Gemma 3 five of every six.
+pub fn gemma_windows(arch: Architecture, layers: usize) -> Option<LayerWindows> {
+    let slides: fn(usize) -> bool = match arch {
+        Architecture::Gemma2 => |i| i % 2 == 0,
+        Architecture::Gemma3 => |i| i % 6 < 5,
+        _ => return None,
+    };
+    Some(LayerWindows::PerLayer((0..layers).map(slides).collect()))
+}
+
+/// Whether llama.cpp takes a Gemma model of `layers` layers for the 27B (attention scaled by
+/// `1/sqrt(hidden / heads)` rather than `1/sqrt(head_dim)`).
+pub fn gemma_27b(arch: Architecture, layers: usize) -> bool {
+    matches!((arch, layers), (Architecture::Gemma2, 46) | (Architecture::Gemma3, 62))
 }
 
 /// A GGUF file's `general.architecture`, when the engine runs it.
@@ -229,8 +265,9 @@ fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError
         "qwen2" => Ok((Architecture::Qwen2, name)),
         "qwen3" => Ok((Architecture::Qwen3, name)),
         "gemma2" => Ok((Architecture::Gemma2, name)),
+        "gemma3" => Ok((Architecture::Gemma3, name)),
         other => Err(ModelError::Unsupported(format!(
-            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, gemma2)"
+            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3)"
         ))),
     }
 }

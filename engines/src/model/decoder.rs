@@ -1,5 +1,5 @@
 //! The decoder: one implementation over [`Linear`] for every weight format and every dense family (Llama 1/2/3,
-//! Mistral, Qwen2, Qwen3, Gemma 2), parameterised by the family's [`Family`] description. The weight tree
+//! Mistral, Qwen2, Qwen3, Gemma 2 and 3), parameterised by the family's [`Family`] description. The weight tree
 //! mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
 
 use candle_core::{Device, Tensor};
@@ -52,6 +52,8 @@ pub struct Decoder {
     norm: Tensor,
     lm_head: Linear,
     rope: Rope,
+    /// Gemma 3's RoPE of sliding layers.
+    rope_local: Option<Rope>,
     device: Device,
     kv_dtype: KvDType,
     host: bool,
@@ -112,6 +114,7 @@ impl Decoder {
             norm: norm("model.norm.weight", h)?,
             lm_head: w.linear(head, cfg.vocab, h, false)?,
             rope: Rope::new(&cfg, rope_factors.as_deref()),
+            rope_local: Rope::local(&cfg),
             device: w.device().clone(),
             cfg,
             family,
@@ -222,7 +225,9 @@ impl Decoder {
             .with_scale(cfg.attn_scale)
             .with_softcap(cfg.attn_softcap);
         let windowed = cfg.sliding_window.map(|w| plan.clone().with_window(Some(w)));
-        let (cos, sin) = self.rope.tables(&positions, &self.device)?;
+        let global = self.rope.tables(&positions, &self.device)?;
+        let local = self.rope_local.as_ref().map(|r| Ok::<_, ModelError>((r, r.tables(&positions, &self.device)?)));
+        let local = local.transpose()?;
         let mut x = self.embed.lookup(&tokens, &self.device)?.to_dtype(self.norm.dtype())?;
         if self.family.embed_scale {
             x = (x * (cfg.hidden as f64).sqrt())?;
@@ -236,8 +241,12 @@ impl Decoder {
             let h = rms_norm(&x, &b.attn_norm, eps)?;
             let q = head_norm(b.attn.q.forward(&h)?, b.attn.q_norm.as_ref(), cfg.heads, eps)?;
             let k = head_norm(b.attn.k.forward(&h)?, b.attn.k_norm.as_ref(), cfg.kv_heads, eps)?;
-            let q = self.rope.apply(&q, cfg.heads, &cos, &sin)?;
-            let k = self.rope.apply(&k, cfg.kv_heads, &cos, &sin)?;
+            let (rope, (cos, sin)) = match &local {
+                Some((rope, tables)) if cfg.is_sliding(i) => (*rope, tables),
+                _ => (&self.rope, &global),
+            };
+            let q = rope.apply(&q, cfg.heads, cos, sin)?;
+            let k = rope.apply(&k, cfg.kv_heads, cos, sin)?;
             let v = b.attn.v.forward(&h)?;
             let a = b.attn.o.forward(&kv.attend(i, &q, &k, &v, plan)?)?;
             x = (x + post_norm(a, b.attn_post_norm.as_ref(), eps)?)?;

@@ -18,9 +18,9 @@ pub enum Activation {
 pub struct Family {
     /// RMSNorm scales by `1 + w` (Gemma) instead of `w`.
     pub norm_plus_one: bool,
-    /// Per-head RMSNorm of queries and keys before RoPE (`q_norm`, `k_norm`: Qwen3).
+    /// Per-head RMSNorm of queries and keys before RoPE (`q_norm`, `k_norm`: Qwen3, Gemma 3).
     pub qk_norm: bool,
-    /// Norms after attention and after the MLP too, before the residual add (Gemma 2).
+    /// Norms after attention and after the MLP too, before the residual add (Gemma 2 and 3).
     pub sandwich_norms: bool,
     /// The embedding is multiplied by `sqrt(hidden)` (Gemma).
     pub embed_scale: bool,
@@ -48,6 +48,7 @@ impl Family {
                 activation: Activation::GeluTanh,
                 ..llama
             },
+            Architecture::Gemma3 => Family { qk_norm: true, ..Family::of(Architecture::Gemma2) },
         }
     }
 

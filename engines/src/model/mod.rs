@@ -14,7 +14,7 @@ mod load;
 pub(crate) mod rope;
 mod weights;
 
-pub use config::{DecoderConfig, RopeStyle};
+pub use config::{gemma_27b, gemma_windows, DecoderConfig, RopeStyle, GEMMA3_LOCAL_THETA};
 pub use decoder::{Decoder, Rows};
 pub use family::{Activation, Family};
 pub use insitu::Quantize;

@@ -15,14 +15,23 @@ pub struct Rope {
 impl Rope {
     /// Frequencies `theta^(-2i/d)`, divided by per-frequency `factors` (Llama 3 scaling) when given.
     pub fn new(cfg: &DecoderConfig, factors: Option<&[f32]>) -> Self {
+        Self::with_base(cfg, cfg.rope_theta, factors, cfg.rope_position_scale)
+    }
+
+    /// Gemma 3's RoPE of sliding layers: their own base, no scaling; `None` for other models.
+    pub fn local(cfg: &DecoderConfig) -> Option<Self> {
+        cfg.rope_local_theta.map(|theta| Self::with_base(cfg, theta, None, 1.0))
+    }
+
+    fn with_base(cfg: &DecoderConfig, theta: f32, factors: Option<&[f32]>, position_scale: f32) -> Self {
         let d = cfg.head_dim;
         let inv_freq = (0..d / 2)
             .map(|i| {
-                let f = 1.0 / cfg.rope_theta.powf((2 * i) as f32 / d as f32);
+                let f = 1.0 / theta.powf((2 * i) as f32 / d as f32);
                 f / factors.and_then(|fs| fs.get(i)).copied().unwrap_or(1.0)
             })
             .collect();
-        Rope { inv_freq, position_scale: cfg.rope_position_scale, style: cfg.rope_style }
+        Rope { inv_freq, position_scale, style: cfg.rope_style }
     }
 
     /// cos and sin tables `[positions, 1, d/2]` for the rows of a step.

@@ -1,4 +1,4 @@
-//! `config.json`: the hyperparameters of a decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2), as
+//! `config.json`: the hyperparameters of a decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2 and 3), as
 //! transformers 4.x (`rope_theta`, `rope_scaling`) and 5.x (`rope_parameters`) write them.
 
 use std::path::Path;
@@ -20,12 +20,20 @@ pub enum Architecture {
     Qwen3,
     /// `Gemma2ForCausalLM` (`model_type: "gemma2"`).
     Gemma2,
+    /// `Gemma3ForCausalLM` (`model_type: "gemma3_text"`), text only.
+    Gemma3,
 }
 
 impl Architecture {
     /// Every supported architecture.
-    pub const ALL: [Architecture; 5] =
-        [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma2];
+    pub const ALL: [Architecture; 6] = [
+        Architecture::Llama,
+        Architecture::Mistral,
+        Architecture::Qwen2,
+        Architecture::Qwen3,
+        Architecture::Gemma2,
+        Architecture::Gemma3,
+    ];
 
     /// The transformers class named in config.json `architectures`, e.g. `LlamaForCausalLM`.
     pub fn hf_class(self) -> &'static str {
@@ -35,6 +43,7 @@ impl Architecture {
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
             Architecture::Gemma2 => "Gemma2ForCausalLM",
+            Architecture::Gemma3 => "Gemma3ForCausalLM",
         }
     }
 
@@ -46,6 +55,7 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
             Architecture::Gemma2 => "gemma2",
+            Architecture::Gemma3 => "gemma3_text",
         }
     }
 }
@@ -112,15 +122,18 @@ pub enum LayerWindows {
     PerLayer(Vec<bool>),
 }
 
-/// Gemma 2's extras: attention scaling and logit soft-capping.
+/// Gemma's extras: attention scaling, logit soft-capping and (Gemma 3) the sliding layers' RoPE base.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Gemma2Extras {
+pub struct GemmaExtras {
     /// Attention scores are scaled by `query_pre_attn_scalar^-0.5`.
     pub query_pre_attn_scalar: f32,
     /// `tanh(s / cap) * cap` on attention scores (`attn_logit_softcapping`), when set.
     pub attn_logit_softcapping: Option<f32>,
     /// `tanh(l / cap) * cap` on the output logits (`final_logit_softcapping`), when set.
     pub final_logit_softcapping: Option<f32>,
+    /// Gemma 3: the RoPE base of sliding-window layers (`rope_local_base_freq`, or
+    /// `rope_parameters.sliding_attention.rope_theta`); the other layers use `rope_theta` and its scaling.
+    pub rope_local_theta: Option<f32>,
 }
 
 /// Decoder hyperparameters read from config.json.
@@ -158,8 +171,8 @@ pub struct ModelConfig {
     pub sliding_window: Option<usize>,
     /// Which layers use the sliding window.
     pub layer_windows: LayerWindows,
-    /// Gemma 2's scaling and soft-caps (`None` for other architectures).
-    pub gemma2: Option<Gemma2Extras>,
+    /// Gemma's scaling, soft-caps and local RoPE (`None` for other architectures).
+    pub gemma: Option<GemmaExtras>,
     /// Beginning-of-sequence token id.
     pub bos_token_id: Option<u32>,
     /// End-of-sequence token ids (config.json allows one or a list).
@@ -202,7 +215,12 @@ impl ModelConfig {
             None => hidden_size / num_attention_heads,
         };
         let max_position_embeddings = o.req_usize("max_position_embeddings")?;
-        let rope = o.object("rope_parameters")?;
+        let rope_params = o.object("rope_parameters")?;
+        // Gemma 3 in transformers 5: one set of parameters per layer type.
+        let (rope, rope_local) = match &rope_params {
+            Some(r) if r.has("full_attention") => (r.object("full_attention")?, r.object("sliding_attention")?),
+            _ => (rope_params, None),
+        };
         let rope_theta = match rope.map(|r| r.f32("rope_theta")).transpose()?.flatten() {
             Some(theta) => theta,
             None => o.f32("rope_theta")?.unwrap_or(10000.0),
@@ -223,15 +241,33 @@ impl ModelConfig {
             Architecture::Llama | Architecture::Mistral | Architecture::Qwen3 => {
                 o.bool("attention_bias")?.unwrap_or(false)
             }
-            Architecture::Gemma2 => match o.bool("attention_bias")? {
-                Some(true) => return Err(o.error("attention_bias", "Gemma 2 with attention biases is not supported")),
+            Architecture::Gemma2 | Architecture::Gemma3 => match o.bool("attention_bias")? {
+                Some(true) => return Err(o.error("attention_bias", "Gemma with attention biases is not supported")),
                 _ => false,
             },
         };
         let num_hidden_layers = o.req_usize("num_hidden_layers")?;
         let layer_windows = layer_windows(&o, architecture, num_hidden_layers)?;
-        let gemma2 = match architecture {
-            Architecture::Gemma2 => Some(gemma2_extras(&o, head_dim)?),
+        let gemma = match architecture {
+            Architecture::Gemma2 => Some(gemma_extras(&o, head_dim, None)?),
+            Architecture::Gemma3 => {
+                let local = match rope_local {
+                    Some(r) => {
+                        if self::rope_scaling(&r, max_position_embeddings)?.is_some() {
+                            return Err(r.error("rope_type", "scaled RoPE on sliding layers is not supported"));
+                        }
+                        r.f32("rope_theta")?
+                    }
+                    None => o.f32("rope_local_base_freq")?,
+                };
+                let local = local.unwrap_or(10000.0);
+                if !(local.is_finite() && local > 1.0) {
+                    return Err(
+                        o.error("rope_local_base_freq", format!("{local} must be a finite number greater than 1"))
+                    );
+                }
+                Some(gemma_extras(&o, head_dim, Some(local))?)
+            }
             _ => None,
         };
         let torch_dtype = match o.str("torch_dtype")? {
@@ -255,7 +291,7 @@ impl ModelConfig {
             attention_bias,
             sliding_window,
             layer_windows,
-            gemma2,
+            gemma,
             bos_token_id: o.u32("bos_token_id")?,
             eos_token_ids: o.u32_list("eos_token_id")?,
             pad_token_id: o.u32("pad_token_id")?,
@@ -337,6 +373,13 @@ fn layer_windows(o: &Obj, architecture: Architecture, layers: usize) -> Result<L
     let Some(list) = o.get("layer_types").filter(|v| !v.is_null()) else {
         return Ok(match architecture {
             Architecture::Gemma2 => LayerWindows::PerLayer((0..layers).map(|i| i % 2 == 0).collect()),
+            Architecture::Gemma3 => {
+                let pattern = match o.usize("sliding_window_pattern")? {
+                    Some(0) => return Err(o.error("sliding_window_pattern", "0 must be positive")),
+                    p => p.unwrap_or(6),
+                };
+                LayerWindows::PerLayer((0..layers).map(|i| (i + 1) % pattern != 0).collect())
+            }
             _ => LayerWindows::All,
         });
     };
@@ -358,8 +401,8 @@ fn layer_windows(o: &Obj, architecture: Architecture, layers: usize) -> Result<L
     Ok(LayerWindows::PerLayer(sliding))
 }
 
-/// Gemma 2's `query_pre_attn_scalar` (default `head_dim`) and soft-caps, checked to be finite and positive.
-fn gemma2_extras(o: &Obj, head_dim: usize) -> Result<Gemma2Extras, HfError> {
+/// Gemma's `query_pre_attn_scalar` (default `head_dim`) and soft-caps, checked to be finite and positive.
+fn gemma_extras(o: &Obj, head_dim: usize, rope_local_theta: Option<f32>) -> Result<GemmaExtras, HfError> {
     let positive = |field: &str| -> Result<Option<f32>, HfError> {
         match o.f32(field)? {
             Some(x) if !(x.is_finite() && x > 0.0) => {
@@ -376,10 +419,11 @@ fn gemma2_extras(o: &Obj, head_dim: usize) -> Result<Gemma2Extras, HfError> {
             )
         }
     }
-    Ok(Gemma2Extras {
+    Ok(GemmaExtras {
         query_pre_attn_scalar: positive("query_pre_attn_scalar")?.unwrap_or(head_dim as f32),
         attn_logit_softcapping: positive("attn_logit_softcapping")?,
         final_logit_softcapping: positive("final_logit_softcapping")?,
+        rope_local_theta,
     })
 }
 
@@ -473,7 +517,7 @@ mod tests {
                 attention_bias: false,
                 sliding_window: None,
                 layer_windows: LayerWindows::All,
-                gemma2: None,
+                gemma: None,
                 bos_token_id: Some(1),
                 eos_token_ids: vec![2],
                 pad_token_id: None,
@@ -509,12 +553,13 @@ mod tests {
         assert_eq!(
             arch(r#""architectures": ["GPT2LMHeadModel"]"#).unwrap_err().to_string(),
             "config.json: unsupported architecture 'GPT2LMHeadModel'; supported: \
-             LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM"
+             LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, \
+             Gemma3ForCausalLM"
         );
         assert_eq!(
             arch(r#""model_type": "gpt2""#).unwrap_err().to_string(),
             "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2, qwen3, \
-             gemma2"
+             gemma2, gemma3_text"
         );
         assert!(arch(r#""architectures": []"#).is_err());
         assert!(arch(r#""other": 1"#).unwrap_err().to_string().contains("'architectures': missing"));
@@ -549,15 +594,30 @@ mod tests {
         let g = tiny("tiny-gemma2");
         assert_eq!((g.architecture, g.head_dim, g.sliding_window), (Architecture::Gemma2, 16, Some(5)));
         assert_eq!(g.layer_windows, LayerWindows::PerLayer(vec![true, false, true]));
-        let extras = Gemma2Extras {
+        let extras = GemmaExtras {
             query_pre_attn_scalar: 16.0,
             attn_logit_softcapping: Some(5.0),
             final_logit_softcapping: Some(8.0),
+            rope_local_theta: None,
         };
-        assert_eq!(g.gemma2, Some(extras));
+        assert_eq!(g.gemma, Some(extras));
         let q = tiny("tiny-qwen3");
         assert_eq!((q.architecture, q.head_dim, q.attention_bias), (Architecture::Qwen3, 16, false));
-        assert_eq!((q.layer_windows, q.gemma2), (LayerWindows::PerLayer(vec![false, false]), None));
+        assert_eq!((q.layer_windows, q.gemma), (LayerWindows::PerLayer(vec![false, false]), None));
+        let g3 = tiny("tiny-gemma3");
+        assert_eq!(g3.layer_windows, LayerWindows::PerLayer(vec![true, true, true, true, true, false]));
+        let g3e = g3.gemma.unwrap();
+        assert_eq!((g3.rope_theta, g3e.rope_local_theta, g3e.final_logit_softcapping), (1e6, Some(10000.0), None));
+        let g3_4x = ModelConfig::from_json_str(
+            r#"{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+                "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 512, "head_dim": 16,
+                "max_position_embeddings": 512, "rope_theta": 1000000.0, "rope_local_base_freq": 20000.0,
+                "sliding_window_pattern": 2, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}"#,
+        )
+        .unwrap();
+        assert_eq!(g3_4x.layer_windows, LayerWindows::PerLayer(vec![true, false, true, false]));
+        assert_eq!(g3_4x.gemma.unwrap().rope_local_theta, Some(20000.0));
+        assert_eq!(g3_4x.rope_scaling, Some(RopeScaling::Linear { factor: 8.0 }));
         let gemma = |extra: &str| {
             ModelConfig::from_json_str(&format!(
                 r#"{{"architectures": ["Gemma2ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
@@ -567,7 +627,7 @@ mod tests {
         };
         let g = gemma("").unwrap();
         assert_eq!(g.layer_windows, LayerWindows::PerLayer(vec![true, false, true, false]));
-        assert_eq!(g.gemma2.unwrap().query_pre_attn_scalar, 16.0);
+        assert_eq!(g.gemma.unwrap().query_pre_attn_scalar, 16.0);
         let err = |extra: &str| gemma(extra).unwrap_err().to_string();
         assert!(err(r#", "layer_types": ["full_attention"]"#).contains("'layer_types': 1 entries for 4 layers"));
         assert!(err(r#", "hidden_activation": "relu""#).contains("unsupported activation 'relu'"));
