@@ -199,3 +199,23 @@ fn gemma3_matches_transformers() {
 fn gemma3_kv_paths_match_one_shot() {
     kv_paths_match_one_shot("gemma3");
 }
+
+#[test]
+fn qwen3moe_matches_transformers() {
+    matches_transformers("qwen3moe");
+}
+
+#[test]
+fn qwen3moe_kv_paths_match_one_shot() {
+    kv_paths_match_one_shot("qwen3moe");
+}
+
+#[test]
+fn mixtral_matches_transformers() {
+    matches_transformers("mixtral");
+}
+
+#[test]
+fn mixtral_kv_paths_match_one_shot() {
+    kv_paths_match_one_shot("mixtral");
+}

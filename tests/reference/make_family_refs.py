@@ -31,6 +31,8 @@ from safetensors.torch import save_file
 SEED = 0
 N_GREEDY = 32
 PROMPTS = ["Once upon a time", "Lily and Ben were playing in the", "The cat"]
+# The MoE families' routing is recorded on this prompt.
+PROMPTS_ROUTED = "Sue liked to eat apples.\nOne day"
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 COMMON = dict(vocab_size=512, hidden_size=64, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
               pad_token_id=None, tie_word_embeddings=True, rms_norm_eps=1e-6)
@@ -51,6 +53,15 @@ FAMILIES = {
         head_dim=16, query_pre_attn_scalar=16, sliding_window=5, hidden_activation="gelu_pytorch_tanh",
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    # 4 experts of width 32, 2 per token; Qwen3-MoE renormalizes the chosen softmax weights (norm_topk_prob).
+    "qwen3moe": ("Qwen3MoeForCausalLM", transformers.Qwen3MoeConfig(
+        **COMMON, intermediate_size=96, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+        norm_topk_prob=True, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        rope_theta=1e6)),
+    # Mixtral: softmax over the chosen experts' logits; Llama attention (rotary halves, permuted in GGUF).
+    "mixtral": ("MixtralForCausalLM", transformers.MixtralConfig(
+        **COMMON, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, rope_theta=1e6)),
 }
 
 
@@ -67,6 +78,25 @@ def randomize(model, family):
             p.copy_(0.15 / 8 * torch.randn_like(p))
         else:
             p.copy_(0.15 * torch.randn_like(p))
+
+
+@torch.no_grad()
+def routing(model, tensors, prompt, tok, entry):
+    """Each MoE layer's router logits, chosen experts and their weights for every position of `prompt` (tensors
+    `routing.lN.logits` f32, `.experts` i64 and `.weights` f32), captured from the router modules."""
+    captured = {}
+    hooks = [layer.mlp.gate.register_forward_hook(lambda m, i, o, n=n: captured.__setitem__(n, o))
+             for n, layer in enumerate(model.model.layers)]
+    model(torch.tensor([tok(prompt).input_ids]), use_cache=False)
+    for h in hooks:
+        h.remove()
+    for n, (logits, weights, experts) in sorted(captured.items()):
+        tensors[f"routing.l{n}.logits"] = logits.to(torch.float32).contiguous()
+        tensors[f"routing.l{n}.experts"] = experts.to(torch.int64).contiguous()
+        tensors[f"routing.l{n}.weights"] = weights.to(torch.float32).contiguous()
+        counts = torch.bincount(experts.flatten(), minlength=logits.shape[-1]).tolist()
+        print(f"  layer {n}: tokens per expert {counts}")
+    entry["routing_prompt"] = prompt
 
 
 @torch.no_grad()
@@ -117,6 +147,8 @@ def main():
             margin = float((top2[:, 0] - top2[:, 1]).min())
             entry["prompts"].append({"prompt": prompt, "prompt_ids": ids, "greedy_ids": g, "logits": f"p{i}"})
             print(f"{family}: {prompt!r}: ids {ids}, greedy {g[:8]}..., smallest top-2 margin {margin:.2g}", flush=True)
+        if hasattr(cfg, "num_experts_per_tok"):
+            routing(model, tensors, PROMPTS_ROUTED, tok, entry)
         save_file(tensors, args.out / f"{family}.safetensors")
         (args.out / f"{family}.json").write_text(json.dumps(entry, indent=1) + "\n")
         size = (d / "model.safetensors").stat().st_size

@@ -30,6 +30,13 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
     put("general.file_type", Value::U32(file_type));
     put(&a("vocab_size"), u32v(cfg.vocab_size));
     put(&a("rope.dimension_count"), u32v(cfg.head_dim));
+    if let Some(moe) = &cfg.moe {
+        put(&a("expert_count"), u32v(moe.experts));
+        put(&a("expert_used_count"), u32v(moe.experts_per_token));
+        if cfg.architecture == Architecture::Qwen3Moe {
+            put(&a("expert_feed_forward_length"), u32v(moe.expert_intermediate));
+        }
+    }
     if let (Some(g), Architecture::Gemma2) = (&cfg.gemma, cfg.architecture) {
         if let Some(cap) = g.attn_logit_softcapping {
             put(&a("attn_logit_softcapping"), Value::F32(cap));

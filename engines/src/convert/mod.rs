@@ -64,6 +64,9 @@ pub enum ConvertError {
     /// A configuration the GGUF format cannot describe as llama.cpp reads it.
     #[error("{0}")]
     Unrepresentable(String),
+    /// A layer's experts do not form one stack (missing experts, or differing shapes or types).
+    #[error("the experts of '{0}' are not a complete set of tensors of one shape and type")]
+    BadStack(String),
     /// A tensor the configuration requires is missing.
     #[error("the checkpoint has no tensor '{0}'")]
     MissingTensor(String),
@@ -80,6 +83,8 @@ pub enum ConvertError {
 pub enum JobInput {
     /// A tensor of the source checkpoint, by its source name.
     Tensor(String),
+    /// Tensors of the source checkpoint stacked in order along a new outer dimension (the experts of a layer).
+    Stack(Vec<String>),
     /// Values computed by the converter (Llama 3 `rope_freqs.weight`).
     Generated(Vec<f32>),
 }
@@ -139,6 +144,7 @@ impl ExportPlan {
     ) -> Result<ExportPlan, ConvertError> {
         check_representable(cfg)?;
         let mut jobs = Vec::new();
+        let mut stacks: Vec<(String, Vec<(usize, String)>, Vec<u64>, GgmlType)> = Vec::new();
         let has_lm_head = tensors.iter().any(|(n, _, _)| n == "lm_head.weight");
         for (name, shape, dtype) in tensors {
             if !matches!(dtype, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
@@ -153,12 +159,37 @@ impl ExportPlan {
                 continue;
             };
             let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
+            if let Some((_, e)) = names::split_expert(name) {
+                match stacks.iter_mut().find(|s| s.0 == gguf) {
+                    Some(s) if s.2 == dims && s.3 == *dtype => s.1.push((e, name.clone())),
+                    Some(_) => return Err(ConvertError::BadStack(gguf)),
+                    None => stacks.push((gguf, vec![(e, name.clone())], dims, *dtype)),
+                }
+                continue;
+            }
             jobs.push(TensorJob {
                 name: gguf,
                 input: JobInput::Tensor(name.clone()),
                 source_type: GgmlType::F32,
                 dims,
                 transform,
+                target: GgmlType::F32,
+            });
+        }
+        let mut stack_types = Vec::new();
+        for (gguf, mut parts, mut dims, dtype) in stacks {
+            stack_types.push((gguf.clone(), dtype));
+            parts.sort();
+            if parts.iter().enumerate().any(|(i, (e, _))| *e != i) {
+                return Err(ConvertError::BadStack(gguf));
+            }
+            dims.push(parts.len() as u64);
+            jobs.push(TensorJob {
+                name: gguf,
+                input: JobInput::Stack(parts.into_iter().map(|(_, n)| n).collect()),
+                source_type: GgmlType::F32,
+                dims,
+                transform: Transform::None,
                 target: GgmlType::F32,
             });
         }
@@ -180,15 +211,24 @@ impl ExportPlan {
             n_head: cfg.num_attention_heads,
             n_head_kv: cfg.num_key_value_heads,
             tied_embeddings: !jobs.iter().any(|j| j.name == "output.weight"),
+            n_expert: cfg.moe.as_ref().map_or(0, |m| m.experts),
         };
         // The rules see the model as llama.cpp's converter writes it (all F32), then each
         // job remembers how its tensor is really stored, so unchanged tensors are copied.
         assign_types(&mut jobs, preset, overrides, shape)?;
         for job in &mut jobs {
-            if let JobInput::Tensor(src) = &job.input {
-                if let Some((_, _, dtype)) = tensors.iter().find(|(n, _, _)| n == src) {
-                    job.source_type = *dtype;
+            match &job.input {
+                JobInput::Tensor(src) => {
+                    if let Some((_, _, dtype)) = tensors.iter().find(|(n, _, _)| n == src) {
+                        job.source_type = *dtype;
+                    }
                 }
+                JobInput::Stack(_) => {
+                    if let Some((_, dtype)) = stack_types.iter().find(|(n, _)| *n == job.name) {
+                        job.source_type = *dtype;
+                    }
+                }
+                JobInput::Generated(_) => {}
             }
         }
         let metadata = metadata::hf_metadata(model_name, cfg, vocab, preset.file_type());
@@ -212,6 +252,7 @@ impl ExportPlan {
             })
             .collect();
         let n_head = get_u32("attention.head_count");
+        let n_expert = get_u32("expert_count");
         let shape = ModelShape {
             n_layer: get_u32("block_count"),
             n_head,
@@ -220,6 +261,7 @@ impl ExportPlan {
                 n => n,
             },
             tied_embeddings: !jobs.iter().any(|j| j.name == "output.weight"),
+            n_expert,
         };
         assign_types(&mut jobs, preset, overrides, shape)?;
         for j in &jobs {
@@ -290,6 +332,16 @@ fn assign_types(
 /// (`1/sqrt(head_dim)`, or `1/sqrt(hidden / heads)` for the 27B models), the sliding layers and Gemma 3's local
 /// RoPE base from the architecture and shape, not from the file, and applies no soft-caps to Gemma 3.
 fn check_representable(cfg: &ModelConfig) -> Result<(), ConvertError> {
+    if let Some(moe) = &cfg.moe {
+        // llama.cpp makes every layer a mixture and renormalizes the chosen experts' weights.
+        if !moe.norm_topk_prob || moe.sparse_layers.iter().any(|&s| !s) {
+            return Err(ConvertError::Unrepresentable(format!(
+                "{} with dense layers or without norm_topk_prob: llama.cpp runs every layer as a mixture with \
+                 renormalized weights and a GGUF file cannot state otherwise",
+                cfg.architecture.hf_class()
+            )));
+        }
+    }
     let (Some(g), Some(windows)) = (&cfg.gemma, gemma_windows(cfg.architecture, cfg.num_hidden_layers)) else {
         return Ok(());
     };
@@ -352,6 +404,24 @@ pub fn run_job(
             }
             source.read_f32_into(name, &mut scratch.values)?;
             source.release(name);
+        }
+        JobInput::Stack(names) => {
+            let copy = job.target == job.source_type;
+            scratch.bytes.clear();
+            scratch.values.clear();
+            for name in names {
+                if copy {
+                    scratch.bytes.extend_from_slice(source.raw_bytes(name)?);
+                } else {
+                    source.read_f32_into(name, &mut scratch.spare)?;
+                    scratch.values.extend_from_slice(&scratch.spare);
+                }
+                source.release(name);
+            }
+            if copy {
+                progress(job.elements());
+                return Ok(ErrorStats { count: job.elements(), ..Default::default() });
+            }
         }
     }
     names::apply(job.transform, &mut scratch.values, &mut scratch.spare, rows)?;

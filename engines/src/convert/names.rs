@@ -19,12 +19,22 @@ pub enum Transform {
 /// The GGUF `general.architecture` for a Hugging Face architecture.
 pub fn gguf_arch(arch: Architecture) -> &'static str {
     match arch {
-        Architecture::Llama | Architecture::Mistral => "llama",
+        Architecture::Llama | Architecture::Mistral | Architecture::Mixtral => "llama",
         Architecture::Qwen2 => "qwen2",
         Architecture::Qwen3 => "qwen3",
         Architecture::Gemma2 => "gemma2",
         Architecture::Gemma3 => "gemma3",
+        Architecture::Qwen3Moe => "qwen3moe",
     }
+}
+
+/// An expert's tensor (`...experts.E.rest`) as the name of the stack of all experts' (`...experts.rest`) and `E`;
+/// llama.cpp stores a layer's experts as one 3-D tensor per projection.
+pub fn split_expert(hf: &str) -> Option<(String, usize)> {
+    let (before, after) = hf.split_once(".experts.")?;
+    let (index, rest) = after.split_once('.')?;
+    let e = index.parse().ok()?;
+    Some((format!("{before}.experts.{rest}"), e))
 }
 
 /// Maps one HF tensor name to its GGUF name and transform; `Ok(None)` for tensors
@@ -36,7 +46,7 @@ pub fn map_name(
     hf: &str,
 ) -> Result<Option<(String, Transform)>, ConvertError> {
     let unknown = || ConvertError::UnknownTensor { tensor: hf.to_string(), arch: format!("{arch:?}") };
-    let permute = matches!(arch, Architecture::Llama | Architecture::Mistral);
+    let permute = matches!(arch, Architecture::Llama | Architecture::Mistral | Architecture::Mixtral);
     let gemma = matches!(arch, Architecture::Gemma2 | Architecture::Gemma3);
     let norm = if gemma { Transform::AddOne } else { Transform::None };
     match hf {
@@ -51,11 +61,18 @@ pub fn map_name(
     if rest.ends_with("rotary_emb.inv_freq") {
         return Ok(None);
     }
-    let (module, suffix) = rest.rsplit_once('.').ok_or_else(unknown)?;
+    // One expert's tensor maps to its stack's name.
+    let stacked = split_expert(rest).map_or(rest.to_string(), |(s, _)| s);
+    let (module, suffix) = stacked.rsplit_once('.').ok_or_else(unknown)?;
     if suffix != "weight" && suffix != "bias" {
         return Err(unknown());
     }
-    let qk_norm = matches!(arch, Architecture::Qwen3 | Architecture::Gemma3);
+    let qk_norm = matches!(arch, Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Qwen3Moe);
+    let moe = match arch {
+        Architecture::Mixtral => Some(("block_sparse_moe", ["w1", "w3", "w2"])),
+        Architecture::Qwen3Moe => Some(("mlp", ["gate_proj", "up_proj", "down_proj"])),
+        _ => None,
+    };
     let (gguf, transform) = match module {
         "input_layernorm" => ("attn_norm", norm),
         "post_attention_layernorm" if gemma => ("post_attention_norm", norm),
@@ -73,7 +90,20 @@ pub fn map_name(
         "mlp.gate_proj" => ("ffn_gate", Transform::None),
         "mlp.up_proj" => ("ffn_up", Transform::None),
         "mlp.down_proj" => ("ffn_down", Transform::None),
-        _ => return Err(unknown()),
+        _ => match moe.and_then(|(block, [gate, up, down])| {
+            let m = module.strip_prefix(block)?.strip_prefix('.')?;
+            let expert = |p: &str| m == format!("experts.{p}");
+            match m {
+                "gate" => Some("ffn_gate_inp"),
+                _ if expert(gate) => Some("ffn_gate_exps"),
+                _ if expert(up) => Some("ffn_up_exps"),
+                _ if expert(down) => Some("ffn_down_exps"),
+                _ => None,
+            }
+        }) {
+            Some(name) => (name, Transform::None),
+            None => return Err(unknown()),
+        },
     };
     Ok(Some((format!("blk.{layer}.{gguf}.{suffix}"), transform)))
 }
@@ -138,6 +168,25 @@ mod tests {
         assert_eq!(q, ("blk.1.attn_q.bias".into(), Transform::None));
         assert!(map_name(Architecture::Llama, 8, 4, "model.layers.0.self_attn.rotary_emb.inv_freq").unwrap().is_none());
         assert!(map_name(Architecture::Llama, 8, 4, "vision_tower.x.weight").is_err());
+    }
+
+    /// llama.cpp's names for the mixtures: the router and each projection's stack of experts.
+    #[test]
+    fn expert_names() {
+        let m = |arch, n: &str| map_name(arch, 4, 2, &format!("model.layers.1.{n}.weight")).unwrap().unwrap().0;
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.gate"), "blk.1.ffn_gate_inp.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.experts.3.gate_proj"), "blk.1.ffn_gate_exps.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.experts.up_proj"), "blk.1.ffn_up_exps.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.experts.0.down_proj"), "blk.1.ffn_down_exps.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "self_attn.q_norm"), "blk.1.attn_q_norm.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.gate"), "blk.1.ffn_gate_inp.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.experts.7.w1"), "blk.1.ffn_gate_exps.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.experts.7.w3"), "blk.1.ffn_up_exps.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.experts.7.w2"), "blk.1.ffn_down_exps.weight");
+        assert!(map_name(Architecture::Qwen3, 4, 2, "model.layers.0.mlp.gate.weight").is_err());
+        let (stack, e) = split_expert("model.layers.2.mlp.experts.11.up_proj.weight").unwrap();
+        assert_eq!((stack.as_str(), e), ("model.layers.2.mlp.experts.up_proj.weight", 11));
+        assert_eq!(split_expert("model.layers.2.mlp.up_proj.weight"), None);
     }
 
     /// llama.cpp's names (gguf-py's `TensorNameMap`) for Qwen3's q/k norms and Gemma 2's four norms.

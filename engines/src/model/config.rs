@@ -1,7 +1,7 @@
 //! The hyperparameters a decoder runs with, from config.json or from GGUF metadata.
 
 use tgi_formats::gguf::{GgufFile, Value};
-use tgi_formats::hf::{Architecture, LayerWindows, ModelConfig, RopeScaling};
+use tgi_formats::hf::{Architecture, LayerWindows, ModelConfig, MoeConfig, RopeScaling};
 use tgi_formats::hyperparameters::{Hyper, Hyperparameters};
 
 use super::ModelError;
@@ -56,6 +56,8 @@ pub struct DecoderConfig {
     pub final_softcap: Option<f32>,
     /// Gemma 3: the RoPE base of sliding layers, which rotate without scaling (the others use `rope_theta`).
     pub rope_local_theta: Option<f32>,
+    /// The mixture of experts (Mixtral, Qwen3-MoE).
+    pub moe: Option<MoeConfig>,
 }
 
 impl DecoderConfig {
@@ -72,6 +74,7 @@ impl DecoderConfig {
         };
         let mut out = Self::new(cfg.architecture, &h, RopeStyle::Halves);
         out.window_layers = cfg.layer_windows.clone();
+        out.moe = cfg.moe.clone();
         if let Some(g) = &cfg.gemma {
             out.attn_scale = 1.0 / g.query_pre_attn_scalar.sqrt();
             out.attn_softcap = g.attn_logit_softcapping;
@@ -108,6 +111,11 @@ impl DecoderConfig {
     fn from_gguf_metadata(file: &GgufFile, vocab: usize) -> Result<Self, ModelError> {
         let (architecture, arch_name) = gguf_architecture(file)?;
         let meta = Metadata { file, arch: arch_name };
+        // Mixtral is llama.cpp's `llama` with experts.
+        let architecture = match (architecture, meta.int("expert_count")?) {
+            (Architecture::Llama, Some(n)) if n > 0 => Architecture::Mixtral,
+            (a, _) => a,
+        };
         let req = |k: &str| meta.int(k)?.ok_or_else(|| meta.error(k, "is missing"));
         let hidden = req("embedding_length")?;
         let heads = req("attention.head_count")?;
@@ -179,12 +187,15 @@ impl DecoderConfig {
             meta.error(key, e.to_string())
         })?;
         let style = match architecture {
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 | Architecture::Gemma3 => {
-                RopeStyle::Halves
-            }
-            Architecture::Llama | Architecture::Mistral => RopeStyle::Interleaved,
+            Architecture::Qwen2
+            | Architecture::Qwen3
+            | Architecture::Gemma2
+            | Architecture::Gemma3
+            | Architecture::Qwen3Moe => RopeStyle::Halves,
+            Architecture::Llama | Architecture::Mistral | Architecture::Mixtral => RopeStyle::Interleaved,
         };
         let mut out = Self::new(architecture, &h, style);
+        out.moe = gguf_moe(&meta, architecture, &h)?;
         if let Some(windows) = gemma_windows(architecture, h.layers) {
             // As llama.cpp: a fixed pattern of sliding layers; queries scaled by 1/sqrt(head_dim), except in the
             // 27B models, whose query_pre_attn_scalar is hidden / heads.
@@ -232,6 +243,7 @@ impl DecoderConfig {
             attn_softcap: None,
             final_softcap: None,
             rope_local_theta: None,
+            moe: None,
         }
     }
 }
@@ -256,6 +268,36 @@ pub fn gemma_27b(arch: Architecture, layers: usize) -> bool {
     matches!((arch, layers), (Architecture::Gemma2, 46) | (Architecture::Gemma3, 62))
 }
 
+/// The mixture of experts a GGUF file states (`expert_count`, `expert_used_count`, Qwen3-MoE's
+/// `expert_feed_forward_length`): in llama.cpp every layer is a mixture and the chosen weights are renormalized.
+fn gguf_moe(meta: &Metadata, arch: Architecture, h: &Hyperparameters) -> Result<Option<MoeConfig>, ModelError> {
+    let inner_key = match arch {
+        Architecture::Mixtral => "feed_forward_length",
+        Architecture::Qwen3Moe => "expert_feed_forward_length",
+        _ => return Ok(None),
+    };
+    let req = |k: &str| meta.int(k)?.ok_or_else(|| meta.error(k, "is missing"));
+    let experts = req("expert_count")?;
+    if experts == 0 || experts > 1 << 12 {
+        return Err(meta.error("expert_count", format!("{experts} must be between 1 and 4096")));
+    }
+    let used = req("expert_used_count")?;
+    if used == 0 || used > experts {
+        return Err(meta.error("expert_used_count", format!("{used} must be between 1 and the {experts} experts")));
+    }
+    let inner = req(inner_key)?;
+    if inner == 0 || inner > tgi_formats::hyperparameters::MAX_WIDTH {
+        return Err(meta.error(inner_key, format!("{inner} must be positive and at most 2^20")));
+    }
+    Ok(Some(MoeConfig {
+        experts,
+        experts_per_token: used,
+        expert_intermediate: inner,
+        norm_topk_prob: true,
+        sparse_layers: vec![true; h.layers],
+    }))
+}
+
 /// A GGUF file's `general.architecture`, when the engine runs it.
 fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError> {
     let name = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
@@ -266,8 +308,9 @@ fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError
         "qwen3" => Ok((Architecture::Qwen3, name)),
         "gemma2" => Ok((Architecture::Gemma2, name)),
         "gemma3" => Ok((Architecture::Gemma3, name)),
+        "qwen3moe" => Ok((Architecture::Qwen3Moe, name)),
         other => Err(ModelError::Unsupported(format!(
-            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3)"
+            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma2, gemma3)"
         ))),
     }
 }

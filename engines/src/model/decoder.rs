@@ -1,5 +1,5 @@
-//! The decoder: one implementation over [`Linear`] for every weight format and every dense family (Llama 1/2/3,
-//! Mistral, Qwen2, Qwen3, Gemma 2 and 3), parameterised by the family's [`Family`] description. The weight tree
+//! The decoder: one implementation over [`Linear`] for every weight format and every family (Llama 1/2/3,
+//! Mistral, Qwen2, Qwen3, Gemma 2 and 3, and the mixtures of experts Mixtral and Qwen3-MoE), parameterised by the family's [`Family`] description. The weight tree
 //! mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
 
 use candle_core::{Device, Tensor};
@@ -7,8 +7,10 @@ use candle_nn::ops::rms_norm;
 
 use super::config::DecoderConfig;
 use super::embedding::Embedding;
-use super::family::{Activation, Family};
+use super::family::Family;
 use super::linear::Linear;
+use super::mlp::{Mlp, MlpNames};
+use super::moe::Moe;
 use super::rope::Rope;
 use super::weights::Weights;
 use super::{Logits, ModelError, SeqInput};
@@ -24,11 +26,28 @@ struct Attention {
     k_norm: Option<Tensor>,
 }
 
-/// The gated MLP.
-struct Mlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+/// A layer's feed-forward part.
+enum Ffn {
+    /// One gated MLP.
+    Dense(Mlp),
+    /// A mixture of gated MLPs.
+    Moe(Moe),
+}
+
+impl Ffn {
+    fn forward(&self, x: &Tensor, family: Family) -> candle_core::Result<Tensor> {
+        match self {
+            Ffn::Dense(m) => m.forward(x, family.activation),
+            Ffn::Moe(m) => m.forward(x, family.activation),
+        }
+    }
+
+    fn linears(&self) -> Box<dyn Iterator<Item = &Linear> + '_> {
+        match self {
+            Ffn::Dense(m) => Box::new(m.linears().into_iter()),
+            Ffn::Moe(m) => Box::new(m.linears()),
+        }
+    }
 }
 
 /// One decoder layer.
@@ -38,7 +57,7 @@ struct Block {
     /// Gemma 2's norm of the attention output.
     attn_post_norm: Option<Tensor>,
     mlp_norm: Tensor,
-    mlp: Mlp,
+    mlp: Ffn,
     /// Gemma 2's norm of the MLP output.
     mlp_post_norm: Option<Tensor>,
 }
@@ -98,10 +117,11 @@ impl Decoder {
                     },
                     attn_post_norm: optional(sandwich, format!("{p}.post_attention_layernorm.weight"), h)?,
                     mlp_norm: norm(&format!("{p}.{}.weight", family.mlp_norm_name()), h)?,
-                    mlp: Mlp {
-                        gate: w.linear(&format!("{p}.mlp.gate_proj"), cfg.intermediate, h, false)?,
-                        up: w.linear(&format!("{p}.mlp.up_proj"), cfg.intermediate, h, false)?,
-                        down: w.linear(&format!("{p}.mlp.down_proj"), h, cfg.intermediate, false)?,
+                    mlp: match (&cfg.moe, family.moe_names) {
+                        (Some(moe), Some(names)) if moe.sparse_layers.get(i) == Some(&true) => {
+                            Ffn::Moe(Moe::load(w, &p, names, moe, h)?)
+                        }
+                        _ => Ffn::Dense(Mlp::load(w, &format!("{p}.mlp"), MlpNames::LLAMA, h, cfg.intermediate)?),
                     },
                     mlp_post_norm: optional(sandwich, format!("{p}.post_feedforward_layernorm.weight"), h)?,
                 })
@@ -159,7 +179,7 @@ impl Decoder {
     pub fn linears(&self) -> impl Iterator<Item = &Linear> {
         self.blocks
             .iter()
-            .flat_map(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up, &b.mlp.down])
+            .flat_map(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o].into_iter().chain(b.mlp.linears()))
             .chain(std::iter::once(&self.lm_head))
     }
 
@@ -251,12 +271,7 @@ impl Decoder {
             let a = b.attn.o.forward(&kv.attend(i, &q, &k, &v, plan)?)?;
             x = (x + post_norm(a, b.attn_post_norm.as_ref(), eps)?)?;
             let h = rms_norm(&x, &b.mlp_norm, eps)?;
-            let g = b.mlp.gate.forward(&h)?;
-            let g = match self.family.activation {
-                Activation::Silu => candle_nn::ops::silu(&g)?,
-                Activation::GeluTanh => g.gelu()?,
-            };
-            let m = b.mlp.down.forward(&(g * b.mlp.up.forward(&h)?)?)?;
+            let m = b.mlp.forward(&h, self.family)?;
             x = (x + post_norm(m, b.mlp_post_norm.as_ref(), eps)?)?;
         }
         let mut out = Rows::empty(batch.len());

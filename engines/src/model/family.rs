@@ -4,6 +4,9 @@
 
 use tgi_formats::hf::Architecture;
 
+use super::mlp::MlpNames;
+use super::moe::MoeNames;
+
 /// The MLP's activation on the gate projection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
@@ -26,6 +29,8 @@ pub struct Family {
     pub embed_scale: bool,
     /// The MLP's activation.
     pub activation: Activation,
+    /// Where a mixture of experts keeps its weights (mixture families only).
+    pub moe_names: Option<MoeNames>,
 }
 
 impl Family {
@@ -37,7 +42,9 @@ impl Family {
             sandwich_norms: false,
             embed_scale: false,
             activation: Activation::Silu,
+            moe_names: None,
         };
+        let mlp_experts = MoeNames { block: "mlp", expert: MlpNames::LLAMA };
         match arch {
             Architecture::Llama | Architecture::Mistral | Architecture::Qwen2 => llama,
             Architecture::Qwen3 => Family { qk_norm: true, ..llama },
@@ -49,6 +56,10 @@ impl Family {
                 ..llama
             },
             Architecture::Gemma3 => Family { qk_norm: true, ..Family::of(Architecture::Gemma2) },
+            Architecture::Mixtral => {
+                Family { moe_names: Some(MoeNames { block: "block_sparse_moe", expert: MlpNames::MIXTRAL }), ..llama }
+            }
+            Architecture::Qwen3Moe => Family { qk_norm: true, moe_names: Some(mlp_experts), ..llama },
         }
     }
 

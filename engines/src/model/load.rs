@@ -179,8 +179,13 @@ fn plan(q: Quantize, weights: &Weights, cfg: &DecoderConfig, tied: bool, gguf_na
     Ok(match q {
         Quantize::Bnb4(ty) => Plan::Bnb4(ty),
         Quantize::Ggml(preset) => {
-            let shape =
-                ModelShape { n_layer: cfg.layers, n_head: cfg.heads, n_head_kv: cfg.kv_heads, tied_embeddings: tied };
+            let shape = ModelShape {
+                n_layer: cfg.layers,
+                n_head: cfg.heads,
+                n_head_kv: cfg.kv_heads,
+                tied_embeddings: tied,
+                n_expert: cfg.moe.as_ref().map_or(0, |m| m.experts),
+            };
             Plan::Ggml(insitu::ggml_plan(weights.metas(), preset, shape, cfg.architecture, gguf_names)?)
         }
     })

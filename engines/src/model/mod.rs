@@ -11,6 +11,8 @@ mod family;
 mod insitu;
 mod linear;
 mod load;
+mod mlp;
+mod moe;
 pub(crate) mod rope;
 mod weights;
 
@@ -20,6 +22,7 @@ pub use family::{Activation, Family};
 pub use insitu::Quantize;
 pub use linear::Linear;
 pub use load::{load, LoadOptions, LoadedModel};
+pub use moe::route;
 
 use crate::kv::{BlockTable, KvError};
 

@@ -22,17 +22,23 @@ pub enum Architecture {
     Gemma2,
     /// `Gemma3ForCausalLM` (`model_type: "gemma3_text"`), text only.
     Gemma3,
+    /// `MixtralForCausalLM` (`model_type: "mixtral"`).
+    Mixtral,
+    /// `Qwen3MoeForCausalLM` (`model_type: "qwen3_moe"`).
+    Qwen3Moe,
 }
 
 impl Architecture {
     /// Every supported architecture.
-    pub const ALL: [Architecture; 6] = [
+    pub const ALL: [Architecture; 8] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Qwen2,
         Architecture::Qwen3,
         Architecture::Gemma2,
         Architecture::Gemma3,
+        Architecture::Mixtral,
+        Architecture::Qwen3Moe,
     ];
 
     /// The transformers class named in config.json `architectures`, e.g. `LlamaForCausalLM`.
@@ -44,6 +50,8 @@ impl Architecture {
             Architecture::Qwen3 => "Qwen3ForCausalLM",
             Architecture::Gemma2 => "Gemma2ForCausalLM",
             Architecture::Gemma3 => "Gemma3ForCausalLM",
+            Architecture::Mixtral => "MixtralForCausalLM",
+            Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
         }
     }
 
@@ -56,6 +64,8 @@ impl Architecture {
             Architecture::Qwen3 => "qwen3",
             Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3_text",
+            Architecture::Mixtral => "mixtral",
+            Architecture::Qwen3Moe => "qwen3_moe",
         }
     }
 }
@@ -136,6 +146,22 @@ pub struct GemmaExtras {
     pub rope_local_theta: Option<f32>,
 }
 
+/// A mixture-of-experts MLP: each token goes through its `experts_per_token` best-scoring experts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoeConfig {
+    /// Experts per MoE layer (`num_local_experts`, `num_experts`).
+    pub experts: usize,
+    /// Experts each token is routed to (`num_experts_per_tok`).
+    pub experts_per_token: usize,
+    /// MLP inner width of one expert (`moe_intermediate_size`; Mixtral's `intermediate_size`).
+    pub expert_intermediate: usize,
+    /// Whether the chosen experts' softmax weights are renormalized to sum to one (`norm_topk_prob`; always
+    /// for Mixtral, whose softmax over the chosen logits is the same thing).
+    pub norm_topk_prob: bool,
+    /// Per layer: whether its MLP is the mixture (Qwen3-MoE's `mlp_only_layers`, `decoder_sparse_step`).
+    pub sparse_layers: Vec<bool>,
+}
+
 /// Decoder hyperparameters read from config.json.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
@@ -173,6 +199,8 @@ pub struct ModelConfig {
     pub layer_windows: LayerWindows,
     /// Gemma's scaling, soft-caps and local RoPE (`None` for other architectures).
     pub gemma: Option<GemmaExtras>,
+    /// The mixture of experts (`None` for dense architectures).
+    pub moe: Option<MoeConfig>,
     /// Beginning-of-sequence token id.
     pub bos_token_id: Option<u32>,
     /// End-of-sequence token ids (config.json allows one or a list).
@@ -238,9 +266,11 @@ impl ModelConfig {
         };
         let attention_bias = match architecture {
             Architecture::Qwen2 => true,
-            Architecture::Llama | Architecture::Mistral | Architecture::Qwen3 => {
-                o.bool("attention_bias")?.unwrap_or(false)
-            }
+            Architecture::Llama
+            | Architecture::Mistral
+            | Architecture::Qwen3
+            | Architecture::Mixtral
+            | Architecture::Qwen3Moe => o.bool("attention_bias")?.unwrap_or(false),
             Architecture::Gemma2 | Architecture::Gemma3 => match o.bool("attention_bias")? {
                 Some(true) => return Err(o.error("attention_bias", "Gemma with attention biases is not supported")),
                 _ => false,
@@ -292,6 +322,7 @@ impl ModelConfig {
             sliding_window,
             layer_windows,
             gemma,
+            moe: moe_config(&o, architecture, num_hidden_layers)?,
             bos_token_id: o.u32("bos_token_id")?,
             eos_token_ids: o.u32_list("eos_token_id")?,
             pad_token_id: o.u32("pad_token_id")?,
@@ -399,6 +430,50 @@ fn layer_windows(o: &Obj, architecture: Architecture, layers: usize) -> Result<L
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(LayerWindows::PerLayer(sliding))
+}
+
+/// The mixture of experts of a Mixtral or Qwen3-MoE config.
+fn moe_config(o: &Obj, architecture: Architecture, layers: usize) -> Result<Option<MoeConfig>, HfError> {
+    let (experts_field, per_token, intermediate, norm, sparse_layers) = match architecture {
+        Architecture::Mixtral => (
+            "num_local_experts",
+            o.usize("num_experts_per_tok")?.unwrap_or(2),
+            "intermediate_size",
+            true,
+            vec![true; layers],
+        ),
+        Architecture::Qwen3Moe => {
+            let step = match o.usize("decoder_sparse_step")?.unwrap_or(1) {
+                0 => return Err(o.error("decoder_sparse_step", "0 must be positive")),
+                s => s,
+            };
+            let dense = o.u32_list("mlp_only_layers")?;
+            let sparse = (0..layers).map(|i| !dense.contains(&(i as u32)) && (i + 1) % step == 0).collect();
+            let per_token = o.usize("num_experts_per_tok")?.unwrap_or(8);
+            // transformers 5 writes `num_local_experts`; Qwen's own configs `num_experts`.
+            let experts = if o.has("num_local_experts") { "num_local_experts" } else { "num_experts" };
+            (experts, per_token, "moe_intermediate_size", o.bool("norm_topk_prob")?.unwrap_or(false), sparse)
+        }
+        _ => return Ok(None),
+    };
+    let experts = o.req_usize(experts_field)?;
+    if experts == 0 || experts > 1 << 12 {
+        return Err(o.error(experts_field, format!("{experts} must be between 1 and 4096")));
+    }
+    if per_token == 0 || per_token > experts {
+        return Err(o.error("num_experts_per_tok", format!("{per_token} must be between 1 and the {experts} experts")));
+    }
+    let expert_intermediate = o.req_usize(intermediate)?;
+    if expert_intermediate == 0 || expert_intermediate > crate::hyperparameters::MAX_WIDTH {
+        return Err(o.error(intermediate, format!("{expert_intermediate} must be positive and at most 2^20")));
+    }
+    Ok(Some(MoeConfig {
+        experts,
+        experts_per_token: per_token,
+        expert_intermediate,
+        norm_topk_prob: norm,
+        sparse_layers,
+    }))
 }
 
 /// Gemma's `query_pre_attn_scalar` (default `head_dim`) and soft-caps, checked to be finite and positive.
@@ -518,6 +593,7 @@ mod tests {
                 sliding_window: None,
                 layer_windows: LayerWindows::All,
                 gemma: None,
+                moe: None,
                 bos_token_id: Some(1),
                 eos_token_ids: vec![2],
                 pad_token_id: None,
@@ -554,12 +630,12 @@ mod tests {
             arch(r#""architectures": ["GPT2LMHeadModel"]"#).unwrap_err().to_string(),
             "config.json: unsupported architecture 'GPT2LMHeadModel'; supported: \
              LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, \
-             Gemma3ForCausalLM"
+             Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM"
         );
         assert_eq!(
             arch(r#""model_type": "gpt2""#).unwrap_err().to_string(),
             "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2, qwen3, \
-             gemma2, gemma3_text"
+             gemma2, gemma3_text, mixtral, qwen3_moe"
         );
         assert!(arch(r#""architectures": []"#).is_err());
         assert!(arch(r#""other": 1"#).unwrap_err().to_string().contains("'architectures': missing"));
@@ -633,6 +709,41 @@ mod tests {
         assert!(err(r#", "hidden_activation": "relu""#).contains("unsupported activation 'relu'"));
         assert!(err(r#", "attn_logit_softcapping": -1"#).contains("'attn_logit_softcapping': -1 must be"));
         assert!(err(r#", "attention_bias": true"#).contains("attention biases is not supported"));
+    }
+
+    #[test]
+    fn mixture_of_experts() {
+        let moe = |arch: &str, extra: &str| {
+            ModelConfig::from_json_str(&format!(
+                r#"{{"architectures": ["{arch}"], "hidden_size": 64, "intermediate_size": 96,
+                    "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 512,
+                    "max_position_embeddings": 512{extra}}}"#
+            ))
+        };
+        let q = moe(
+            "Qwen3MoeForCausalLM",
+            r#", "num_experts": 8, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32, "norm_topk_prob": true, "mlp_only_layers": [1]"#,
+        )
+        .unwrap()
+        .moe
+        .unwrap();
+        let want = MoeConfig {
+            experts: 8,
+            experts_per_token: 2,
+            expert_intermediate: 32,
+            norm_topk_prob: true,
+            sparse_layers: vec![true, false, true, true],
+        };
+        assert_eq!(q, want);
+        let m = moe("MixtralForCausalLM", r#", "num_local_experts": 8"#).unwrap().moe.unwrap();
+        assert_eq!((m.experts, m.experts_per_token, m.expert_intermediate, m.norm_topk_prob), (8, 2, 96, true));
+        assert_eq!(moe("LlamaForCausalLM", "").unwrap().moe, None);
+        let err = |extra: &str| moe("Qwen3MoeForCausalLM", extra).unwrap_err().to_string();
+        assert!(err(r#", "moe_intermediate_size": 32"#).contains("'num_experts': missing"));
+        let too_many = r#", "num_experts": 4, "num_experts_per_tok": 5, "moe_intermediate_size": 32"#;
+        assert!(err(too_many).contains("'num_experts_per_tok': 5 must be between 1 and the 4 experts"));
+        assert!(err(r#", "num_experts": 4, "decoder_sparse_step": 0"#).contains("'decoder_sparse_step': 0"));
     }
 
     #[test]
