@@ -2,7 +2,8 @@
 //! checkpoints by tests/reference/make_family_refs.py): float32 logits at every position within 1e-4 and 32
 //! greedy tokens equal, from the Hugging Face directory and from `tgi quantize`'s F32 GGUF, on the host kernels
 //! and on the tensor (GPU) path; and the KV-cache paths (chunked prefill, several sequences in one batch)
-//! equal to one-shot.
+//! equal to one-shot. For the mixtures of experts also: the routing against transformers' own (every expert
+//! chosen), and quantized expert stacks.
 
 mod common;
 
@@ -14,7 +15,7 @@ use safetensors::SafeTensors;
 use serde_json::Value;
 use tgi_engines::generate::{generate, GenerateRequest};
 use tgi_engines::kv::{BlockTable, KvCache};
-use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
+use tgi_engines::model::{load, route, LoadOptions, LoadedModel, Logits, SeqInput};
 use tgi_engines::sampling::SamplingParams;
 use tgi_engines::scheduler::Request;
 
@@ -198,6 +199,87 @@ fn gemma3_matches_transformers() {
 #[test]
 fn gemma3_kv_paths_match_one_shot() {
     kv_paths_match_one_shot("gemma3");
+}
+
+/// The router's choices against transformers' on its recorded logits (every layer, every position of the
+/// routing prompt): the same experts in the same order, weights within 1e-6; every expert is chosen.
+fn routing_matches_transformers(family: &str, experts: usize, top_k: usize, norm: bool) {
+    let bytes = std::fs::read(root().join(format!("tests/reference/families/{family}.safetensors"))).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let f32s = |name: &str| -> Vec<f32> {
+        st.tensor(name).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    };
+    let mut layers = 0;
+    while let Ok(t) = st.tensor(&format!("routing.l{layers}.experts")) {
+        let chosen: Vec<usize> =
+            t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as usize).collect();
+        let logits = f32s(&format!("routing.l{layers}.logits"));
+        let weights = f32s(&format!("routing.l{layers}.weights"));
+        let mut counts = vec![0; experts];
+        for (row, l) in logits.chunks_exact(experts).enumerate() {
+            let r = route(l, top_k, norm);
+            let want = &chosen[row * top_k..(row + 1) * top_k];
+            assert_eq!(r.iter().map(|c| c.0).collect::<Vec<_>>(), want, "{family} layer {layers} row {row}");
+            for (k, (e, w)) in r.into_iter().enumerate() {
+                assert!((w - weights[row * top_k + k]).abs() < 1e-6, "{family} layer {layers} row {row}");
+                counts[e] += 1;
+            }
+        }
+        eprintln!("{family} layer {layers}: tokens per expert {counts:?}");
+        assert!(counts.iter().all(|&c| c > 0), "{family} layer {layers}: an expert is never chosen: {counts:?}");
+        layers += 1;
+    }
+    assert!(layers > 0, "{family}: no routing recorded");
+}
+
+/// Expert stacks quantized by `tgi quantize` (Q8_0 GGUF) and in situ at load (`--quantize q8_0`, from the
+/// HF experts) give the same logits (the same bytes, sliced from the stack or encoded per expert), within
+/// `gguf_tolerance` (Mixtral's GGUF rotates permuted Q/K rows: float rounding that can tip an activation across an
+/// 8-bit quantization boundary), close to float32 at most positions (where 8-bit weights flip a near-tie
+/// between two experts the logits move by more, from there on).
+fn quantized_experts_run(family: &str, gguf_tolerance: f32) {
+    let (cases, hf) = cases(family);
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join(format!("{family}-q8_0.gguf"));
+    let summary = quantize(&hf, "q8_0", &gguf);
+    let file = tgi_formats::GgufFile::open(&gguf).unwrap();
+    let stack = file.tensor("blk.0.ffn_gate_exps.weight").unwrap();
+    assert_eq!((stack.ty, stack.dims.len()), (tgi_formats::GgmlType::Q8_0, 3), "{summary}");
+    let insitu = LoadOptions { quantize: Some("q8_0".parse().unwrap()), ..LoadOptions::default() };
+    let insitu = Arc::new(load(hf.to_str().unwrap(), &insitu).unwrap());
+    let m = open(&gguf, false);
+    let vocab = m.model.config().vocab;
+    let mut per_position = Vec::new();
+    for c in &cases {
+        let logits = all_logits(&m, &c.sequence());
+        let d = max_diff(&logits, &all_logits(&insitu, &c.sequence()));
+        assert!(d <= gguf_tolerance, "{family}: GGUF and in-situ Q8_0 differ by {d}");
+        per_position.extend(logits.chunks_exact(vocab).zip(c.logits.chunks_exact(vocab)).map(|(q, f)| max_diff(q, f)));
+    }
+    per_position.sort_by(f32::total_cmp);
+    let median = per_position[per_position.len() / 2];
+    eprintln!("{family} q8_0: median over positions of max |Δlogit| against float32 {median:.3}");
+    assert!(median < 0.15, "{family} q8_0: median {median}");
+}
+
+#[test]
+fn qwen3moe_routing_matches_transformers() {
+    routing_matches_transformers("qwen3moe", 4, 2, true);
+}
+
+#[test]
+fn mixtral_routing_matches_transformers() {
+    routing_matches_transformers("mixtral", 4, 2, true);
+}
+
+#[test]
+fn qwen3moe_quantized_experts_run() {
+    quantized_experts_run("qwen3moe", 0.0);
+}
+
+#[test]
+fn mixtral_quantized_experts_run() {
+    quantized_experts_run("mixtral", 0.1);
 }
 
 #[test]
