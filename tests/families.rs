@@ -10,9 +10,10 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{quantize, root};
+use common::server::{post_json, Server};
+use common::{assert_ok, quantize, root, tgi};
 use safetensors::SafeTensors;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tgi_engines::generate::{generate, GenerateRequest};
 use tgi_engines::kv::{BlockTable, KvCache};
 use tgi_engines::model::{load, route, LoadOptions, LoadedModel, Logits, SeqInput};
@@ -300,4 +301,39 @@ fn mixtral_matches_transformers() {
 #[test]
 fn mixtral_kv_paths_match_one_shot() {
     kv_paths_match_one_shot("mixtral");
+}
+
+/// `tgi serve` on each family's checkpoint with its family's real chat template: the chat route's greedy reply
+/// is `tgi generate --chat`'s; `tgi bench` drives the model in-process.
+#[test]
+fn serve_chat_and_bench() {
+    let templates = root().join("engines/tests/data/chat-templates");
+    let cases = [
+        ("qwen3", "Qwen-Qwen3-0.6B"),
+        ("gemma2", "google-gemma-2-2b-it"),
+        ("gemma3", "google-gemma-2-2b-it"),
+        ("mixtral", "mistralai-Mistral-Nemo-Instruct-2407"),
+        ("qwen3moe", "Qwen-Qwen3-0.6B"),
+    ];
+    let prompt = "Tell me a story.";
+    for (family, template) in cases {
+        let m = root().join(format!("models/tiny-{family}/hf"));
+        let (m, t) = (m.to_str().unwrap(), templates.join(format!("{template}.jinja")));
+        let t = t.to_str().unwrap();
+        let args = ["generate", "-m", m, "--temperature", "0", "-n", "12", "--json", "--chat", "--chat-template", t];
+        let want: Value = serde_json::from_str(&assert_ok(&tgi(args.iter().chain([&prompt])))).unwrap();
+        let server = Server::start(&["-m", m, "--chat-template", t]);
+        let body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 12, "temperature": 0});
+        let r = post_json(&server.url("/v1/chat/completions"), &body, 200);
+        assert_eq!(r["choices"][0]["message"]["content"], want["text"], "{family}");
+        assert_eq!(r["usage"]["completion_tokens"], 12, "{family}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.json");
+    let m = root().join("models/tiny-qwen3moe/hf");
+    let bench = ["bench", "-m", m.to_str().unwrap(), "-n", "4", "-c", "2", "--output-tokens", "8"];
+    let out = tgi(bench.iter().chain(&["--input-tokens", "16", "--quiet", "--json", run.to_str().unwrap()]));
+    assert_eq!(assert_ok(&out), "");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    assert_eq!(r["runs"][0]["summary"]["requests_ok"].as_u64(), Some(4));
 }
