@@ -42,7 +42,7 @@ enum ShapeName {
     #[value(name = "gemma-2-2b")]
     Gemma2_2b,
     /// Qwen3-30B-A3B's layer (hidden 2048, 32 heads of 128, 4 KV heads, 128 experts of FFN 768, 8 a token) with
-    /// 5 of its 48 layers, so that the F16 checkpoint stays under 8 GB (6.3 GB).
+    /// 5 of its 48 layers, so that the F16 checkpoint stays under 8 GB (6.5 GB).
     #[value(name = "qwen3-30b-a3b-5l")]
     Qwen3_30bA3b5l,
 }

@@ -266,7 +266,7 @@ impl<'a> TypeRules<'a> {
         Ok(fallback(ty, row))
     }
 
-    /// llama_tensor_get_type_impl restricted to the dense Llama-family cases.
+    /// llama_tensor_get_type_impl restricted to the presets tgi writes (dense and 8-expert cases).
     fn mix_type(&self, name: &str, cat: Category, row: u64, i_attention_wv: usize) -> GgmlType {
         use GgmlType as T;
         let p = self.preset;
