@@ -113,6 +113,18 @@ impl TensorJob {
     }
 }
 
+/// The experts of one layer's projection, gathered for one stacked GGUF tensor.
+struct Stack {
+    /// The stack's GGUF name.
+    gguf: String,
+    /// (expert, source name) of each expert found.
+    parts: Vec<(usize, String)>,
+    /// One expert's GGML dims.
+    dims: Vec<u64>,
+    /// The stored type, the same for every expert.
+    dtype: GgmlType,
+}
+
 /// Everything needed to write one GGUF file.
 #[derive(Debug)]
 pub struct ExportPlan {
@@ -144,7 +156,7 @@ impl ExportPlan {
     ) -> Result<ExportPlan, ConvertError> {
         check_representable(cfg)?;
         let mut jobs = Vec::new();
-        let mut stacks: Vec<(String, Vec<(usize, String)>, Vec<u64>, GgmlType)> = Vec::new();
+        let mut stacks: Vec<Stack> = Vec::new();
         let has_lm_head = tensors.iter().any(|(n, _, _)| n == "lm_head.weight");
         for (name, shape, dtype) in tensors {
             if !matches!(dtype, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
@@ -160,10 +172,10 @@ impl ExportPlan {
             };
             let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
             if let Some((_, e)) = names::split_expert(name) {
-                match stacks.iter_mut().find(|s| s.0 == gguf) {
-                    Some(s) if s.2 == dims && s.3 == *dtype => s.1.push((e, name.clone())),
+                match stacks.iter_mut().find(|s| s.gguf == gguf) {
+                    Some(s) if s.dims == dims && s.dtype == *dtype => s.parts.push((e, name.clone())),
                     Some(_) => return Err(ConvertError::BadStack(gguf)),
-                    None => stacks.push((gguf, vec![(e, name.clone())], dims, *dtype)),
+                    None => stacks.push(Stack { gguf, parts: vec![(e, name.clone())], dims, dtype: *dtype }),
                 }
                 continue;
             }
@@ -177,7 +189,7 @@ impl ExportPlan {
             });
         }
         let mut stack_types = Vec::new();
-        for (gguf, mut parts, mut dims, dtype) in stacks {
+        for Stack { gguf, mut parts, mut dims, dtype } in stacks {
             stack_types.push((gguf.clone(), dtype));
             parts.sort();
             if parts.iter().enumerate().any(|(i, (e, _))| *e != i) {

@@ -29,7 +29,7 @@ struct Attention {
 /// A layer's feed-forward part.
 enum Ffn {
     /// One gated MLP.
-    Dense(Mlp),
+    Dense(Box<Mlp>),
     /// A mixture of gated MLPs.
     Moe(Moe),
 }
@@ -121,7 +121,13 @@ impl Decoder {
                         (Some(moe), Some(names)) if moe.sparse_layers.get(i) == Some(&true) => {
                             Ffn::Moe(Moe::load(w, &p, names, moe, h)?)
                         }
-                        _ => Ffn::Dense(Mlp::load(w, &format!("{p}.mlp"), MlpNames::LLAMA, h, cfg.intermediate)?),
+                        _ => Ffn::Dense(Box::new(Mlp::load(
+                            w,
+                            &format!("{p}.mlp"),
+                            MlpNames::LLAMA,
+                            h,
+                            cfg.intermediate,
+                        )?)),
                     },
                     mlp_post_norm: optional(sandwich, format!("{p}.post_feedforward_layernorm.weight"), h)?,
                 })
