@@ -10,15 +10,13 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::engine::{decode_greedy, max_diff};
 use common::server::{post_json, Server};
 use common::{assert_ok, quantize, root, tgi};
 use safetensors::SafeTensors;
 use serde_json::{json, Value};
-use tgi_engines::generate::{generate, GenerateRequest};
 use tgi_engines::kv::{BlockTable, KvCache};
 use tgi_engines::model::{load, route, LoadOptions, LoadedModel, Logits, SeqInput};
-use tgi_engines::sampling::SamplingParams;
-use tgi_engines::scheduler::Request;
 
 /// One prompt's reference: its ids, transformers' greedy ids and logits at every position of prompt + the
 /// first 31 greedy tokens.
@@ -84,26 +82,6 @@ fn all_logits(m: &LoadedModel, tokens: &[u32]) -> Vec<f32> {
     m.model.forward(&mut kv, &[SeqInput { tokens, start: 0, table: &t, logits: Logits::All }]).unwrap().remove(0)
 }
 
-fn greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32> {
-    let request = Request {
-        prompt_ids: prompt.to_vec(),
-        params: SamplingParams::greedy(),
-        max_new_tokens: n,
-        stop: vec![],
-        ignore_eos: true,
-        prompt_logprobs: false,
-        cache_salt: 0,
-        constraint: None,
-        request_id: String::new(),
-    };
-    generate(m, &GenerateRequest { request, prefill_chunk: 512 }, |_| {}).unwrap().tokens
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
 /// Logits at every position and 32 greedy tokens equal transformers', from HF and from the F32 GGUF, on the
 /// host kernels and the tensor path.
 fn matches_transformers(family: &str) {
@@ -119,7 +97,7 @@ fn matches_transformers(family: &str) {
             let d = max_diff(&all_logits(&m, &c.sequence()), &c.logits);
             eprintln!("{what}: max |Δlogit| over every position {d:.2e}");
             assert!(d < 1e-4, "{what}: {d}");
-            assert_eq!(greedy(&m, &c.prompt_ids, c.greedy_ids.len()), c.greedy_ids, "{what}");
+            assert_eq!(decode_greedy(&m, &c.prompt_ids, c.greedy_ids.len()), c.greedy_ids, "{what}");
         }
     }
 }
