@@ -242,6 +242,16 @@ fn quantized_experts_run(family: &str, gguf_tolerance: f32) {
 }
 
 #[test]
+fn phi3_matches_transformers() {
+    matches_transformers("phi3");
+}
+
+#[test]
+fn phi3_kv_paths_match_one_shot() {
+    kv_paths_match_one_shot("phi3");
+}
+
+#[test]
 fn qwen3moe_routing_matches_transformers() {
     routing_matches_transformers("qwen3moe", 4, 2, true);
 }
@@ -292,6 +302,7 @@ fn serve_chat_and_bench() {
         ("gemma3", "google-gemma-2-2b-it"),
         ("mixtral", "mistralai-Mistral-Nemo-Instruct-2407"),
         ("qwen3moe", "Qwen-Qwen3-0.6B"),
+        ("phi3", "microsoft-Phi-3.5-mini-instruct"),
     ];
     let prompt = "Tell me a story.";
     for (family, template) in cases {

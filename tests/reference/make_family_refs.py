@@ -53,6 +53,14 @@ FAMILIES = {
         head_dim=16, query_pre_attn_scalar=16, sliding_window=5, hidden_activation="gelu_pytorch_tanh",
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    # Fused qkv_proj and gate_up_proj, RoPE on half of each head (partial_rotary_factor 0.5) with LongRoPE's
+    # short factors (every sequence here is shorter than original_max_position_embeddings) and attention factor.
+    "phi3": ("Phi3ForCausalLM", transformers.Phi3Config(
+        **{**COMMON, "rms_norm_eps": 1e-5}, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, original_max_position_embeddings=256, sliding_window=None,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+                         "original_max_position_embeddings": 256, "short_factor": [1.0, 1.5, 2.0, 3.0],
+                         "long_factor": [2.0, 3.0, 4.0, 5.0]})),
     # 4 experts of width 32, 2 per token; Qwen3-MoE renormalizes the chosen softmax weights (norm_topk_prob).
     "qwen3moe": ("Qwen3MoeForCausalLM", transformers.Qwen3MoeConfig(
         **COMMON, intermediate_size=96, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,

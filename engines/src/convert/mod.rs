@@ -7,7 +7,7 @@ pub mod names;
 pub mod preset;
 
 use tgi_formats::gguf::{GgufFile, TensorSpec, Value};
-use tgi_formats::hf::{Architecture, GgufVocab, ModelConfig};
+use tgi_formats::hf::{Architecture, GgufVocab, ModelConfig, RopeScaling};
 use tgi_formats::source::{SourceError, TensorSource};
 use tgi_formats::GgmlType;
 
@@ -208,9 +208,17 @@ impl ExportPlan {
         if !cfg.tie_word_embeddings && !has_lm_head {
             return Err(ConvertError::MissingTensor("lm_head.weight".into()));
         }
+        let mut generated: Vec<(&str, Vec<f32>)> = Vec::new();
         if let Some(factors) = metadata::llama3_rope_factors(cfg) {
+            generated.push(("rope_freqs.weight", factors));
+        }
+        if let Some(RopeScaling::LongRope { short_factor, long_factor, .. }) = &cfg.rope_scaling {
+            generated.push(("rope_factors_long.weight", long_factor.clone()));
+            generated.push(("rope_factors_short.weight", short_factor.clone()));
+        }
+        for (name, factors) in generated {
             jobs.push(TensorJob {
-                name: "rope_freqs.weight".into(),
+                name: name.into(),
                 dims: vec![factors.len() as u64],
                 input: JobInput::Generated(factors),
                 source_type: GgmlType::F32,

@@ -25,6 +25,7 @@ pub fn gguf_arch(arch: Architecture) -> &'static str {
         Architecture::Gemma2 => "gemma2",
         Architecture::Gemma3 => "gemma3",
         Architecture::Qwen3Moe => "qwen3moe",
+        Architecture::Phi3 => "phi3",
     }
 }
 
@@ -86,6 +87,8 @@ pub fn map_name(
         "self_attn.q_proj" => ("attn_q", Transform::None),
         "self_attn.k_proj" => ("attn_k", Transform::None),
         "self_attn.v_proj" => ("attn_v", Transform::None),
+        "self_attn.qkv_proj" if arch == Architecture::Phi3 => ("attn_qkv", Transform::None),
+        "mlp.gate_up_proj" if arch == Architecture::Phi3 => ("ffn_up", Transform::None),
         "self_attn.o_proj" => ("attn_output", Transform::None),
         "mlp.gate_proj" => ("ffn_gate", Transform::None),
         "mlp.up_proj" => ("ffn_up", Transform::None),

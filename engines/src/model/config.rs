@@ -58,6 +58,24 @@ pub struct DecoderConfig {
     pub rope_local_theta: Option<f32>,
     /// The mixture of experts (Mixtral, Qwen3-MoE).
     pub moe: Option<MoeConfig>,
+    /// The leading dimensions of each head that RoPE rotates (all of them unless partial, as in Phi-4-mini).
+    pub rotary_dim: usize,
+    /// LongRoPE's frequency divisors and cos/sin scale (Phi-3.5, Phi-4-mini).
+    pub long_rope: Option<LongRope>,
+}
+
+/// LongRoPE: rotary frequencies divided by `short` for a sequence of up to `original` positions and by `long`
+/// beyond (transformers' rule, per sequence), cos and sin multiplied by `attention_factor`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LongRope {
+    /// Divisors for short sequences, one per rotary frequency.
+    pub short: Vec<f32>,
+    /// Divisors for long sequences.
+    pub long: Vec<f32>,
+    /// The pre-extension context length.
+    pub original: usize,
+    /// The cos/sin scale.
+    pub attention_factor: f32,
 }
 
 impl DecoderConfig {
@@ -66,7 +84,7 @@ impl DecoderConfig {
         let mut h = cfg.hyperparameters();
         h.rope_factor = match &cfg.rope_scaling {
             // Llama 3 scaling divides frequencies (the factors given to the model), not positions.
-            None | Some(RopeScaling::Llama3 { .. }) => None,
+            None | Some(RopeScaling::Llama3 { .. }) | Some(RopeScaling::LongRope { .. }) => None,
             Some(RopeScaling::Linear { factor }) => Some(*factor),
             Some(RopeScaling::Yarn { .. }) => {
                 return Err(ModelError::Unsupported("YaRN rope scaling is not supported by the engine".into()))
@@ -75,6 +93,22 @@ impl DecoderConfig {
         let mut out = Self::new(cfg.architecture, &h, RopeStyle::Halves);
         out.window_layers = cfg.layer_windows.clone();
         out.moe = cfg.moe.clone();
+        out.rotary_dim = cfg.rotary_dim;
+        if let Some(RopeScaling::LongRope {
+            short_factor,
+            long_factor,
+            original_max_position_embeddings,
+            attention_factor,
+            ..
+        }) = &cfg.rope_scaling
+        {
+            out.long_rope = Some(LongRope {
+                short: short_factor.clone(),
+                long: long_factor.clone(),
+                original: *original_max_position_embeddings,
+                attention_factor: *attention_factor,
+            });
+        }
         if let Some(g) = &cfg.gemma {
             out.attn_scale = 1.0 / g.query_pre_attn_scalar.sqrt();
             out.attn_softcap = g.attn_logit_softcapping;
@@ -121,8 +155,10 @@ impl DecoderConfig {
         let heads = req("attention.head_count")?;
         let kv_heads = meta.int("attention.head_count_kv")?.unwrap_or(heads);
         let (key_length, rope_dims) = (meta.int("attention.key_length")?, meta.int("rope.dimension_count")?);
+        // Phi-3's files may rotate part of each head (Phi-4-mini), and state no key_length.
+        let phi3 = architecture == Architecture::Phi3;
         if let (Some(k), Some(r)) = (key_length, rope_dims) {
-            if k != r {
+            if k != r && !(phi3 && r < k) {
                 return Err(meta.error(
                     "rope.dimension_count",
                     format!("{r} differs from attention.key_length {k} (partial RoPE is not supported)"),
@@ -134,7 +170,7 @@ impl DecoderConfig {
                 return Err(meta.error("attention.value_length", format!("{v} differs from attention.key_length {k}")));
             }
         }
-        let head_dim = match key_length.or(rope_dims) {
+        let head_dim = match key_length.or(rope_dims.filter(|_| !phi3)) {
             Some(d) => d,
             None if heads == 0 || !hidden.is_multiple_of(heads) => {
                 return Err(meta.error(
@@ -191,11 +227,21 @@ impl DecoderConfig {
             | Architecture::Qwen3
             | Architecture::Gemma2
             | Architecture::Gemma3
-            | Architecture::Qwen3Moe => RopeStyle::Halves,
+            | Architecture::Qwen3Moe
+            | Architecture::Phi3 => RopeStyle::Halves,
             Architecture::Llama | Architecture::Mistral | Architecture::Mixtral => RopeStyle::Interleaved,
         };
         let mut out = Self::new(architecture, &h, style);
         out.moe = gguf_moe(&meta, architecture, &h)?;
+        if phi3 {
+            out.rotary_dim = rope_dims.unwrap_or(head_dim);
+            if out.rotary_dim > head_dim || out.rotary_dim % 2 != 0 || out.rotary_dim == 0 {
+                let problem =
+                    format!("{} is not a positive even number up to the head width {head_dim}", out.rotary_dim);
+                return Err(meta.error("rope.dimension_count", problem));
+            }
+            out.long_rope = gguf_long_rope(file, &meta, out.rotary_dim)?;
+        }
         if let Some(windows) = gemma_windows(architecture, h.layers) {
             // As llama.cpp: a fixed pattern of sliding layers; queries scaled by 1/sqrt(head_dim), except in the
             // 27B models, whose query_pre_attn_scalar is hidden / heads.
@@ -244,6 +290,8 @@ impl DecoderConfig {
             final_softcap: None,
             rope_local_theta: None,
             moe: None,
+            rotary_dim: h.head_dim,
+            long_rope: None,
         }
     }
 }
@@ -298,6 +346,40 @@ fn gguf_moe(meta: &Metadata, arch: Architecture, h: &Hyperparameters) -> Result<
     }))
 }
 
+/// LongRoPE as llama.cpp's Phi-3 files state it: `rope_factors_short.weight` and `rope_factors_long.weight`
+/// (one divisor per rotary frequency), `rope.scaling.attn_factor` and `rope.scaling.original_context_length`.
+fn gguf_long_rope(file: &GgufFile, meta: &Metadata, rotary_dim: usize) -> Result<Option<LongRope>, ModelError> {
+    use tgi_formats::TensorSource;
+    let (Some(_), Some(_)) = (file.tensor("rope_factors_short.weight"), file.tensor("rope_factors_long.weight")) else {
+        return Ok(None);
+    };
+    let read = |name: &str| -> Result<Vec<f32>, ModelError> {
+        let v = TensorSource::read_f32(file, name).map_err(|e| ModelError::Config(e.to_string()))?;
+        if v.len() != rotary_dim / 2 || v.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
+            return Err(ModelError::Config(format!(
+                "tensor '{name}': {} factors for {} rotary frequencies (each must be finite and positive)",
+                v.len(),
+                rotary_dim / 2
+            )));
+        }
+        Ok(v)
+    };
+    let original = meta.int("rope.scaling.original_context_length")?.filter(|&n| n > 0);
+    let original = original.ok_or_else(|| meta.error("rope.scaling.original_context_length", "is missing or 0"))?;
+    let attention_factor = match meta.float("rope.scaling.attn_factor")? {
+        Some(a) if !(a.is_finite() && a > 0.0) => {
+            return Err(meta.error("rope.scaling.attn_factor", format!("{a} must be a finite positive number")))
+        }
+        a => a.unwrap_or(1.0),
+    };
+    Ok(Some(LongRope {
+        short: read("rope_factors_short.weight")?,
+        long: read("rope_factors_long.weight")?,
+        original,
+        attention_factor,
+    }))
+}
+
 /// A GGUF file's `general.architecture`, when the engine runs it.
 fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError> {
     let name = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
@@ -309,8 +391,9 @@ fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError
         "gemma2" => Ok((Architecture::Gemma2, name)),
         "gemma3" => Ok((Architecture::Gemma3, name)),
         "qwen3moe" => Ok((Architecture::Qwen3Moe, name)),
+        "phi3" => Ok((Architecture::Phi3, name)),
         other => Err(ModelError::Unsupported(format!(
-            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma2, gemma3)"
+            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3)"
         ))),
     }
 }

@@ -1,5 +1,5 @@
 //! The decoder: one implementation over [`Linear`] for every weight format and every family (Llama 1/2/3,
-//! Mistral, Qwen2, Qwen3, Gemma 2 and 3, and the mixtures of experts Mixtral and Qwen3-MoE), parameterised by the family's [`Family`] description. The weight tree
+//! Mistral, Qwen2, Qwen3, Gemma 2 and 3, Phi-3, and the mixtures of experts Mixtral and Qwen3-MoE), parameterised by the family's [`Family`] description. The weight tree
 //! mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
 
 use candle_core::{Device, Tensor};
@@ -16,11 +16,36 @@ use super::weights::Weights;
 use super::{Logits, ModelError, SeqInput};
 use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
 
+/// The query, key and value projections: three, or one fused (Phi-3's `qkv_proj`, rows q then k then v).
+enum Qkv {
+    Split { q: Linear, k: Linear, v: Linear },
+    Fused { qkv: Linear, q_out: usize, kv_out: usize },
+}
+
+impl Qkv {
+    /// Queries, keys and values of `[rows, hidden]` rows.
+    fn forward(&self, h: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+        match self {
+            Qkv::Split { q, k, v } => Ok((q.forward(h)?, k.forward(h)?, v.forward(h)?)),
+            Qkv::Fused { qkv, q_out, kv_out } => {
+                let y = qkv.forward(h)?;
+                let part = |at, len| y.narrow(1, at, len)?.contiguous();
+                Ok((part(0, *q_out)?, part(*q_out, *kv_out)?, part(q_out + kv_out, *kv_out)?))
+            }
+        }
+    }
+
+    fn linears(&self) -> Vec<&Linear> {
+        match self {
+            Qkv::Split { q, k, v } => vec![q, k, v],
+            Qkv::Fused { qkv, .. } => vec![qkv],
+        }
+    }
+}
+
 /// Self-attention projections, with Qwen3's per-head query and key norms.
 struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: Qkv,
     o: Linear,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
@@ -108,9 +133,16 @@ impl Decoder {
                 Ok(Block {
                     attn_norm: norm(&format!("{p}.input_layernorm.weight"), h)?,
                     attn: Attention {
-                        q: w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
-                        k: w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
-                        v: w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
+                        qkv: if family.fused_projections {
+                            let qkv = w.linear(&format!("{p}.self_attn.qkv_proj"), q_out + 2 * kv_out, h, false)?;
+                            Qkv::Fused { qkv, q_out, kv_out }
+                        } else {
+                            Qkv::Split {
+                                q: w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
+                                k: w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
+                                v: w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
+                            }
+                        },
                         o: w.linear(&format!("{p}.self_attn.o_proj"), h, q_out, false)?,
                         q_norm: optional(family.qk_norm, format!("{p}.self_attn.q_norm.weight"), hd)?,
                         k_norm: optional(family.qk_norm, format!("{p}.self_attn.k_norm.weight"), hd)?,
@@ -121,13 +153,10 @@ impl Decoder {
                         (Some(moe), Some(names)) if moe.sparse_layers.get(i) == Some(&true) => {
                             Ffn::Moe(Moe::load(w, &p, names, moe, h)?)
                         }
-                        _ => Ffn::Dense(Box::new(Mlp::load(
-                            w,
-                            &format!("{p}.mlp"),
-                            MlpNames::LLAMA,
-                            h,
-                            cfg.intermediate,
-                        )?)),
+                        _ => {
+                            let names = if family.fused_projections { MlpNames::PHI3 } else { MlpNames::LLAMA };
+                            Ffn::Dense(Box::new(Mlp::load(w, &format!("{p}.mlp"), names, h, cfg.intermediate)?))
+                        }
                     },
                     mlp_post_norm: optional(sandwich, format!("{p}.post_feedforward_layernorm.weight"), h)?,
                 })
@@ -185,7 +214,7 @@ impl Decoder {
     pub fn linears(&self) -> impl Iterator<Item = &Linear> {
         self.blocks
             .iter()
-            .flat_map(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o].into_iter().chain(b.mlp.linears()))
+            .flat_map(|b| b.attn.qkv.linears().into_iter().chain([&b.attn.o]).chain(b.mlp.linears()))
             .chain(std::iter::once(&self.lm_head))
     }
 
@@ -251,7 +280,12 @@ impl Decoder {
             .with_scale(cfg.attn_scale)
             .with_softcap(cfg.attn_softcap);
         let windowed = cfg.sliding_window.map(|w| plan.clone().with_window(Some(w)));
-        let global = self.rope.tables(&positions, &self.device)?;
+        // LongRoPE's long factors for the sequences that reach past the original context (transformers' rule).
+        let long: Vec<bool> = batch
+            .iter()
+            .flat_map(|s| std::iter::repeat_n(self.rope.is_long(s.start + s.tokens.len()), s.tokens.len()))
+            .collect();
+        let global = self.rope.tables_with(&positions, &long, &self.device)?;
         let local = self.rope_local.as_ref().map(|r| Ok::<_, ModelError>((r, r.tables(&positions, &self.device)?)));
         let local = local.transpose()?;
         let mut x = self.embed.lookup(&tokens, &self.device)?.to_dtype(self.norm.dtype())?;
@@ -265,15 +299,15 @@ impl Decoder {
                 _ => &plan,
             };
             let h = rms_norm(&x, &b.attn_norm, eps)?;
-            let q = head_norm(b.attn.q.forward(&h)?, b.attn.q_norm.as_ref(), cfg.heads, eps)?;
-            let k = head_norm(b.attn.k.forward(&h)?, b.attn.k_norm.as_ref(), cfg.kv_heads, eps)?;
+            let (q, k, v) = b.attn.qkv.forward(&h)?;
+            let q = head_norm(q, b.attn.q_norm.as_ref(), cfg.heads, eps)?;
+            let k = head_norm(k, b.attn.k_norm.as_ref(), cfg.kv_heads, eps)?;
             let (rope, (cos, sin)) = match &local {
                 Some((rope, tables)) if cfg.is_sliding(i) => (*rope, tables),
                 _ => (&self.rope, &global),
             };
             let q = rope.apply(&q, cfg.heads, cos, sin)?;
             let k = rope.apply(&k, cfg.kv_heads, cos, sin)?;
-            let v = b.attn.v.forward(&h)?;
             let a = b.attn.o.forward(&kv.attend(i, &q, &k, &v, plan)?)?;
             x = (x + post_norm(a, b.attn_post_norm.as_ref(), eps)?)?;
             let h = rms_norm(&x, &b.mlp_norm, eps)?;

@@ -31,6 +31,8 @@ pub struct Family {
     pub activation: Activation,
     /// Where a mixture of experts keeps its weights (mixture families only).
     pub moe_names: Option<MoeNames>,
+    /// Fused `qkv_proj` and `gate_up_proj` projections (Phi-3).
+    pub fused_projections: bool,
 }
 
 impl Family {
@@ -43,6 +45,7 @@ impl Family {
             embed_scale: false,
             activation: Activation::Silu,
             moe_names: None,
+            fused_projections: false,
         };
         let mlp_experts = MoeNames { block: "mlp", expert: MlpNames::LLAMA };
         match arch {
@@ -60,6 +63,7 @@ impl Family {
                 Family { moe_names: Some(MoeNames { block: "block_sparse_moe", expert: MlpNames::MIXTRAL }), ..llama }
             }
             Architecture::Qwen3Moe => Family { qk_norm: true, moe_names: Some(mlp_experts), ..llama },
+            Architecture::Phi3 => Family { fused_projections: true, ..llama },
         }
     }
 

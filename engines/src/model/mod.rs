@@ -16,7 +16,7 @@ mod moe;
 pub(crate) mod rope;
 mod weights;
 
-pub use config::{gemma_27b, gemma_windows, DecoderConfig, RopeStyle, GEMMA3_LOCAL_THETA};
+pub use config::{gemma_27b, gemma_windows, DecoderConfig, LongRope, RopeStyle, GEMMA3_LOCAL_THETA};
 pub use decoder::{Decoder, Rows};
 pub use family::{Activation, Family};
 pub use insitu::Quantize;

@@ -26,11 +26,13 @@ pub enum Architecture {
     Mixtral,
     /// `Qwen3MoeForCausalLM` (`model_type: "qwen3_moe"`).
     Qwen3Moe,
+    /// `Phi3ForCausalLM` (`model_type: "phi3"`): Phi-3, Phi-3.5 and Phi-4-mini.
+    Phi3,
 }
 
 impl Architecture {
     /// Every supported architecture.
-    pub const ALL: [Architecture; 8] = [
+    pub const ALL: [Architecture; 9] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Qwen2,
@@ -39,6 +41,7 @@ impl Architecture {
         Architecture::Gemma3,
         Architecture::Mixtral,
         Architecture::Qwen3Moe,
+        Architecture::Phi3,
     ];
 
     /// The transformers class named in config.json `architectures`, e.g. `LlamaForCausalLM`.
@@ -52,6 +55,7 @@ impl Architecture {
             Architecture::Gemma3 => "Gemma3ForCausalLM",
             Architecture::Mixtral => "MixtralForCausalLM",
             Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Architecture::Phi3 => "Phi3ForCausalLM",
         }
     }
 
@@ -66,6 +70,7 @@ impl Architecture {
             Architecture::Gemma3 => "gemma3_text",
             Architecture::Mixtral => "mixtral",
             Architecture::Qwen3Moe => "qwen3_moe",
+            Architecture::Phi3 => "phi3",
         }
     }
 }
@@ -110,15 +115,30 @@ pub enum RopeScaling {
         /// `attention_factor`, when given.
         attention_factor: Option<f32>,
     },
+    /// LongRoPE (`"longrope"`, Phi-3.5 and Phi-4-mini): per-frequency divisors, `short_factor` for sequences up to
+    /// `original_max_position_embeddings` and `long_factor` beyond, and cos/sin scaled by `attention_factor`.
+    LongRope {
+        /// Divisors of the rotary frequencies for short sequences.
+        short_factor: Vec<f32>,
+        /// Divisors for sequences longer than `original_max_position_embeddings`.
+        long_factor: Vec<f32>,
+        /// The pre-extension context length.
+        original_max_position_embeddings: usize,
+        /// The extension factor (`max_position_embeddings / original_max_position_embeddings` when not given).
+        factor: f32,
+        /// The cos/sin scale (`sqrt(1 + ln(factor) / ln(original))` when not given, 1 for `factor` <= 1).
+        attention_factor: f32,
+    },
 }
 
 impl RopeScaling {
     /// The scaling factor, whatever the kind.
     pub fn factor(&self) -> f32 {
         match *self {
-            RopeScaling::Linear { factor } | RopeScaling::Llama3 { factor, .. } | RopeScaling::Yarn { factor, .. } => {
-                factor
-            }
+            RopeScaling::Linear { factor }
+            | RopeScaling::Llama3 { factor, .. }
+            | RopeScaling::Yarn { factor, .. }
+            | RopeScaling::LongRope { factor, .. } => factor,
         }
     }
 }
@@ -201,6 +221,8 @@ pub struct ModelConfig {
     pub gemma: Option<GemmaExtras>,
     /// The mixture of experts (`None` for dense architectures).
     pub moe: Option<MoeConfig>,
+    /// The leading dimensions of each head that RoPE rotates (`head_dim * partial_rotary_factor`).
+    pub rotary_dim: usize,
     /// Beginning-of-sequence token id.
     pub bos_token_id: Option<u32>,
     /// End-of-sequence token ids (config.json allows one or a list).
@@ -253,13 +275,43 @@ impl ModelConfig {
             Some(theta) => theta,
             None => o.f32("rope_theta")?.unwrap_or(10000.0),
         };
+        // Phi-3.5 states LongRoPE's original context at the top level.
+        let original = o.usize("original_max_position_embeddings")?;
         let rope_scaling = match rope {
-            Some(r) => rope_scaling(&r, max_position_embeddings)?,
+            Some(r) => rope_scaling(&r, max_position_embeddings, original)?,
             None => match o.object("rope_scaling")? {
-                Some(r) => rope_scaling(&r, max_position_embeddings)?,
+                Some(r) => rope_scaling(&r, max_position_embeddings, original)?,
                 None => None,
             },
         };
+        let partial = match rope.map(|r| r.f32("partial_rotary_factor")).transpose()?.flatten() {
+            Some(f) => Some(f),
+            None => o.f32("partial_rotary_factor")?,
+        };
+        let rotary_dim = match partial {
+            Some(f) if !(f > 0.0 && f <= 1.0) => {
+                return Err(o.error("partial_rotary_factor", format!("{f} must be in (0, 1]")))
+            }
+            Some(f) => (head_dim as f32 * f) as usize,
+            None => head_dim,
+        };
+        // Without a partial factor, head_dim's own checks (below) apply.
+        if partial.is_some() && (rotary_dim % 2 != 0 || rotary_dim == 0) {
+            let problem = format!("rotates {rotary_dim} dimensions, not a positive even number");
+            return Err(o.error("partial_rotary_factor", problem));
+        }
+        if let Some(RopeScaling::LongRope { short_factor, long_factor, .. }) = &rope_scaling {
+            for (field, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+                if f.len() != rotary_dim / 2 || f.iter().any(|&x| x <= 0.0) {
+                    let problem = format!(
+                        "{} factors for {} rotary frequencies (each must be positive)",
+                        f.len(),
+                        rotary_dim / 2
+                    );
+                    return Err(o.error(field, problem));
+                }
+            }
+        }
         let sliding_window = match o.bool("use_sliding_window")? {
             Some(false) => None,
             _ => o.usize("sliding_window")?,
@@ -271,6 +323,7 @@ impl ModelConfig {
             | Architecture::Qwen3
             | Architecture::Mixtral
             | Architecture::Qwen3Moe => o.bool("attention_bias")?.unwrap_or(false),
+            Architecture::Phi3 => false,
             Architecture::Gemma2 | Architecture::Gemma3 => match o.bool("attention_bias")? {
                 Some(true) => return Err(o.error("attention_bias", "Gemma with attention biases is not supported")),
                 _ => false,
@@ -283,7 +336,7 @@ impl ModelConfig {
             Architecture::Gemma3 => {
                 let local = match rope_local {
                     Some(r) => {
-                        if self::rope_scaling(&r, max_position_embeddings)?.is_some() {
+                        if self::rope_scaling(&r, max_position_embeddings, None)?.is_some() {
                             return Err(r.error("rope_type", "scaled RoPE on sliding layers is not supported"));
                         }
                         r.f32("rope_theta")?
@@ -323,6 +376,7 @@ impl ModelConfig {
             layer_windows,
             gemma,
             moe: moe_config(&o, architecture, num_hidden_layers)?,
+            rotary_dim,
             bos_token_id: o.u32("bos_token_id")?,
             eos_token_ids: o.u32_list("eos_token_id")?,
             pad_token_id: o.u32("pad_token_id")?,
@@ -503,7 +557,11 @@ fn gemma_extras(o: &Obj, head_dim: usize, rope_local_theta: Option<f32>) -> Resu
 }
 
 /// Parses a `rope_scaling` / `rope_parameters` object; `None` for no type, `"default"` and `"dynamic"`.
-fn rope_scaling(r: &Obj, max_position_embeddings: usize) -> Result<Option<RopeScaling>, HfError> {
+fn rope_scaling(
+    r: &Obj,
+    max_position_embeddings: usize,
+    top_original: Option<usize>,
+) -> Result<Option<RopeScaling>, HfError> {
     let type_field = if r.has("rope_type") { "rope_type" } else { "type" };
     let Some(rope_type) = r.str(type_field)? else {
         return Ok(None);
@@ -541,10 +599,29 @@ fn rope_scaling(r: &Obj, max_position_embeddings: usize) -> Result<Option<RopeSc
             beta_slow: r.f32("beta_slow")?,
             attention_factor: r.f32("attention_factor")?,
         },
+        "longrope" => {
+            let original = match r.usize("original_max_position_embeddings")?.or(top_original) {
+                Some(0) | None => return Err(r.error("original_max_position_embeddings", "missing or 0")),
+                Some(n) => n,
+            };
+            let factor = r.f32("factor")?.unwrap_or(max_position_embeddings as f32 / original as f32);
+            let attention_factor = match r.f32("attention_factor")? {
+                Some(a) => a,
+                None if factor <= 1.0 => 1.0,
+                None => (1.0 + factor.ln() / (original as f32).ln()).sqrt(),
+            };
+            RopeScaling::LongRope {
+                short_factor: r.req_f32_list("short_factor")?,
+                long_factor: r.req_f32_list("long_factor")?,
+                original_max_position_embeddings: original,
+                factor,
+                attention_factor,
+            }
+        }
         other => {
             return Err(r.error(
                 type_field,
-                format!("unsupported RoPE type '{other}'; supported: default, linear, dynamic, llama3, yarn"),
+                format!("unsupported RoPE type '{other}'; supported: default, linear, dynamic, llama3, yarn, longrope"),
             ))
         }
     }))
@@ -594,6 +671,7 @@ mod tests {
                 layer_windows: LayerWindows::All,
                 gemma: None,
                 moe: None,
+                rotary_dim: 8,
                 bos_token_id: Some(1),
                 eos_token_ids: vec![2],
                 pad_token_id: None,
@@ -630,12 +708,12 @@ mod tests {
             arch(r#""architectures": ["GPT2LMHeadModel"]"#).unwrap_err().to_string(),
             "config.json: unsupported architecture 'GPT2LMHeadModel'; supported: \
              LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, \
-             Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM"
+             Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM"
         );
         assert_eq!(
             arch(r#""model_type": "gpt2""#).unwrap_err().to_string(),
             "config.json: field 'model_type': unsupported model type 'gpt2'; supported: llama, mistral, qwen2, qwen3, \
-             gemma2, gemma3_text, mixtral, qwen3_moe"
+             gemma2, gemma3_text, mixtral, qwen3_moe, phi3"
         );
         assert!(arch(r#""architectures": []"#).is_err());
         assert!(arch(r#""other": 1"#).unwrap_err().to_string().contains("'architectures': missing"));
@@ -747,6 +825,43 @@ mod tests {
     }
 
     #[test]
+    fn phi3_longrope_and_partial_rotary() {
+        let p = ModelConfig::from_file(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../models/tiny-phi3/hf/config.json"
+        )))
+        .unwrap();
+        assert_eq!((p.architecture, p.head_dim, p.rotary_dim), (Architecture::Phi3, 16, 8));
+        let Some(RopeScaling::LongRope {
+            short_factor,
+            original_max_position_embeddings,
+            factor,
+            attention_factor,
+            ..
+        }) = p.rope_scaling
+        else {
+            panic!("{:?}", p.rope_scaling)
+        };
+        assert_eq!((short_factor, original_max_position_embeddings, factor), (vec![1.0, 1.5, 2.0, 3.0], 256, 2.0));
+        assert!((attention_factor - (1.0 + 2f32.ln() / 256f32.ln()).sqrt()).abs() < 1e-7);
+        // Phi-3.5's transformers 4 layout: the original context at the top level.
+        let phi35 = |extra: &str| {
+            ModelConfig::from_json_str(&format!(
+                r#"{{"architectures": ["Phi3ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 512,
+                    "max_position_embeddings": 1024, "original_max_position_embeddings": 256,
+                    "rope_scaling": {{"type": "longrope", "short_factor": [1, 1, 1, 1, 1, 1, 1, 1],
+                    "long_factor": [2, 2, 2, 2, 2, 2, 2, 2]}}{extra}}}"#
+            ))
+        };
+        let c = phi35("").unwrap();
+        assert_eq!((c.rotary_dim, c.rope_scaling.unwrap().factor()), (16, 4.0));
+        let e = phi35(r#", "partial_rotary_factor": 0.5"#).unwrap_err().to_string();
+        assert!(e.contains("'short_factor': 8 factors for 4 rotary frequencies"), "{e}");
+        assert!(phi35(r#", "partial_rotary_factor": 0"#).unwrap_err().to_string().contains("must be in (0, 1]"));
+    }
+
+    #[test]
     fn eos_list() {
         let c = llama(r#""bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]"#).unwrap();
         assert_eq!(c.eos_token_ids, vec![128001, 128008, 128009]);
@@ -813,9 +928,9 @@ mod tests {
     #[test]
     fn rope_errors() {
         assert_eq!(
-            err(r#""rope_scaling": {"rope_type": "longrope", "factor": 2.0}"#),
-            "config.json: field 'rope_scaling.rope_type': unsupported RoPE type 'longrope'; \
-             supported: default, linear, dynamic, llama3, yarn"
+            err(r#""rope_scaling": {"rope_type": "mrope", "factor": 2.0}"#),
+            "config.json: field 'rope_scaling.rope_type': unsupported RoPE type 'mrope'; \
+             supported: default, linear, dynamic, llama3, yarn, longrope"
         );
         assert_eq!(err(r#""rope_scaling": {"type": "linear"}"#), "config.json: field 'rope_scaling.factor': missing");
         assert_eq!(
