@@ -33,7 +33,7 @@ for model in stories260k stories-distill-4l; do
         fi
     done
 done
-for family in qwen3 gemma2 gemma3 mixtral qwen3moe; do
+for family in qwen3 gemma2 gemma3 phi3 mixtral qwen3moe; do
     out=$WORK/tiny-$family-f32.gguf
     "$TGI" quantize "$ROOT/models/tiny-$family/hf" --type f32 -o "$out" --quiet
     got=$("$BIN/llama-simple" -m "$out" -n 16 "$prompt" 2>/dev/null) || { echo "FAIL  tiny-$family: llama.cpp refused it"; fail=1; continue; }

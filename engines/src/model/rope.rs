@@ -114,3 +114,37 @@ fn frequencies(cfg: &DecoderConfig, theta: f32, factors: Option<&[f32]>) -> Vec<
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use tgi_formats::hf::ModelConfig;
+
+    use super::*;
+    use crate::model::config::LongRope;
+
+    /// Partial rotary leaves the trailing dimensions alone; LongRoPE divides by the long factors only for rows
+    /// flagged long, and scales cos and sin.
+    #[test]
+    fn partial_rotary_and_long_rope() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/tiny-phi3/hf/config.json");
+        let mut cfg = DecoderConfig::from_hf(&ModelConfig::from_file(std::path::Path::new(path)).unwrap()).unwrap();
+        assert_eq!((cfg.head_dim, cfg.rotary_dim), (16, 8));
+        cfg.long_rope = Some(LongRope { short: vec![1.0; 4], long: vec![2.0; 4], original: 4, attention_factor: 1.5 });
+        let rope = Rope::new(&cfg, None);
+        assert!(!rope.is_long(4) && rope.is_long(5));
+        let (cos, sin) = rope.tables_with(&[3, 3], &[false, true], &Device::Cpu).unwrap();
+        let (cos, sin) = (
+            cos.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            sin.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        );
+        assert!((cos[0] - 1.5 * 3f32.cos()).abs() < 1e-6 && (cos[4] - 1.5 * 1.5f32.cos()).abs() < 1e-6);
+        assert!((sin[4] - 1.5 * 1.5f32.sin()).abs() < 1e-6);
+        let x = Tensor::arange(0f32, 32.0, &Device::Cpu).unwrap().reshape((1, 32)).unwrap();
+        let (cos, sin) = rope.tables(&[3], &Device::Cpu).unwrap();
+        let y = rope.apply(&x, 2, &cos, &sin).unwrap().to_vec2::<f32>().unwrap();
+        let x = x.to_vec2::<f32>().unwrap();
+        assert_eq!(y[0][8..16], x[0][8..16], "the pass-through half of head 0");
+        assert_eq!(y[0][24..32], x[0][24..32], "and of head 1");
+        assert_ne!(y[0][..8], x[0][..8]);
+    }
+}
