@@ -18,15 +18,23 @@ use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
 
 /// The query, key and value projections: three, or one fused (Phi-3's `qkv_proj`, rows q then k then v).
 enum Qkv {
-    Split { q: Linear, k: Linear, v: Linear },
-    Fused { qkv: Linear, q_out: usize, kv_out: usize },
+    /// q, k and v.
+    Split(Box<[Linear; 3]>),
+    Fused {
+        qkv: Linear,
+        q_out: usize,
+        kv_out: usize,
+    },
 }
 
 impl Qkv {
     /// Queries, keys and values of `[rows, hidden]` rows.
     fn forward(&self, h: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
         match self {
-            Qkv::Split { q, k, v } => Ok((q.forward(h)?, k.forward(h)?, v.forward(h)?)),
+            Qkv::Split(qkv) => {
+                let [q, k, v] = &**qkv;
+                Ok((q.forward(h)?, k.forward(h)?, v.forward(h)?))
+            }
             Qkv::Fused { qkv, q_out, kv_out } => {
                 let y = qkv.forward(h)?;
                 let part = |at, len| y.narrow(1, at, len)?.contiguous();
@@ -37,7 +45,7 @@ impl Qkv {
 
     fn linears(&self) -> Vec<&Linear> {
         match self {
-            Qkv::Split { q, k, v } => vec![q, k, v],
+            Qkv::Split(qkv) => qkv.iter().collect(),
             Qkv::Fused { qkv, .. } => vec![qkv],
         }
     }
@@ -137,11 +145,11 @@ impl Decoder {
                             let qkv = w.linear(&format!("{p}.self_attn.qkv_proj"), q_out + 2 * kv_out, h, false)?;
                             Qkv::Fused { qkv, q_out, kv_out }
                         } else {
-                            Qkv::Split {
-                                q: w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
-                                k: w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
-                                v: w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
-                            }
+                            Qkv::Split(Box::new([
+                                w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
+                                w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
+                                w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
+                            ]))
                         },
                         o: w.linear(&format!("{p}.self_attn.o_proj"), h, q_out, false)?,
                         q_norm: optional(family.qk_norm, format!("{p}.self_attn.q_norm.weight"), hd)?,
