@@ -7,14 +7,12 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::engine::decode_greedy;
 use common::{model, quantize, root};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tgi_engines::generate::{generate, GenerateRequest};
 use tgi_engines::kv::BlockTable;
 use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
-use tgi_engines::sampling::SamplingParams;
-use tgi_engines::scheduler::Request;
 
 fn reference(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(root().join("tests/reference").join(name)).unwrap()).unwrap()
@@ -43,22 +41,6 @@ fn last_logits(m: &LoadedModel, tokens: &[u32]) -> Vec<f32> {
     let mut t = BlockTable::new();
     kv.reserve(&mut t, tokens.len()).unwrap();
     m.model.forward(&mut kv, &[SeqInput { tokens, start: 0, table: &t, logits: Logits::Last }]).unwrap().remove(0)
-}
-
-fn greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32> {
-    let request = Request {
-        prompt_ids: prompt.to_vec(),
-        params: SamplingParams::greedy(),
-        max_new_tokens: n,
-        stop: vec![],
-        ignore_eos: true,
-        prompt_logprobs: false,
-        cache_salt: 0,
-        constraint: None,
-        request_id: String::new(),
-    };
-    let req = GenerateRequest { request, prefill_chunk: 512 };
-    generate(m, &req, |_| {}).unwrap().tokens
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -93,7 +75,7 @@ fn float32_matches_transformers() {
                 let prompt = ids(&p["prompt_ids"]);
                 assert_eq!(m.tokenizer.encode(p["prompt"].as_str().unwrap(), true, false).unwrap(), prompt, "{what}");
                 let want = ids(&p["greedy_ids"]);
-                assert_eq!(greedy(&m, &prompt, want.len()), want, "{what}");
+                assert_eq!(decode_greedy(&m, &prompt, want.len()), want, "{what}");
                 let d = max_diff(&last_logits(&m, &prompt), &floats(&p["last_logits"]));
                 let mut after = prompt.clone();
                 after.extend_from_slice(&want[..16]);
@@ -121,7 +103,7 @@ fn quantized_matches_llama_cpp() {
     for p in st["prompts"].as_array().unwrap() {
         let prompt = ids(&p["prompt_ids"]);
         let want = ids(&p["greedy_ids"]);
-        let got = greedy(&m, &prompt, want.len());
+        let got = decode_greedy(&m, &prompt, want.len());
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         let d = max_diff(&last_logits(&m, &prompt), &floats(&p["last_logits"]));
         let mut after = prompt.clone();

@@ -1,9 +1,13 @@
 //! Running a loaded model in-process: every position's logits, greedy continuations, logit distances.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use tgi_engines::generate::{generate, GenerateRequest};
 use tgi_engines::kv::BlockTable;
 use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
+use tgi_engines::sampling::SamplingParams;
+use tgi_engines::scheduler::Request;
 
 /// Loads `path` with `opts`.
 pub fn open(path: &Path, opts: LoadOptions) -> LoadedModel {
@@ -32,6 +36,23 @@ pub fn greedy(m: &LoadedModel, prompt: &[u32], n: usize) -> Vec<u32> {
         seq.push(argmax(&l) as u32);
     }
     seq[prompt.len()..].to_vec()
+}
+
+/// `n` greedy tokens after `prompt` through the engine's generation loop (KV cache, one-token decode steps),
+/// never stopping at EOS.
+pub fn decode_greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32> {
+    let request = Request {
+        prompt_ids: prompt.to_vec(),
+        params: SamplingParams::greedy(),
+        max_new_tokens: n,
+        stop: vec![],
+        ignore_eos: true,
+        prompt_logprobs: false,
+        cache_salt: 0,
+        constraint: None,
+        request_id: String::new(),
+    };
+    generate(m, &GenerateRequest { request, prefill_chunk: 512 }, |_| {}).unwrap().tokens
 }
 
 /// The largest absolute difference between two equally long slices.

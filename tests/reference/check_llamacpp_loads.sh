@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Opt-in check that llama.cpp itself loads the GGUF files `tgi quantize` writes from the
 # Hugging Face checkpoints and generates the same greedy text as from llama.cpp's own files
-# (tests/reference/llamacpp_greedy.json, recorded by make_llamacpp_refs.py).
+# (tests/reference/llamacpp_greedy.json, recorded by make_llamacpp_refs.py); and that it loads the F32 GGUF files
+# of the other families' tiny checkpoints (models/tiny-*/hf) and generates greedily the text `tgi generate`
+# does from the same file.
 #
 # Usage: tests/reference/check_llamacpp_loads.sh LLAMA_BIN_DIR
 #   LLAMA_BIN_DIR: a llama.cpp build with llama-simple (this script never builds llama.cpp).
@@ -30,5 +32,17 @@ for model in stories260k stories-distill-4l; do
             fail=1
         fi
     done
+done
+for family in qwen3 gemma2 gemma3 phi3 mixtral qwen3moe; do
+    out=$WORK/tiny-$family-f32.gguf
+    "$TGI" quantize "$ROOT/models/tiny-$family/hf" --type f32 -o "$out" --quiet
+    got=$("$BIN/llama-simple" -m "$out" -n 16 "$prompt" 2>/dev/null) || { echo "FAIL  tiny-$family: llama.cpp refused it"; fail=1; continue; }
+    want="$prompt$("$TGI" generate -m "$out" --temperature 0 --ignore-eos -n 16 "$prompt" 2>/dev/null)"
+    if [[ "$got" == "$want" ]]; then
+        echo "ok    tiny-$family f32: $got"
+    else
+        echo "FAIL  tiny-$family f32"; echo "  llama.cpp: $got"; echo "  tgi:       $want"
+        fail=1
+    fi
 done
 exit $fail

@@ -1,7 +1,9 @@
-//! `make-checkpoint`: writes a Hugging Face `LlamaForCausalLM` checkpoint directory with deterministic random
-//! weights of a real model's shape and a real 32000-token Llama 2 tokenizer, for speed and size work (like vLLM's
-//! dummy weights). The values are meaningless; the shapes, names, dtypes, configs and tokenizer are real.
+//! `make-checkpoint`: writes a Hugging Face checkpoint directory (Llama, Qwen3, Gemma 2 or Qwen3-MoE) with
+//! deterministic random weights of a real model's shape and a real 32000-token Llama 2 tokenizer, for speed and
+//! size work (like vLLM's dummy weights). The values are meaningless; the shapes, names, dtypes, configs and
+//! tokenizer are real (the vocabulary is Llama 2's whatever the family).
 
+mod family;
 mod gguf_vocab;
 mod json;
 mod rng;
@@ -10,6 +12,7 @@ mod tokenizer;
 
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
+use family::Family;
 use json::{arr, obj, J};
 use safetensors_out::{Dtype, Init, TensorSpec, Written};
 use std::path::{Path, PathBuf};
@@ -32,26 +35,65 @@ enum ShapeName {
     /// Two layers: hidden 256, 4 heads, 2 KV heads, FFN 512, context 512.
     #[value(name = "tiny-2l")]
     Tiny2l,
+    /// Qwen3-1.7B: hidden 2048, 28 layers, 16 heads of 128, 8 KV heads, FFN 6144, q/k norms, tied embeddings.
+    #[value(name = "qwen3-1.7b")]
+    Qwen3_1_7b,
+    /// Gemma-2-2B: hidden 2304, 26 layers, 8 heads of 256, 4 KV heads, FFN 9216, soft-caps, window 4096.
+    #[value(name = "gemma-2-2b")]
+    Gemma2_2b,
+    /// Qwen3-30B-A3B's layer (hidden 2048, 32 heads of 128, 4 KV heads, 128 experts of FFN 768, 8 a token) with
+    /// 5 of its 48 layers, so that the F16 checkpoint stays under 8 GB (6.5 GB).
+    #[value(name = "qwen3-30b-a3b-5l")]
+    Qwen3_30bA3b5l,
 }
 
-/// The hyperparameters of a Llama model (vocabulary size comes from the tokenizer).
+/// The hyperparameters of a model (vocabulary size comes from the tokenizer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shape {
+    family: Family,
     hidden: usize,
     layers: usize,
     heads: usize,
     kv_heads: usize,
+    /// Width of a head; `None` for `hidden / heads`.
+    head_dim: Option<usize>,
     ffn: usize,
     ctx: usize,
 }
 
+impl Shape {
+    fn head_dim(&self) -> usize {
+        self.head_dim.unwrap_or(self.hidden / self.heads)
+    }
+}
+
 impl ShapeName {
     fn shape(self) -> Shape {
-        let s = |hidden, layers, heads, kv_heads, ffn, ctx| Shape { hidden, layers, heads, kv_heads, ffn, ctx };
+        let s = |hidden, layers, heads, kv_heads, ffn, ctx| Shape {
+            family: Family::Llama,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim: None,
+            ffn,
+            ctx,
+        };
         match self {
             ShapeName::Tinyllama1_1b => s(2048, 22, 32, 4, 5632, 2048),
             ShapeName::Llama150m => s(768, 12, 12, 12, 2048, 2048),
             ShapeName::Tiny2l => s(256, 2, 4, 2, 512, 512),
+            ShapeName::Qwen3_1_7b => {
+                Shape { family: Family::Qwen3, head_dim: Some(128), ..s(2048, 28, 16, 8, 6144, 40960) }
+            }
+            ShapeName::Gemma2_2b => {
+                Shape { family: Family::Gemma2, head_dim: Some(256), ..s(2304, 26, 8, 4, 9216, 8192) }
+            }
+            ShapeName::Qwen3_30bA3b5l => Shape {
+                family: Family::Qwen3Moe { experts: 128, per_token: 8, expert_ffn: 768 },
+                head_dim: Some(128),
+                ..s(2048, 5, 32, 4, 6144, 40960)
+            },
         }
     }
 }
@@ -99,9 +141,9 @@ struct Args {
     vocab: Option<PathBuf>,
 }
 
-/// The parameters of `LlamaForCausalLM` in state-dict order (untied embeddings).
+/// The model's parameters in state-dict order.
 fn tensor_specs(s: &Shape, vocab: usize) -> Vec<TensorSpec> {
-    let head_dim = s.hidden / s.heads;
+    let head_dim = s.head_dim();
     let (q, kv) = (s.heads * head_dim, s.kv_heads * head_dim);
     let t = |name: String, shape: &[usize], init| TensorSpec { name, shape: shape.to_vec(), init };
     let w = Init::Normal(INIT_STD);
@@ -114,51 +156,75 @@ fn tensor_specs(s: &Shape, vocab: usize) -> Vec<TensorSpec> {
             t(format!("{p}.self_attn.k_proj.weight"), &[kv, s.hidden], w),
             t(format!("{p}.self_attn.v_proj.weight"), &[kv, s.hidden], w),
             t(format!("{p}.self_attn.o_proj.weight"), &[s.hidden, q], w),
-            t(format!("{p}.mlp.gate_proj.weight"), &[s.ffn, s.hidden], w),
-            t(format!("{p}.mlp.up_proj.weight"), &[s.ffn, s.hidden], w),
-            t(format!("{p}.mlp.down_proj.weight"), &[s.hidden, s.ffn], w),
-            t(format!("{p}.input_layernorm.weight"), &[s.hidden], norm),
-            t(format!("{p}.post_attention_layernorm.weight"), &[s.hidden], norm),
         ]);
+        let mlp = |prefix: String, ffn: usize| {
+            [
+                t(format!("{prefix}.gate_proj.weight"), &[ffn, s.hidden], w),
+                t(format!("{prefix}.up_proj.weight"), &[ffn, s.hidden], w),
+                t(format!("{prefix}.down_proj.weight"), &[s.hidden, ffn], w),
+            ]
+        };
+        match s.family {
+            Family::Qwen3Moe { experts, expert_ffn, .. } => {
+                specs.push(t(format!("{p}.mlp.gate.weight"), &[experts, s.hidden], w));
+                specs.extend((0..experts).flat_map(|e| mlp(format!("{p}.mlp.experts.{e}"), expert_ffn)));
+            }
+            _ => specs.extend(mlp(format!("{p}.mlp"), s.ffn)),
+        }
+        // Gemma scales by (1 + w): its norms are drawn around 0.
+        let norm = if s.family == Family::Gemma2 { w } else { norm };
+        specs.push(t(format!("{p}.input_layernorm.weight"), &[s.hidden], norm));
+        specs.push(t(format!("{p}.post_attention_layernorm.weight"), &[s.hidden], norm));
+        for (name, width) in s.family.extra_norms(s.hidden, head_dim) {
+            specs.push(t(format!("{p}.{name}.weight"), &[width], norm));
+        }
     }
+    let norm = if s.family == Family::Gemma2 { w } else { norm };
     specs.push(t("model.norm.weight".into(), &[s.hidden], norm));
-    specs.push(t("lm_head.weight".into(), &[vocab, s.hidden], w));
+    if !s.family.tied() {
+        specs.push(t("lm_head.weight".into(), &[vocab, s.hidden], w));
+    }
     specs
 }
 
-/// `config.json` as transformers 5 writes it for `LlamaForCausalLM` (plus the top-level `rope_theta` and
+/// `config.json` as transformers 5 writes it for the family's class (plus the top-level `rope_theta` and
 /// `torch_dtype` older readers look for, like the project's fixtures).
 fn config_json(s: &Shape, vocab: &gguf_vocab::SpmVocab, dtype: Dtype) -> J {
-    let rope_theta = 10000.0;
-    obj([
-        ("architectures", arr([J::from("LlamaForCausalLM")])),
+    let llama = s.family == Family::Llama;
+    let rope_theta = match s.family {
+        Family::Llama | Family::Gemma2 => 10000.0,
+        Family::Qwen3 | Family::Qwen3Moe { .. } => 1_000_000.0,
+    };
+    let mut keys = vec![
+        ("architectures", arr([J::from(s.family.class())])),
         ("attention_bias", J::Bool(false)),
         ("attention_dropout", J::Float(0.0)),
         ("bos_token_id", J::from(vocab.bos)),
         ("dtype", J::from(dtype.torch_name())),
         ("eos_token_id", J::from(vocab.eos)),
-        ("head_dim", J::from(s.hidden / s.heads)),
+        ("head_dim", J::from(s.head_dim())),
         ("hidden_act", J::from("silu")),
         ("hidden_size", J::from(s.hidden)),
         ("initializer_range", J::Float(0.02)),
         ("intermediate_size", J::from(s.ffn)),
         ("max_position_embeddings", J::from(s.ctx)),
         ("mlp_bias", J::Bool(false)),
-        ("model_type", J::from("llama")),
+        ("model_type", J::from(s.family.model_type())),
         ("num_attention_heads", J::from(s.heads)),
         ("num_hidden_layers", J::from(s.layers)),
         ("num_key_value_heads", J::from(s.kv_heads)),
         ("pad_token_id", J::Null),
         ("pretraining_tp", J::Int(1)),
-        ("rms_norm_eps", J::Float(1e-5)),
+        ("rms_norm_eps", J::Float(if llama { 1e-5 } else { 1e-6 })),
         ("rope_parameters", obj([("rope_theta", J::Float(rope_theta)), ("rope_type", J::from("default"))])),
-        ("tie_word_embeddings", J::Bool(false)),
+        ("tie_word_embeddings", J::Bool(s.family.tied())),
         ("transformers_version", J::from("5.24.0")),
         ("use_cache", J::Bool(true)),
         ("vocab_size", J::from(vocab.tokens.len())),
-        ("rope_theta", J::Float(rope_theta)),
-        ("torch_dtype", J::from(dtype.torch_name())),
-    ])
+    ];
+    keys.extend(s.family.config_keys(s.layers, s.head_dim()));
+    keys.extend([("rope_theta", J::Float(rope_theta)), ("torch_dtype", J::from(dtype.torch_name()))]);
+    obj(keys)
 }
 
 /// `generation_config.json` (greedy by default, like the project's fixtures).
@@ -190,8 +256,10 @@ fn resolve_shape(args: &Args) -> Result<Shape> {
         s.hidden > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.ffn > 0 && s.ctx > 0,
         "sizes must be > 0"
     );
-    ensure!(divides(s.heads, s.hidden), "hidden {} is not a multiple of heads {}", s.hidden, s.heads);
-    ensure!(divides(2, s.hidden / s.heads), "head dim {} must be even (RoPE)", s.hidden / s.heads);
+    if s.head_dim.is_none() {
+        ensure!(divides(s.heads, s.hidden), "hidden {} is not a multiple of heads {}", s.hidden, s.heads);
+    }
+    ensure!(divides(2, s.head_dim()), "head dim {} must be even (RoPE)", s.head_dim());
     ensure!(divides(s.kv_heads, s.heads), "heads {} is not a multiple of kv-heads {}", s.heads, s.kv_heads);
     Ok(s)
 }
@@ -252,8 +320,9 @@ fn print_summary(
     elapsed: std::time::Duration,
 ) {
     println!(
-        "{}: LlamaForCausalLM {} hidden {} layers {} heads {}/{} ffn {} vocab {} ctx {}, {} params, {}, seed {}",
+        "{}: {} {} hidden {} layers {} heads {}/{} ffn {} vocab {} ctx {}, {} params, {}, seed {}",
         dir.display(),
+        s.family.class(),
         value_name(&args.shape),
         s.hidden,
         s.layers,
@@ -299,6 +368,35 @@ mod tests {
         assert_eq!(params, 1_100_048_384);
         assert_eq!(specs.len(), 2 + 22 * 9 + 1);
         assert_eq!(specs[2].shape, vec![256, 2048]); // k_proj: 4 KV heads of 64
+    }
+
+    /// The families' shapes: Qwen3-1.7B's decoder (1.47B parameters with Llama 2's 32000-token vocabulary, 2.03B
+    /// with Qwen's 151936), tied,
+    /// Gemma-2-2B's four norms a layer, and one Qwen3-30B-A3B layer of 128 experts.
+    #[test]
+    fn family_shapes() {
+        let count = |name: ShapeName| {
+            let specs = tensor_specs(&name.shape(), 32000);
+            (specs.iter().map(TensorSpec::numel).sum::<usize>(), specs)
+        };
+        let (params, specs) = count(ShapeName::Qwen3_1_7b);
+        assert_eq!(params, 1_474_946_048);
+        assert!(specs.iter().any(|t| t.name == "model.layers.0.self_attn.q_norm.weight" && t.shape == [128]));
+        assert!(!specs.iter().any(|t| t.name == "lm_head.weight"));
+        let (_, specs) = count(ShapeName::Gemma2_2b);
+        assert_eq!(
+            specs.iter().filter(|t| t.name.starts_with("model.layers.0.") && t.name.contains("norm")).count(),
+            4
+        );
+        let (params, specs) = count(ShapeName::Qwen3_30bA3b5l);
+        assert_eq!(specs.iter().filter(|t| t.name.starts_with("model.layers.0.mlp.experts.")).count(), 3 * 128);
+        assert!(params * 2 < 8_000_000_000, "{params} parameters are over 8 GB in F16");
+        let cfg = config_json(
+            &ShapeName::Gemma2_2b.shape(),
+            &gguf_vocab::read_spm_vocab(LLAMA_SPM_VOCAB).unwrap(),
+            Dtype::F16,
+        );
+        assert_eq!(cfg.get("query_pre_attn_scalar"), Some(&J::Int(256)));
     }
 
     #[test]

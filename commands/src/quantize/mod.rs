@@ -17,7 +17,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgi_engines::convert::preset::{Preset, TypeOverrides};
 use tgi_engines::convert::{run_job, ExportPlan, Scratch};
-use tgi_engines::model::{LlamaConfig, ModelError};
+use tgi_engines::model::{DecoderConfig, ModelError};
 use tgi_formats::gguf::{GgufFile, GgufWriter};
 use tgi_formats::hf::{self, GgufVocab, ModelConfig};
 use tgi_formats::safetensors::SafetensorsSet;
@@ -205,7 +205,7 @@ impl Input {
             let file = GgufFile::open(path)?;
             // Hostile hyperparameters are refused here rather than copied into the output (architectures the
             // engine does not run are requantized unchecked).
-            if let Err(e @ ModelError::Config(_)) = LlamaConfig::from_gguf(&file) {
+            if let Err(e @ ModelError::Config(_)) = DecoderConfig::from_gguf(&file) {
                 return Err(InputError(format!("{}: {e}", path.display())).into());
             }
             let name =

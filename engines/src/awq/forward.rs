@@ -7,7 +7,7 @@ use candle_nn::ops::{rms_norm, silu, softmax_last_dim};
 
 use super::layer::{LayerWeights, Proj};
 use crate::model::rope::Rope;
-use crate::model::LlamaConfig;
+use crate::model::DecoderConfig;
 
 /// Samples whose attention scores are materialised at once.
 const ATTENTION_CHUNK: usize = 4;
@@ -38,7 +38,7 @@ pub(crate) struct Captures {
 /// What a layer forward needs besides its weights.
 pub(crate) struct Context<'a> {
     /// The hyperparameters.
-    pub cfg: &'a LlamaConfig,
+    pub cfg: &'a DecoderConfig,
     /// RoPE.
     pub rope: &'a Rope,
     /// Tokens per sample.
@@ -61,7 +61,7 @@ pub(crate) fn matrix(v: &[f32], rows: usize, cols: usize) -> candle_core::Result
 
 impl DenseLayer {
     /// Tensors of `lw` under `cfg`.
-    pub fn new(lw: &LayerWeights, cfg: &LlamaConfig) -> candle_core::Result<Self> {
+    pub fn new(lw: &LayerWeights, cfg: &DecoderConfig) -> candle_core::Result<Self> {
         let vec = |v: &[f32]| Tensor::from_slice(v, v.len(), &Device::Cpu);
         let w = Proj::ALL.map(|p| {
             let (o, i) = p.shape(cfg);

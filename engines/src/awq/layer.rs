@@ -4,7 +4,7 @@
 use tgi_formats::TensorSource;
 
 use super::AwqSearchError;
-use crate::model::LlamaConfig;
+use crate::model::DecoderConfig;
 
 /// The seven linear layers of a Llama decoder layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl Proj {
     }
 
     /// `(out, in)` features under `cfg`.
-    pub fn shape(self, cfg: &LlamaConfig) -> (usize, usize) {
+    pub fn shape(self, cfg: &DecoderConfig) -> (usize, usize) {
         let (q, kv) = (cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
         match self {
             Proj::Q => (q, cfg.hidden),
@@ -77,7 +77,7 @@ pub struct LayerWeights {
 
 impl LayerWeights {
     /// Reads layer `index` from an HF-named checkpoint.
-    pub fn read(source: &dyn TensorSource, cfg: &LlamaConfig, index: usize) -> Result<Self, AwqSearchError> {
+    pub fn read(source: &dyn TensorSource, cfg: &DecoderConfig, index: usize) -> Result<Self, AwqSearchError> {
         let read = |name: String, len: usize| -> Result<Vec<f32>, AwqSearchError> {
             let v = source.read_f32(&name)?;
             if v.len() != len {

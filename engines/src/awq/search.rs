@@ -3,6 +3,7 @@
 //! clipping, and hands the layer's new weights over; the original layer's output feeds the next layer.
 
 use candle_core::{Device, Tensor};
+use tgi_formats::hf::Architecture;
 use tgi_formats::TensorSource;
 
 use super::calibration::Calibration;
@@ -12,7 +13,7 @@ use super::layer::{unscale_norm, LayerWeights, Proj};
 use super::scale::{fake_quant_scaled, search, weight_mean, ScaleChoice};
 use super::{AwqOptions, AwqSearchError};
 use crate::model::rope::Rope;
-use crate::model::LlamaConfig;
+use crate::model::DecoderConfig;
 
 /// Samples run through a layer at once when capturing.
 const FORWARD_CHUNK: usize = 8;
@@ -53,7 +54,7 @@ pub struct SearchedLayer {
 /// The search over a checkpoint, one layer per [`AwqSearch::next_layer`].
 pub struct AwqSearch<'a> {
     source: &'a dyn TensorSource,
-    cfg: LlamaConfig,
+    cfg: DecoderConfig,
     rope: Rope,
     opts: AwqOptions,
     seq: usize,
@@ -77,7 +78,7 @@ enum Prev {
 }
 
 /// The groups AutoAWQ scales in a Llama layer (v -> o only without GQA, where the shapes match).
-fn groups(cfg: &LlamaConfig) -> Vec<Group> {
+fn groups(cfg: &DecoderConfig) -> Vec<Group> {
     let mut g = vec![Group { prev: Prev::InputNorm, linears: &[Proj::Q, Proj::K, Proj::V] }];
     if Proj::V.shape(cfg) == Proj::O.shape(cfg) {
         g.push(Group { prev: Prev::Linear(Proj::V), linears: &[Proj::O] });
@@ -115,11 +116,20 @@ impl<'a> AwqSearch<'a> {
     /// Llama 3's per-frequency divisors, if any. Refuses layers whose inputs do not divide into groups.
     pub fn new(
         source: &'a dyn TensorSource,
-        cfg: LlamaConfig,
+        cfg: DecoderConfig,
         rope_factors: Option<&[f32]>,
         calib: &Calibration,
         opts: AwqOptions,
     ) -> Result<Self, AwqSearchError> {
+        if crate::model::Family::of(cfg.architecture) != crate::model::Family::of(Architecture::Llama) {
+            return Err(AwqSearchError::Unsupported(format!(
+                "the AWQ search runs Llama-style layers; {} is not one (supported: {})",
+                cfg.architecture.hf_class(),
+                [Architecture::Llama, Architecture::Mistral, Architecture::Qwen2]
+                    .map(Architecture::hf_class)
+                    .join(", ")
+            )));
+        }
         for p in Proj::ALL {
             let (_, i) = p.shape(&cfg);
             if opts.group_size == 0 || !i.is_multiple_of(opts.group_size) {

@@ -1,7 +1,7 @@
 //! GGUF metadata for a converted Hugging Face model, with the keys and types llama.cpp expects.
 
 use tgi_formats::gguf::Value;
-use tgi_formats::hf::{GgufVocab, ModelConfig, RopeScaling};
+use tgi_formats::hf::{Architecture, GgufVocab, ModelConfig, RopeScaling};
 
 use super::names::gguf_arch;
 
@@ -29,7 +29,25 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
     put(&a("attention.value_length"), u32v(cfg.head_dim));
     put("general.file_type", Value::U32(file_type));
     put(&a("vocab_size"), u32v(cfg.vocab_size));
-    put(&a("rope.dimension_count"), u32v(cfg.head_dim));
+    put(&a("rope.dimension_count"), u32v(cfg.rotary_dim));
+    if let Some(moe) = &cfg.moe {
+        put(&a("expert_count"), u32v(moe.experts));
+        put(&a("expert_used_count"), u32v(moe.experts_per_token));
+        if cfg.architecture == Architecture::Qwen3Moe {
+            put(&a("expert_feed_forward_length"), u32v(moe.expert_intermediate));
+        }
+    }
+    if let (Some(g), Architecture::Gemma2) = (&cfg.gemma, cfg.architecture) {
+        if let Some(cap) = g.attn_logit_softcapping {
+            put(&a("attn_logit_softcapping"), Value::F32(cap));
+        }
+        if let Some(cap) = g.final_logit_softcapping {
+            put(&a("final_logit_softcapping"), Value::F32(cap));
+        }
+    }
+    if let (Some(w), Some(_)) = (cfg.sliding_window, &cfg.gemma) {
+        put(&a("attention.sliding_window"), u32v(w));
+    }
     match &cfg.rope_scaling {
         Some(RopeScaling::Linear { factor }) => {
             put(&a("rope.scaling.type"), Value::String("linear".into()));
@@ -38,6 +56,11 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
         Some(RopeScaling::Yarn { factor, original_max_position_embeddings, .. }) => {
             put(&a("rope.scaling.type"), Value::String("yarn".into()));
             put(&a("rope.scaling.factor"), Value::F32(*factor));
+            put(&a("rope.scaling.original_context_length"), u32v(*original_max_position_embeddings));
+        }
+        // LongRoPE's factors travel as the rope_factors_{short,long}.weight tensors.
+        Some(RopeScaling::LongRope { original_max_position_embeddings, attention_factor, .. }) => {
+            put(&a("rope.scaling.attn_factor"), Value::F32(*attention_factor));
             put(&a("rope.scaling.original_context_length"), u32v(*original_max_position_embeddings));
         }
         // Llama 3 scaling travels as the rope_freqs.weight tensor instead.

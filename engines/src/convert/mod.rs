@@ -7,10 +7,11 @@ pub mod names;
 pub mod preset;
 
 use tgi_formats::gguf::{GgufFile, TensorSpec, Value};
-use tgi_formats::hf::{GgufVocab, ModelConfig};
+use tgi_formats::hf::{Architecture, GgufVocab, ModelConfig, RopeScaling};
 use tgi_formats::source::{SourceError, TensorSource};
 use tgi_formats::GgmlType;
 
+use crate::model::{gemma_27b, gemma_windows, GEMMA3_LOCAL_THETA};
 use encode::ErrorStats;
 use names::Transform;
 use preset::{ModelShape, Preset, TypeOverrides, TypeRules};
@@ -60,6 +61,12 @@ pub enum ConvertError {
         /// Heads.
         heads: usize,
     },
+    /// A configuration the GGUF format cannot describe as llama.cpp reads it.
+    #[error("{0}")]
+    Unrepresentable(String),
+    /// A layer's experts do not form one stack (missing experts, or differing shapes or types).
+    #[error("the experts of '{0}' are not a complete set of tensors of one shape and type")]
+    BadStack(String),
     /// A tensor the configuration requires is missing.
     #[error("the checkpoint has no tensor '{0}'")]
     MissingTensor(String),
@@ -76,6 +83,8 @@ pub enum ConvertError {
 pub enum JobInput {
     /// A tensor of the source checkpoint, by its source name.
     Tensor(String),
+    /// Tensors of the source checkpoint stacked in order along a new outer dimension (the experts of a layer).
+    Stack(Vec<String>),
     /// Values computed by the converter (Llama 3 `rope_freqs.weight`).
     Generated(Vec<f32>),
 }
@@ -102,6 +111,18 @@ impl TensorJob {
     pub fn elements(&self) -> u64 {
         self.dims.iter().product()
     }
+}
+
+/// The experts of one layer's projection, gathered for one stacked GGUF tensor.
+struct Stack {
+    /// The stack's GGUF name.
+    gguf: String,
+    /// (expert, source name) of each expert found.
+    parts: Vec<(usize, String)>,
+    /// One expert's GGML dims.
+    dims: Vec<u64>,
+    /// The stored type, the same for every expert.
+    dtype: GgmlType,
 }
 
 /// Everything needed to write one GGUF file.
@@ -133,7 +154,9 @@ impl ExportPlan {
         preset: Preset,
         overrides: &TypeOverrides,
     ) -> Result<ExportPlan, ConvertError> {
+        check_representable(cfg)?;
         let mut jobs = Vec::new();
+        let mut stacks: Vec<Stack> = Vec::new();
         let has_lm_head = tensors.iter().any(|(n, _, _)| n == "lm_head.weight");
         for (name, shape, dtype) in tensors {
             if !matches!(dtype, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
@@ -148,6 +171,14 @@ impl ExportPlan {
                 continue;
             };
             let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
+            if let Some((_, e)) = names::split_expert(name) {
+                match stacks.iter_mut().find(|s| s.gguf == gguf) {
+                    Some(s) if s.dims == dims && s.dtype == *dtype => s.parts.push((e, name.clone())),
+                    Some(_) => return Err(ConvertError::BadStack(gguf)),
+                    None => stacks.push(Stack { gguf, parts: vec![(e, name.clone())], dims, dtype: *dtype }),
+                }
+                continue;
+            }
             jobs.push(TensorJob {
                 name: gguf,
                 input: JobInput::Tensor(name.clone()),
@@ -157,12 +188,37 @@ impl ExportPlan {
                 target: GgmlType::F32,
             });
         }
+        let mut stack_types = Vec::new();
+        for Stack { gguf, mut parts, mut dims, dtype } in stacks {
+            stack_types.push((gguf.clone(), dtype));
+            parts.sort();
+            if parts.iter().enumerate().any(|(i, (e, _))| *e != i) {
+                return Err(ConvertError::BadStack(gguf));
+            }
+            dims.push(parts.len() as u64);
+            jobs.push(TensorJob {
+                name: gguf,
+                input: JobInput::Stack(parts.into_iter().map(|(_, n)| n).collect()),
+                source_type: GgmlType::F32,
+                dims,
+                transform: Transform::None,
+                target: GgmlType::F32,
+            });
+        }
         if !cfg.tie_word_embeddings && !has_lm_head {
             return Err(ConvertError::MissingTensor("lm_head.weight".into()));
         }
+        let mut generated: Vec<(&str, Vec<f32>)> = Vec::new();
         if let Some(factors) = metadata::llama3_rope_factors(cfg) {
+            generated.push(("rope_freqs.weight", factors));
+        }
+        if let Some(RopeScaling::LongRope { short_factor, long_factor, .. }) = &cfg.rope_scaling {
+            generated.push(("rope_factors_long.weight", long_factor.clone()));
+            generated.push(("rope_factors_short.weight", short_factor.clone()));
+        }
+        for (name, factors) in generated {
             jobs.push(TensorJob {
-                name: "rope_freqs.weight".into(),
+                name: name.into(),
                 dims: vec![factors.len() as u64],
                 input: JobInput::Generated(factors),
                 source_type: GgmlType::F32,
@@ -175,15 +231,24 @@ impl ExportPlan {
             n_head: cfg.num_attention_heads,
             n_head_kv: cfg.num_key_value_heads,
             tied_embeddings: !jobs.iter().any(|j| j.name == "output.weight"),
+            n_expert: cfg.moe.as_ref().map_or(0, |m| m.experts),
         };
         // The rules see the model as llama.cpp's converter writes it (all F32), then each
         // job remembers how its tensor is really stored, so unchanged tensors are copied.
         assign_types(&mut jobs, preset, overrides, shape)?;
         for job in &mut jobs {
-            if let JobInput::Tensor(src) = &job.input {
-                if let Some((_, _, dtype)) = tensors.iter().find(|(n, _, _)| n == src) {
-                    job.source_type = *dtype;
+            match &job.input {
+                JobInput::Tensor(src) => {
+                    if let Some((_, _, dtype)) = tensors.iter().find(|(n, _, _)| n == src) {
+                        job.source_type = *dtype;
+                    }
                 }
+                JobInput::Stack(_) => {
+                    if let Some((_, dtype)) = stack_types.iter().find(|(n, _)| *n == job.name) {
+                        job.source_type = *dtype;
+                    }
+                }
+                JobInput::Generated(_) => {}
             }
         }
         let metadata = metadata::hf_metadata(model_name, cfg, vocab, preset.file_type());
@@ -207,6 +272,7 @@ impl ExportPlan {
             })
             .collect();
         let n_head = get_u32("attention.head_count");
+        let n_expert = get_u32("expert_count");
         let shape = ModelShape {
             n_layer: get_u32("block_count"),
             n_head,
@@ -215,6 +281,7 @@ impl ExportPlan {
                 n => n,
             },
             tied_embeddings: !jobs.iter().any(|j| j.name == "output.weight"),
+            n_expert,
         };
         assign_types(&mut jobs, preset, overrides, shape)?;
         for j in &jobs {
@@ -281,6 +348,50 @@ fn assign_types(
     Ok(())
 }
 
+/// Refuses what llama.cpp would run differently from the checkpoint: for Gemma it takes the attention scale
+/// (`1/sqrt(head_dim)`, or `1/sqrt(hidden / heads)` for the 27B models), the sliding layers and Gemma 3's local
+/// RoPE base from the architecture and shape, not from the file, and applies no soft-caps to Gemma 3.
+fn check_representable(cfg: &ModelConfig) -> Result<(), ConvertError> {
+    if let Some(moe) = &cfg.moe {
+        // llama.cpp makes every layer a mixture and renormalizes the chosen experts' weights.
+        if !moe.norm_topk_prob || moe.sparse_layers.iter().any(|&s| !s) {
+            return Err(ConvertError::Unrepresentable(format!(
+                "{} with dense layers or without norm_topk_prob: llama.cpp runs every layer as a mixture with \
+                 renormalized weights and a GGUF file cannot state otherwise",
+                cfg.architecture.hf_class()
+            )));
+        }
+    }
+    let (Some(g), Some(windows)) = (&cfg.gemma, gemma_windows(cfg.architecture, cfg.num_hidden_layers)) else {
+        return Ok(());
+    };
+    let refuse = |what: String| {
+        Err(ConvertError::Unrepresentable(format!(
+            "{what}; llama.cpp assumes otherwise for this {} shape and a GGUF file cannot state it",
+            cfg.architecture.hf_class()
+        )))
+    };
+    let implied = if gemma_27b(cfg.architecture, cfg.num_hidden_layers) {
+        cfg.hidden_size / cfg.num_attention_heads
+    } else {
+        cfg.head_dim
+    };
+    if g.query_pre_attn_scalar != implied as f32 {
+        return refuse(format!("query_pre_attn_scalar {} is not {implied}", g.query_pre_attn_scalar));
+    }
+    if cfg.layer_windows != windows {
+        return refuse(format!("the sliding layers {:?} are not llama.cpp's {windows:?}", cfg.layer_windows));
+    }
+    if let Some(theta) = g.rope_local_theta.filter(|&t| t != GEMMA3_LOCAL_THETA) {
+        return refuse(format!("the sliding layers' RoPE base {theta} is not {GEMMA3_LOCAL_THETA}"));
+    }
+    let caps = g.attn_logit_softcapping.is_some() || g.final_logit_softcapping.is_some();
+    if cfg.architecture == Architecture::Gemma3 && caps {
+        return refuse("Gemma 3 with logit soft-capping".into());
+    }
+    Ok(())
+}
+
 /// Sets a key as gguf's `gguf_set_val_*` does: any old entry removed, the new one appended.
 fn set_kv(kv: &mut Vec<(String, Value)>, key: &str, value: Value) {
     kv.retain(|(k, _)| k != key);
@@ -313,6 +424,24 @@ pub fn run_job(
             }
             source.read_f32_into(name, &mut scratch.values)?;
             source.release(name);
+        }
+        JobInput::Stack(names) => {
+            let copy = job.target == job.source_type;
+            scratch.bytes.clear();
+            scratch.values.clear();
+            for name in names {
+                if copy {
+                    scratch.bytes.extend_from_slice(source.raw_bytes(name)?);
+                } else {
+                    source.read_f32_into(name, &mut scratch.spare)?;
+                    scratch.values.extend_from_slice(&scratch.spare);
+                }
+                source.release(name);
+            }
+            if copy {
+                progress(job.elements());
+                return Ok(ErrorStats { count: job.elements(), ..Default::default() });
+            }
         }
     }
     names::apply(job.transform, &mut scratch.values, &mut scratch.spare, rows)?;

@@ -1,4 +1,5 @@
-//! Hugging Face -> GGUF tensor names for the Llama family, and the Q/K row permutation.
+//! Hugging Face -> GGUF tensor names per architecture (llama.cpp's), the Q/K row permutation of the Llama
+//! family and Gemma's norm offset.
 
 use tgi_formats::hf::Architecture;
 
@@ -11,14 +12,30 @@ pub enum Transform {
     None,
     /// llama.cpp's Q/K permutation: within each of `heads` heads, the two rotary halves are interleaved.
     PermuteHeads(usize),
+    /// One added to every value: Gemma's `(1 + w)` norm weights, which llama.cpp stores offset.
+    AddOne,
 }
 
 /// The GGUF `general.architecture` for a Hugging Face architecture.
 pub fn gguf_arch(arch: Architecture) -> &'static str {
     match arch {
-        Architecture::Llama | Architecture::Mistral => "llama",
+        Architecture::Llama | Architecture::Mistral | Architecture::Mixtral => "llama",
         Architecture::Qwen2 => "qwen2",
+        Architecture::Qwen3 => "qwen3",
+        Architecture::Gemma2 => "gemma2",
+        Architecture::Gemma3 => "gemma3",
+        Architecture::Qwen3Moe => "qwen3moe",
+        Architecture::Phi3 => "phi3",
     }
+}
+
+/// An expert's tensor (`...experts.E.rest`) as the name of the stack of all experts' (`...experts.rest`) and `E`;
+/// llama.cpp stores a layer's experts as one 3-D tensor per projection.
+pub fn split_expert(hf: &str) -> Option<(String, usize)> {
+    let (before, after) = hf.split_once(".experts.")?;
+    let (index, rest) = after.split_once('.')?;
+    let e = index.parse().ok()?;
+    Some((format!("{before}.experts.{rest}"), e))
 }
 
 /// Maps one HF tensor name to its GGUF name and transform; `Ok(None)` for tensors
@@ -30,10 +47,12 @@ pub fn map_name(
     hf: &str,
 ) -> Result<Option<(String, Transform)>, ConvertError> {
     let unknown = || ConvertError::UnknownTensor { tensor: hf.to_string(), arch: format!("{arch:?}") };
-    let permute = matches!(arch, Architecture::Llama | Architecture::Mistral);
+    let permute = matches!(arch, Architecture::Llama | Architecture::Mistral | Architecture::Mixtral);
+    let gemma = matches!(arch, Architecture::Gemma2 | Architecture::Gemma3);
+    let norm = if gemma { Transform::AddOne } else { Transform::None };
     match hf {
         "model.embed_tokens.weight" => return Ok(Some(("token_embd.weight".into(), Transform::None))),
-        "model.norm.weight" => return Ok(Some(("output_norm.weight".into(), Transform::None))),
+        "model.norm.weight" => return Ok(Some(("output_norm.weight".into(), norm))),
         "lm_head.weight" => return Ok(Some(("output.weight".into(), Transform::None))),
         _ => {}
     }
@@ -43,23 +62,51 @@ pub fn map_name(
     if rest.ends_with("rotary_emb.inv_freq") {
         return Ok(None);
     }
-    let (module, suffix) = rest.rsplit_once('.').ok_or_else(unknown)?;
+    // One expert's tensor maps to its stack's name.
+    let stacked = split_expert(rest).map_or(rest.to_string(), |(s, _)| s);
+    let (module, suffix) = stacked.rsplit_once('.').ok_or_else(unknown)?;
     if suffix != "weight" && suffix != "bias" {
         return Err(unknown());
     }
+    let qk_norm = matches!(arch, Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Qwen3Moe);
+    let moe = match arch {
+        Architecture::Mixtral => Some(("block_sparse_moe", ["w1", "w3", "w2"])),
+        Architecture::Qwen3Moe => Some(("mlp", ["gate_proj", "up_proj", "down_proj"])),
+        _ => None,
+    };
     let (gguf, transform) = match module {
-        "input_layernorm" => ("attn_norm", Transform::None),
+        "input_layernorm" => ("attn_norm", norm),
+        "post_attention_layernorm" if gemma => ("post_attention_norm", norm),
+        "pre_feedforward_layernorm" if gemma => ("ffn_norm", norm),
+        "post_feedforward_layernorm" if gemma => ("post_ffw_norm", norm),
         "post_attention_layernorm" => ("ffn_norm", Transform::None),
+        "self_attn.q_norm" if qk_norm => ("attn_q_norm", norm),
+        "self_attn.k_norm" if qk_norm => ("attn_k_norm", norm),
         "self_attn.q_proj" if permute => ("attn_q", Transform::PermuteHeads(n_head)),
         "self_attn.k_proj" if permute => ("attn_k", Transform::PermuteHeads(n_head_kv)),
         "self_attn.q_proj" => ("attn_q", Transform::None),
         "self_attn.k_proj" => ("attn_k", Transform::None),
         "self_attn.v_proj" => ("attn_v", Transform::None),
+        "self_attn.qkv_proj" if arch == Architecture::Phi3 => ("attn_qkv", Transform::None),
+        "mlp.gate_up_proj" if arch == Architecture::Phi3 => ("ffn_up", Transform::None),
         "self_attn.o_proj" => ("attn_output", Transform::None),
         "mlp.gate_proj" => ("ffn_gate", Transform::None),
         "mlp.up_proj" => ("ffn_up", Transform::None),
         "mlp.down_proj" => ("ffn_down", Transform::None),
-        _ => return Err(unknown()),
+        _ => match moe.and_then(|(block, [gate, up, down])| {
+            let m = module.strip_prefix(block)?.strip_prefix('.')?;
+            let expert = |p: &str| m == format!("experts.{p}");
+            match m {
+                "gate" => Some("ffn_gate_inp"),
+                _ if expert(gate) => Some("ffn_gate_exps"),
+                _ if expert(up) => Some("ffn_up_exps"),
+                _ if expert(down) => Some("ffn_down_exps"),
+                _ => None,
+            }
+        }) {
+            Some(name) => (name, Transform::None),
+            None => return Err(unknown()),
+        },
     };
     Ok(Some((format!("blk.{layer}.{gguf}.{suffix}"), transform)))
 }
@@ -67,8 +114,13 @@ pub fn map_name(
 /// Applies a transform to a row-major `[rows, cols]` tensor (a bias is `[rows, 1]`) in `data`,
 /// using `scratch` as the working copy.
 pub fn apply(transform: Transform, data: &mut [f32], scratch: &mut Vec<f32>, rows: usize) -> Result<(), ConvertError> {
-    let Transform::PermuteHeads(heads) = transform else {
-        return Ok(());
+    let heads = match transform {
+        Transform::None => return Ok(()),
+        Transform::AddOne => {
+            data.iter_mut().for_each(|x| *x += 1.0);
+            return Ok(());
+        }
+        Transform::PermuteHeads(heads) => heads,
     };
     if heads == 0
         || !rows.is_multiple_of(heads)
@@ -119,6 +171,51 @@ mod tests {
         assert_eq!(q, ("blk.1.attn_q.bias".into(), Transform::None));
         assert!(map_name(Architecture::Llama, 8, 4, "model.layers.0.self_attn.rotary_emb.inv_freq").unwrap().is_none());
         assert!(map_name(Architecture::Llama, 8, 4, "vision_tower.x.weight").is_err());
+    }
+
+    /// llama.cpp's names for the mixtures: the router and each projection's stack of experts.
+    #[test]
+    fn expert_names() {
+        let m = |arch, n: &str| map_name(arch, 4, 2, &format!("model.layers.1.{n}.weight")).unwrap().unwrap().0;
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.gate"), "blk.1.ffn_gate_inp.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.experts.3.gate_proj"), "blk.1.ffn_gate_exps.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.experts.up_proj"), "blk.1.ffn_up_exps.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "mlp.experts.0.down_proj"), "blk.1.ffn_down_exps.weight");
+        assert_eq!(m(Architecture::Qwen3Moe, "self_attn.q_norm"), "blk.1.attn_q_norm.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.gate"), "blk.1.ffn_gate_inp.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.experts.7.w1"), "blk.1.ffn_gate_exps.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.experts.7.w3"), "blk.1.ffn_up_exps.weight");
+        assert_eq!(m(Architecture::Mixtral, "block_sparse_moe.experts.7.w2"), "blk.1.ffn_down_exps.weight");
+        assert!(map_name(Architecture::Qwen3, 4, 2, "model.layers.0.mlp.gate.weight").is_err());
+        let (stack, e) = split_expert("model.layers.2.mlp.experts.11.up_proj.weight").unwrap();
+        assert_eq!((stack.as_str(), e), ("model.layers.2.mlp.experts.up_proj.weight", 11));
+        assert_eq!(split_expert("model.layers.2.mlp.up_proj.weight"), None);
+    }
+
+    /// llama.cpp's names (gguf-py's `TensorNameMap`) for Qwen3's q/k norms and Gemma 2's four norms.
+    #[test]
+    fn qwen3_and_gemma2_names() {
+        let m = |arch, n: &str| map_name(arch, 4, 2, &format!("model.layers.1.{n}.weight")).unwrap().unwrap();
+        let q3 = |n| m(Architecture::Qwen3, n);
+        assert_eq!(q3("self_attn.q_norm"), ("blk.1.attn_q_norm.weight".into(), Transform::None));
+        assert_eq!(q3("self_attn.k_norm").0, "blk.1.attn_k_norm.weight");
+        assert_eq!(q3("self_attn.q_proj"), ("blk.1.attn_q.weight".into(), Transform::None));
+        assert_eq!(q3("post_attention_layernorm").0, "blk.1.ffn_norm.weight");
+        let g2 = |n| m(Architecture::Gemma2, n);
+        assert_eq!(g2("input_layernorm"), ("blk.1.attn_norm.weight".into(), Transform::AddOne));
+        assert_eq!(g2("post_attention_layernorm").0, "blk.1.post_attention_norm.weight");
+        assert_eq!(g2("pre_feedforward_layernorm").0, "blk.1.ffn_norm.weight");
+        assert_eq!(g2("post_feedforward_layernorm").0, "blk.1.post_ffw_norm.weight");
+        assert_eq!(g2("mlp.gate_proj"), ("blk.1.ffn_gate.weight".into(), Transform::None));
+        let g3 = m(Architecture::Gemma3, "self_attn.k_norm");
+        assert_eq!(g3, ("blk.1.attn_k_norm.weight".into(), Transform::AddOne));
+        let norm = map_name(Architecture::Gemma2, 4, 2, "model.norm.weight").unwrap().unwrap();
+        assert_eq!(norm, ("output_norm.weight".into(), Transform::AddOne));
+        assert!(map_name(Architecture::Llama, 4, 2, "model.layers.0.self_attn.q_norm.weight").is_err());
+        let mut scratch = Vec::new();
+        let mut w = vec![0.5, -1.0];
+        apply(Transform::AddOne, &mut w, &mut scratch, 2).unwrap();
+        assert_eq!(w, vec![1.5, 0.0]);
     }
 
     #[test]

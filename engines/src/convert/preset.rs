@@ -150,6 +150,7 @@ enum Category {
     Output,
     TokenEmbd,
     AttnV,
+    AttnK,
     AttnOutput,
     FfnDown,
     Other,
@@ -162,6 +163,8 @@ fn category(name: &str) -> Category {
         Category::TokenEmbd
     } else if name.contains("attn_v.weight") {
         Category::AttnV
+    } else if name.contains("attn_k.weight") {
+        Category::AttnK
     } else if name.contains("attn_output.weight") {
         Category::AttnOutput
     } else if name.contains("ffn_down") {
@@ -208,6 +211,9 @@ pub struct ModelShape {
     pub n_head_kv: usize,
     /// Whether the file has no `output.weight` (token_embd doubles as output).
     pub tied_embeddings: bool,
+    /// Experts per mixture layer (0 for a dense model): llama.cpp gives 8-expert models (Mixtral) more bits
+    /// in attention.
+    pub n_expert: usize,
 }
 
 /// Chooses the GGUF type of every tensor for a preset, exactly as llama-quantize does (no imatrix).
@@ -260,14 +266,16 @@ impl<'a> TypeRules<'a> {
         Ok(fallback(ty, row))
     }
 
-    /// llama_tensor_get_type_impl restricted to the dense Llama-family cases.
+    /// llama_tensor_get_type_impl restricted to the presets tgi writes (dense and 8-expert cases).
     fn mix_type(&self, name: &str, cat: Category, row: u64, i_attention_wv: usize) -> GgmlType {
         use GgmlType as T;
         let p = self.preset;
         let mut t = p.default_type();
         let n_layer = self.shape.n_layer;
         let n_gqa = self.shape.n_head / self.shape.n_head_kv.max(1);
-        let is_70b = n_layer == 80;
+        let eight_experts = self.shape.n_expert == 8;
+        // llama.cpp's 70B is a dense 80-layer Llama (an 8-expert model of 80 layers is not).
+        let is_70b = n_layer == 80 && !eight_experts;
         if cat == Category::Output || (self.shape.tied_embeddings && cat == Category::TokenEmbd) {
             if !row.is_multiple_of(t.block_size() as u64) {
                 return T::Q8_0;
@@ -299,7 +307,11 @@ impl<'a> TypeRules<'a> {
                 if is_70b && (t == T::Q3_K || t == T::Q4_K) {
                     t = T::Q5_K;
                 }
+                if eight_experts {
+                    t = T::Q8_0;
+                }
             }
+            Category::AttnK if eight_experts => t = T::Q8_0,
             Category::FfnDown => {
                 let i = layer_of(name).unwrap_or(0);
                 t = match p {
@@ -316,6 +328,11 @@ impl<'a> TypeRules<'a> {
                     Preset::Q4_K_S if i < n_layer / 8 => T::Q5_K,
                     _ => t,
                 };
+            }
+            Category::AttnOutput if eight_experts => {
+                if matches!(p, Preset::Q2_K | Preset::Q3_K_M | Preset::Q4_K_S | Preset::Q4_K_M) {
+                    t = T::Q5_K;
+                }
             }
             Category::AttnOutput => {
                 t = match p {
@@ -385,7 +402,7 @@ mod tests {
         }
         let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
         let ov = TypeOverrides::default();
-        let shape = ModelShape { n_layer, n_head: 4, n_head_kv: 2, tied_embeddings: tied };
+        let shape = ModelShape { n_layer, n_head: 4, n_head_kv: 2, tied_embeddings: tied, n_expert: 0 };
         let rules = TypeRules::new(preset, &ov, shape, &refs);
         let mut iv = 0;
         names
@@ -439,7 +456,7 @@ mod tests {
     #[test]
     fn norms_and_vectors_are_kept() {
         let ov = TypeOverrides::default();
-        let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: true };
+        let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: true, n_expert: 0 };
         let rules = TypeRules::new(Preset::Q4_0, &ov, shape, &[]);
         assert_eq!(rules.choose("blk.0.attn_norm.weight", &[256], T::F32, 0).unwrap(), T::F32);
         assert_eq!(rules.choose("blk.0.attn_q.bias", &[256], T::F32, 0).unwrap(), T::F32);
@@ -452,7 +469,7 @@ mod tests {
             token_embedding: Some(T::F16),
             patterns: vec![TypeOverrides::parse_pattern("attn_q=q8_0").unwrap()],
         };
-        let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: false };
+        let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: false, n_expert: 0 };
         let rules = TypeRules::new(Preset::Q4_K_M, &ov, shape, &[]);
         assert_eq!(rules.choose("output.weight", &[256, 8], T::F32, 0).unwrap(), T::Q8_0);
         assert_eq!(rules.choose("token_embd.weight", &[256, 8], T::F32, 0).unwrap(), T::F16);

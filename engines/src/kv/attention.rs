@@ -33,6 +33,7 @@ pub struct AttentionPlan {
     kv_heads: usize,
     head_dim: usize,
     scale: f32,
+    softcap: Option<f32>,
     window: Option<usize>,
 }
 
@@ -45,7 +46,31 @@ impl AttentionPlan {
             slots.extend((0..s.rows.len()).map(|j| s.table.slot(s.start + j)));
         }
         let scale = 1.0 / (head_dim as f32).sqrt();
-        AttentionPlan { seqs, slots, heads, kv_heads, head_dim, scale, window }
+        AttentionPlan { seqs, slots, heads, kv_heads, head_dim, scale, softcap: None, window }
+    }
+
+    /// The plan with scores scaled by `scale` instead of `1 / sqrt(head_dim)`.
+    pub fn with_scale(mut self, scale: f32) -> Self {
+        self.scale = scale;
+        self
+    }
+
+    /// The plan with scores soft-capped by `tanh(s / cap) * cap` after scaling (Gemma 2).
+    pub fn with_softcap(mut self, cap: Option<f32>) -> Self {
+        self.softcap = cap;
+        self
+    }
+
+    /// The plan with another sliding window (per-layer windows share the rest).
+    pub fn with_window(mut self, window: Option<usize>) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// A scaled score, soft-capped when the plan says so.
+    fn score(&self, dot: f32) -> f32 {
+        let s = dot * self.scale;
+        self.softcap.map_or(s, |c| (s / c).tanh() * c)
     }
 
     /// Rows in the step.
@@ -271,7 +296,7 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
             let (n, keys) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
             for (i, q) in queries[j * gw..][..gw].chunks_exact(hd).enumerate() {
                 for (x, k) in scores[at + i * n + a - lo..at + i * n + b - lo].iter_mut().zip(keys.chunks_exact(hd)) {
-                    *x = dot(q, k) * plan.scale;
+                    *x = plan.score(dot(q, k));
                 }
             }
         }
@@ -358,7 +383,11 @@ pub(super) fn device(
             })
             .collect();
         let mask = Tensor::from_vec(mask, (len, ctx), dev)?;
-        let att = (qs.matmul(&keys.t()?)? * plan.scale as f64)?.broadcast_add(&mask)?;
+        let mut att = (qs.matmul(&keys.t()?)? * plan.scale as f64)?;
+        if let Some(c) = plan.softcap {
+            att = ((att / c as f64)?.tanh()? * c as f64)?;
+        }
+        let att = att.broadcast_add(&mask)?;
         let att = candle_nn::ops::softmax_last_dim(&att)?;
         let o = att.matmul(&vals)?.transpose(0, 1)?.reshape((len, heads * hd))?;
         outs.push(o.to_dtype(q.dtype())?);
@@ -376,7 +405,7 @@ mod tests {
     }
 
     /// The host path and the tensor path agree, for a batch mixing a prefill chunk and a decode row,
-    /// with grouped-query heads and a sliding window.
+    /// with grouped-query heads, a sliding window, and Gemma 2's scale and soft-cap.
     #[test]
     fn host_and_tensor_paths_agree() {
         let (heads, kvh, hd, bs) = (4, 2, 8, 4);
@@ -385,7 +414,7 @@ mod tests {
         pool.grow(&mut b, 3).unwrap(); // interleave blocks so slots are not contiguous
         pool.grow(&mut a, 6).unwrap();
         pool.grow(&mut b, 7).unwrap();
-        for window in [None, Some(3)] {
+        for (window, softcap) in [(None, None), (Some(3), None), (Some(3), Some(0.5))] {
             let width = kvh * hd;
             let slots = 16 * bs * width;
             let (mut hk, mut hv) = (HostBuf::F32(vec![0f32; slots]), HostBuf::F32(vec![0f32; slots]));
@@ -396,7 +425,10 @@ mod tests {
             for (n, step) in steps.into_iter().enumerate() {
                 let seqs: Vec<SeqSpan> =
                     step.into_iter().map(|(rows, start, table)| SeqSpan { rows, start, table }).collect();
-                let plan = AttentionPlan::new(seqs, heads, kvh, hd, window);
+                let mut plan = AttentionPlan::new(seqs, heads, kvh, hd, window).with_softcap(softcap);
+                if softcap.is_some() {
+                    plan = plan.with_scale(0.7);
+                }
                 let t = plan.rows();
                 let mk = |w: usize, s: u32| Tensor::from_vec(rand(t * w, s + n as u32), (t, w), &Device::Cpu).unwrap();
                 let (q, k, v) = (mk(heads * hd, 1), mk(width, 2), mk(width, 3));

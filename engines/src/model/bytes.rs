@@ -4,6 +4,29 @@ use std::sync::Arc;
 
 use tgi_formats::TensorSource;
 
+/// Which part of a stored tensor a layer reads: expert `index` of a stack of `count` (llama.cpp's 3-D expert
+/// tensors), or all of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// The expert.
+    pub index: usize,
+    /// Experts in the stack.
+    pub count: usize,
+}
+
+impl Part {
+    /// The part's bytes of the whole tensor's `bytes` (all of them for `None`).
+    pub fn of(part: Option<Part>, bytes: &[u8]) -> &[u8] {
+        match part {
+            Some(p) => {
+                let len = bytes.len() / p.count;
+                &bytes[p.index * len..(p.index + 1) * len]
+            }
+            None => bytes,
+        }
+    }
+}
+
 /// Bytes of one stored tensor, kept valid for as long as this value lives.
 pub enum WeightBytes {
     /// Borrowed from the source's memory map, which `owner` keeps alive.
@@ -28,7 +51,16 @@ unsafe impl Sync for WeightBytes {}
 impl WeightBytes {
     /// Borrows tensor `name` from `owner`'s map.
     pub fn mapped(owner: &Arc<dyn TensorSource>, name: &str) -> Result<Self, tgi_formats::SourceError> {
-        let bytes = owner.raw_bytes(name)?;
+        Self::mapped_part(owner, name, None)
+    }
+
+    /// Borrows `part` of tensor `name` (all of it for `None`) from `owner`'s map.
+    pub fn mapped_part(
+        owner: &Arc<dyn TensorSource>,
+        name: &str,
+        part: Option<Part>,
+    ) -> Result<Self, tgi_formats::SourceError> {
+        let bytes = Part::of(part, owner.raw_bytes(name)?);
         Ok(WeightBytes::Mapped { owner: Arc::clone(owner), ptr: bytes.as_ptr(), len: bytes.len() })
     }
 

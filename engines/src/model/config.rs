@@ -1,7 +1,7 @@
-//! The hyperparameters a Llama-family model runs with, from config.json or from GGUF metadata.
+//! The hyperparameters a decoder runs with, from config.json or from GGUF metadata.
 
 use tgi_formats::gguf::{GgufFile, Value};
-use tgi_formats::hf::{Architecture, ModelConfig, RopeScaling};
+use tgi_formats::hf::{Architecture, LayerWindows, ModelConfig, MoeConfig, RopeScaling};
 use tgi_formats::hyperparameters::{Hyper, Hyperparameters};
 
 use super::ModelError;
@@ -17,8 +17,8 @@ pub enum RopeStyle {
 
 /// Everything the forward pass needs to know about the architecture.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LlamaConfig {
-    /// The architecture (Llama, Mistral, Qwen2).
+pub struct DecoderConfig {
+    /// The architecture (Llama, Mistral, Qwen2, Qwen3, Gemma 2).
     pub architecture: Architecture,
     /// Model width.
     pub hidden: usize,
@@ -46,21 +46,89 @@ pub struct LlamaConfig {
     pub rope_style: RopeStyle,
     /// Sliding attention window.
     pub sliding_window: Option<usize>,
+    /// Which layers attend within `sliding_window`.
+    pub window_layers: LayerWindows,
+    /// Attention scores are multiplied by this (`1 / sqrt(head_dim)` unless the family says otherwise).
+    pub attn_scale: f32,
+    /// Attention scores are soft-capped to `±cap` by `tanh(s / cap) * cap` (Gemma 2).
+    pub attn_softcap: Option<f32>,
+    /// Output logits are soft-capped the same way (Gemma 2).
+    pub final_softcap: Option<f32>,
+    /// Gemma 3: the RoPE base of sliding layers, which rotate without scaling (the others use `rope_theta`).
+    pub rope_local_theta: Option<f32>,
+    /// The mixture of experts (Mixtral, Qwen3-MoE).
+    pub moe: Option<MoeConfig>,
+    /// The leading dimensions of each head that RoPE rotates (all of them unless partial, as in Phi-4-mini).
+    pub rotary_dim: usize,
+    /// LongRoPE's frequency divisors and cos/sin scale (Phi-3.5, Phi-4-mini).
+    pub long_rope: Option<LongRope>,
 }
 
-impl LlamaConfig {
+/// LongRoPE: rotary frequencies divided by `short` for a sequence of up to `original` positions and by `long`
+/// beyond (transformers' rule, per sequence), cos and sin multiplied by `attention_factor`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LongRope {
+    /// Divisors for short sequences, one per rotary frequency.
+    pub short: Vec<f32>,
+    /// Divisors for long sequences.
+    pub long: Vec<f32>,
+    /// The pre-extension context length.
+    pub original: usize,
+    /// The cos/sin scale.
+    pub attention_factor: f32,
+}
+
+impl DecoderConfig {
     /// From a config.json (whose hyperparameters were checked when it was parsed).
     pub fn from_hf(cfg: &ModelConfig) -> Result<Self, ModelError> {
         let mut h = cfg.hyperparameters();
         h.rope_factor = match &cfg.rope_scaling {
             // Llama 3 scaling divides frequencies (the factors given to the model), not positions.
-            None | Some(RopeScaling::Llama3 { .. }) => None,
+            None | Some(RopeScaling::Llama3 { .. }) | Some(RopeScaling::LongRope { .. }) => None,
             Some(RopeScaling::Linear { factor }) => Some(*factor),
             Some(RopeScaling::Yarn { .. }) => {
                 return Err(ModelError::Unsupported("YaRN rope scaling is not supported by the engine".into()))
             }
         };
-        Ok(Self::new(cfg.architecture, &h, RopeStyle::Halves))
+        let mut out = Self::new(cfg.architecture, &h, RopeStyle::Halves);
+        out.window_layers = cfg.layer_windows.clone();
+        out.moe = cfg.moe.clone();
+        out.rotary_dim = cfg.rotary_dim;
+        if let Some(RopeScaling::LongRope {
+            short_factor,
+            long_factor,
+            original_max_position_embeddings,
+            attention_factor,
+            ..
+        }) = &cfg.rope_scaling
+        {
+            out.long_rope = Some(LongRope {
+                short: short_factor.clone(),
+                long: long_factor.clone(),
+                original: *original_max_position_embeddings,
+                attention_factor: *attention_factor,
+            });
+        }
+        if let Some(g) = &cfg.gemma {
+            out.attn_scale = 1.0 / g.query_pre_attn_scalar.sqrt();
+            out.attn_softcap = g.attn_logit_softcapping;
+            out.final_softcap = g.final_logit_softcapping;
+            out.rope_local_theta = g.rope_local_theta;
+        }
+        Ok(out)
+    }
+
+    /// Whether layer `layer` is a sliding-window (local) layer.
+    pub fn is_sliding(&self, layer: usize) -> bool {
+        match &self.window_layers {
+            LayerWindows::All => self.sliding_window.is_some(),
+            LayerWindows::PerLayer(sliding) => sliding.get(layer) == Some(&true),
+        }
+    }
+
+    /// The sliding window layer `layer` attends within, if any.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        self.sliding_window.filter(|_| self.is_sliding(layer))
     }
 
     /// From a GGUF file's `{arch}.*` metadata; the vocabulary size comes from the embedding's shape.
@@ -77,13 +145,20 @@ impl LlamaConfig {
     fn from_gguf_metadata(file: &GgufFile, vocab: usize) -> Result<Self, ModelError> {
         let (architecture, arch_name) = gguf_architecture(file)?;
         let meta = Metadata { file, arch: arch_name };
+        // Mixtral is llama.cpp's `llama` with experts.
+        let architecture = match (architecture, meta.int("expert_count")?) {
+            (Architecture::Llama, Some(n)) if n > 0 => Architecture::Mixtral,
+            (a, _) => a,
+        };
         let req = |k: &str| meta.int(k)?.ok_or_else(|| meta.error(k, "is missing"));
         let hidden = req("embedding_length")?;
         let heads = req("attention.head_count")?;
         let kv_heads = meta.int("attention.head_count_kv")?.unwrap_or(heads);
         let (key_length, rope_dims) = (meta.int("attention.key_length")?, meta.int("rope.dimension_count")?);
+        // Phi-3's files may rotate part of each head (Phi-4-mini), and state no key_length.
+        let phi3 = architecture == Architecture::Phi3;
         if let (Some(k), Some(r)) = (key_length, rope_dims) {
-            if k != r {
+            if k != r && !(phi3 && r < k) {
                 return Err(meta.error(
                     "rope.dimension_count",
                     format!("{r} differs from attention.key_length {k} (partial RoPE is not supported)"),
@@ -95,7 +170,7 @@ impl LlamaConfig {
                 return Err(meta.error("attention.value_length", format!("{v} differs from attention.key_length {k}")));
             }
         }
-        let head_dim = match key_length.or(rope_dims) {
+        let head_dim = match key_length.or(rope_dims.filter(|_| !phi3)) {
             Some(d) => d,
             None if heads == 0 || !hidden.is_multiple_of(heads) => {
                 return Err(meta.error(
@@ -148,15 +223,53 @@ impl LlamaConfig {
             meta.error(key, e.to_string())
         })?;
         let style = match architecture {
-            Architecture::Qwen2 => RopeStyle::Halves,
-            Architecture::Llama | Architecture::Mistral => RopeStyle::Interleaved,
+            Architecture::Qwen2
+            | Architecture::Qwen3
+            | Architecture::Gemma2
+            | Architecture::Gemma3
+            | Architecture::Qwen3Moe
+            | Architecture::Phi3 => RopeStyle::Halves,
+            Architecture::Llama | Architecture::Mistral | Architecture::Mixtral => RopeStyle::Interleaved,
         };
-        Ok(Self::new(architecture, &h, style))
+        let mut out = Self::new(architecture, &h, style);
+        out.moe = gguf_moe(&meta, architecture, &h)?;
+        if phi3 {
+            out.rotary_dim = rope_dims.unwrap_or(head_dim);
+            if out.rotary_dim > head_dim || out.rotary_dim % 2 != 0 || out.rotary_dim == 0 {
+                let problem =
+                    format!("{} is not a positive even number up to the head width {head_dim}", out.rotary_dim);
+                return Err(meta.error("rope.dimension_count", problem));
+            }
+            out.long_rope = gguf_long_rope(file, &meta, out.rotary_dim)?;
+        }
+        if let Some(windows) = gemma_windows(architecture, h.layers) {
+            // As llama.cpp: a fixed pattern of sliding layers; queries scaled by 1/sqrt(head_dim), except in the
+            // 27B models, whose query_pre_attn_scalar is hidden / heads.
+            out.window_layers = windows;
+            let scalar = if gemma_27b(architecture, h.layers) { hidden / heads } else { head_dim };
+            out.attn_scale = 1.0 / (scalar as f32).sqrt();
+        }
+        if architecture == Architecture::Gemma3 {
+            out.rope_local_theta = Some(GEMMA3_LOCAL_THETA);
+        }
+        if architecture == Architecture::Gemma2 {
+            let cap = |k: &str| -> Result<Option<f32>, ModelError> {
+                match meta.float(k)? {
+                    Some(c) if !(c.is_finite() && c > 0.0) => {
+                        Err(meta.error(k, format!("{c} must be a finite positive number")))
+                    }
+                    c => Ok(c),
+                }
+            };
+            out.attn_softcap = cap("attn_logit_softcapping")?;
+            out.final_softcap = cap("final_logit_softcapping")?;
+        }
+        Ok(out)
     }
 
     /// From hyperparameters that passed [`Hyperparameters::check`].
     fn new(architecture: Architecture, h: &Hyperparameters, rope_style: RopeStyle) -> Self {
-        LlamaConfig {
+        DecoderConfig {
             architecture,
             hidden: h.hidden,
             intermediate: h.intermediate,
@@ -171,8 +284,100 @@ impl LlamaConfig {
             rope_position_scale: h.rope_factor.map_or(1.0, |f| 1.0 / f),
             rope_style,
             sliding_window: h.sliding_window,
+            window_layers: LayerWindows::All,
+            attn_scale: 1.0 / (h.head_dim as f32).sqrt(),
+            attn_softcap: None,
+            final_softcap: None,
+            rope_local_theta: None,
+            moe: None,
+            rotary_dim: h.head_dim,
+            long_rope: None,
         }
     }
+}
+
+/// The RoPE base of Gemma 3's sliding layers, which llama.cpp does not read from the file.
+pub const GEMMA3_LOCAL_THETA: f32 = 10000.0;
+
+/// The sliding layers llama.cpp gives a Gemma model of `layers` layers (it reads no pattern from the file):
+/// Gemma 2 every other one from the first, Gemma 3 five of every six.
+pub fn gemma_windows(arch: Architecture, layers: usize) -> Option<LayerWindows> {
+    let slides: fn(usize) -> bool = match arch {
+        Architecture::Gemma2 => |i| i % 2 == 0,
+        Architecture::Gemma3 => |i| i % 6 < 5,
+        _ => return None,
+    };
+    Some(LayerWindows::PerLayer((0..layers).map(slides).collect()))
+}
+
+/// Whether llama.cpp takes a Gemma model of `layers` layers for the 27B (attention scaled by
+/// `1/sqrt(hidden / heads)` rather than `1/sqrt(head_dim)`).
+pub fn gemma_27b(arch: Architecture, layers: usize) -> bool {
+    matches!((arch, layers), (Architecture::Gemma2, 46) | (Architecture::Gemma3, 62))
+}
+
+/// The mixture of experts a GGUF file states (`expert_count`, `expert_used_count`, Qwen3-MoE's
+/// `expert_feed_forward_length`): in llama.cpp every layer is a mixture and the chosen weights are renormalized.
+fn gguf_moe(meta: &Metadata, arch: Architecture, h: &Hyperparameters) -> Result<Option<MoeConfig>, ModelError> {
+    let inner_key = match arch {
+        Architecture::Mixtral => "feed_forward_length",
+        Architecture::Qwen3Moe => "expert_feed_forward_length",
+        _ => return Ok(None),
+    };
+    let req = |k: &str| meta.int(k)?.ok_or_else(|| meta.error(k, "is missing"));
+    let experts = req("expert_count")?;
+    if experts == 0 || experts > 1 << 12 {
+        return Err(meta.error("expert_count", format!("{experts} must be between 1 and 4096")));
+    }
+    let used = req("expert_used_count")?;
+    if used == 0 || used > experts {
+        return Err(meta.error("expert_used_count", format!("{used} must be between 1 and the {experts} experts")));
+    }
+    let inner = req(inner_key)?;
+    if inner == 0 || inner > tgi_formats::hyperparameters::MAX_WIDTH {
+        return Err(meta.error(inner_key, format!("{inner} must be positive and at most 2^20")));
+    }
+    Ok(Some(MoeConfig {
+        experts,
+        experts_per_token: used,
+        expert_intermediate: inner,
+        norm_topk_prob: true,
+        sparse_layers: vec![true; h.layers],
+    }))
+}
+
+/// LongRoPE as llama.cpp's Phi-3 files state it: `rope_factors_short.weight` and `rope_factors_long.weight`
+/// (one divisor per rotary frequency), `rope.scaling.attn_factor` and `rope.scaling.original_context_length`.
+fn gguf_long_rope(file: &GgufFile, meta: &Metadata, rotary_dim: usize) -> Result<Option<LongRope>, ModelError> {
+    use tgi_formats::TensorSource;
+    let (Some(_), Some(_)) = (file.tensor("rope_factors_short.weight"), file.tensor("rope_factors_long.weight")) else {
+        return Ok(None);
+    };
+    let read = |name: &str| -> Result<Vec<f32>, ModelError> {
+        let v = TensorSource::read_f32(file, name).map_err(|e| ModelError::Config(e.to_string()))?;
+        if v.len() != rotary_dim / 2 || v.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
+            return Err(ModelError::Config(format!(
+                "tensor '{name}': {} factors for {} rotary frequencies (each must be finite and positive)",
+                v.len(),
+                rotary_dim / 2
+            )));
+        }
+        Ok(v)
+    };
+    let original = meta.int("rope.scaling.original_context_length")?.filter(|&n| n > 0);
+    let original = original.ok_or_else(|| meta.error("rope.scaling.original_context_length", "is missing or 0"))?;
+    let attention_factor = match meta.float("rope.scaling.attn_factor")? {
+        Some(a) if !(a.is_finite() && a > 0.0) => {
+            return Err(meta.error("rope.scaling.attn_factor", format!("{a} must be a finite positive number")))
+        }
+        a => a.unwrap_or(1.0),
+    };
+    Ok(Some(LongRope {
+        short: read("rope_factors_short.weight")?,
+        long: read("rope_factors_long.weight")?,
+        original,
+        attention_factor,
+    }))
 }
 
 /// A GGUF file's `general.architecture`, when the engine runs it.
@@ -182,9 +387,14 @@ fn gguf_architecture(file: &GgufFile) -> Result<(Architecture, &str), ModelError
         "llama" => Ok((Architecture::Llama, name)),
         "mistral" => Ok((Architecture::Mistral, name)),
         "qwen2" => Ok((Architecture::Qwen2, name)),
-        other => {
-            Err(ModelError::Unsupported(format!("GGUF architecture '{other}' (supported: llama, mistral, qwen2)")))
-        }
+        "qwen3" => Ok((Architecture::Qwen3, name)),
+        "gemma2" => Ok((Architecture::Gemma2, name)),
+        "gemma3" => Ok((Architecture::Gemma3, name)),
+        "qwen3moe" => Ok((Architecture::Qwen3Moe, name)),
+        "phi3" => Ok((Architecture::Phi3, name)),
+        other => Err(ModelError::Unsupported(format!(
+            "GGUF architecture '{other}' (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3)"
+        ))),
     }
 }
 
@@ -250,15 +460,15 @@ mod tests {
     }
 
     fn err(changes: &[(&str, Option<Value>)]) -> String {
-        LlamaConfig::from_gguf_metadata(&mutated(changes), 512).unwrap_err().to_string()
+        DecoderConfig::from_gguf_metadata(&mutated(changes), 512).unwrap_err().to_string()
     }
 
     #[test]
     fn gguf_and_hf_agree_on_the_bundled_model() {
-        let gguf = LlamaConfig::from_gguf(&GgufFile::open(std::path::Path::new(STORIES_GGUF)).unwrap()).unwrap();
+        let gguf = DecoderConfig::from_gguf(&GgufFile::open(std::path::Path::new(STORIES_GGUF)).unwrap()).unwrap();
         let hf = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/config.json");
-        let hf = LlamaConfig::from_hf(&ModelConfig::from_file(std::path::Path::new(hf)).unwrap()).unwrap();
-        assert_eq!(gguf, LlamaConfig { rope_style: RopeStyle::Interleaved, ..hf });
+        let hf = DecoderConfig::from_hf(&ModelConfig::from_file(std::path::Path::new(hf)).unwrap()).unwrap();
+        assert_eq!(gguf, DecoderConfig { rope_style: RopeStyle::Interleaved, ..hf });
         assert_eq!((gguf.heads, gguf.kv_heads, gguf.head_dim, gguf.sliding_window), (8, 4, 8, None));
     }
 
@@ -336,7 +546,7 @@ mod tests {
             assert!(msg.starts_with("invalid model: GGUF metadata"), "{changes:?}: {msg}");
             assert!(msg.contains(want), "{changes:?}: {msg}");
         }
-        let huge_vocab = LlamaConfig::from_gguf_metadata(&mutated(&[]), 1 << 40);
+        let huge_vocab = DecoderConfig::from_gguf_metadata(&mutated(&[]), 1 << 40);
         assert_eq!(
             huge_vocab.unwrap_err().to_string(),
             "invalid model: tensor 'token_embd.weight': 1099511627776 rows: is larger than the 16777216 tgi accepts"
@@ -347,7 +557,7 @@ mod tests {
     fn gguf_window_zero_means_none() {
         let window = |w: u32| {
             let file = mutated(&[("llama.attention.sliding_window", Some(Value::U32(w)))]);
-            LlamaConfig::from_gguf_metadata(&file, 512).unwrap().sliding_window
+            DecoderConfig::from_gguf_metadata(&file, 512).unwrap().sliding_window
         };
         assert_eq!((window(0), window(16)), (None, Some(16)));
     }

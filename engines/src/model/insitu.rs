@@ -14,7 +14,7 @@ use tgi_formats::bnb::{self, FourBitType};
 use tgi_formats::{DType, GgmlType, TensorMeta, TensorSource};
 
 use super::bnb::Bnb4Tensor;
-use super::bytes::WeightBytes;
+use super::bytes::{Part, WeightBytes};
 use super::ModelError;
 use crate::convert::names::map_name;
 use crate::convert::preset::{ModelShape, Preset};
@@ -91,7 +91,8 @@ pub fn ggml_plan(
     arch: tgi_formats::hf::Architecture,
     gguf_names: bool,
 ) -> Result<HashMap<String, GgmlType>, ModelError> {
-    let mut stored_of = HashMap::new();
+    // Stored names by GGUF name: several for a stack of experts stored one tensor each.
+    let mut stored_of: HashMap<String, Vec<String>> = HashMap::new();
     let mut tensors = Vec::new();
     for m in metas.values() {
         let gguf = if gguf_names {
@@ -105,29 +106,34 @@ pub fn ggml_plan(
         if shape.tied_embeddings && gguf == "output.weight" {
             continue;
         }
-        tensors.push((gguf.clone(), m.shape.iter().rev().map(|&d| d as u64).collect()));
-        stored_of.insert(gguf, m.name.clone());
+        let stored = stored_of.entry(gguf.clone()).or_default();
+        if stored.is_empty() {
+            // An expert's rows stand for the stack's: the rules read the row length and the name.
+            tensors.push((gguf, m.shape.iter().rev().map(|&d| d as u64).collect()));
+        }
+        stored.push(m.name.clone());
     }
     let types = preset_types(&tensors, preset, shape).map_err(|e| ModelError::Config(format!("--quantize: {e}")))?;
     Ok(types
         .into_iter()
         .filter(|(_, t)| *t != GgmlType::F32)
-        .filter_map(|(g, t)| stored_of.remove(&g).map(|s| (s, t)))
+        .flat_map(|(g, t)| stored_of.remove(&g).unwrap_or_default().into_iter().map(move |s| (s, t)))
         .collect())
 }
 
 /// Values converted and encoded per step: bounds the f32 working memory of one tensor.
 const SLAB_VALUES: usize = 4 << 20;
 
-/// Encodes the dense tensor `m` (rows of `cols` values) into `target`, a slab of rows at a time, and lets the
-/// source drop its pages.
+/// Encodes `part` of the dense tensor `m` (rows of `cols` values) into `target`, a slab of rows at a time, and
+/// lets the source drop its pages.
 pub fn encode_ggml(
     source: &dyn TensorSource,
     m: &TensorMeta,
+    part: Option<Part>,
     cols: usize,
     target: GgmlType,
 ) -> Result<Vec<u8>, ModelError> {
-    let stored = source.raw_bytes(&m.name)?;
+    let stored = Part::of(part, source.raw_bytes(&m.name)?);
     let width = float_width(m)?;
     let n = stored.len() / width;
     if cols == 0 || !n.is_multiple_of(cols) || !cols.is_multiple_of(target.block_size()) {
@@ -150,10 +156,15 @@ pub fn encode_ggml(
     Ok(out)
 }
 
-/// Quantizes the dense tensor `m` to bitsandbytes 4-bit codes exactly as `tgi quantize --format nf4|fp4`
-/// writes them (block 64, absmax double-quantized and decoded back), a slab of blocks at a time.
-pub fn encode_bnb4(source: &dyn TensorSource, m: &TensorMeta, ty: FourBitType) -> Result<Bnb4Tensor, ModelError> {
-    let stored = source.raw_bytes(&m.name)?;
+/// Quantizes `part` of the dense tensor `m` to bitsandbytes 4-bit codes exactly as `tgi quantize --format
+/// nf4|fp4` writes them (block 64, absmax double-quantized and decoded back), a slab of blocks at a time.
+pub fn encode_bnb4(
+    source: &dyn TensorSource,
+    m: &TensorMeta,
+    part: Option<Part>,
+    ty: FourBitType,
+) -> Result<Bnb4Tensor, ModelError> {
+    let stored = Part::of(part, source.raw_bytes(&m.name)?);
     let width = float_width(m)?;
     let blocksize = DEFAULT_BLOCKSIZE;
     let n = stored.len() / width;

@@ -9,9 +9,9 @@ use tgi_formats::awq::AwqConfig;
 use tgi_formats::hf::{resolve, GgufVocab, ModelConfig};
 use tgi_formats::{GgufFile, SafetensorsSet, TensorSource};
 
-use super::config::LlamaConfig;
+use super::config::DecoderConfig;
+use super::decoder::Decoder;
 use super::insitu::{self, Plan, Quantize};
-use super::llama::Llama;
 use super::weights::{Naming, Weights};
 use super::{awq, bnb, ModelError};
 use crate::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
@@ -43,7 +43,7 @@ pub struct LoadOptions {
 /// A model with everything needed to turn text into tokens and back.
 pub struct LoadedModel {
     /// The network.
-    pub model: Llama,
+    pub model: Decoder,
     /// Its tokenizer.
     pub tokenizer: Tokenizer,
     /// Its chat template, if it ships one.
@@ -90,7 +90,7 @@ fn load_hf(
 ) -> Result<LoadedModel, ModelError> {
     let files = resolve(model)?;
     let hf = ModelConfig::from_file(&files.config)?;
-    let cfg = LlamaConfig::from_hf(&hf)?;
+    let cfg = DecoderConfig::from_hf(&hf)?;
     let awq = check_quantization_config(&files.config)?;
     let source: Arc<dyn TensorSource> =
         Arc::new(SafetensorsSet::open_files(&files.weights).map_err(tgi_formats::SourceError::from)?);
@@ -103,7 +103,7 @@ fn load_hf(
         let plan = plan(q, &weights, &cfg, tied, false)?;
         weights = weights.with_plan(plan);
     }
-    let model = Llama::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
+    let model = Decoder::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
     let tj = files
         .tokenizer_json
         .as_deref()
@@ -128,7 +128,7 @@ fn load_gguf(
     opts: &LoadOptions,
 ) -> Result<LoadedModel, ModelError> {
     let file = Arc::new(GgufFile::open(path)?);
-    let cfg = LlamaConfig::from_gguf(&file)?;
+    let cfg = DecoderConfig::from_gguf(&file)?;
     let beside = path.with_file_name("tokenizer.json");
     let tokenizer =
         if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
@@ -150,7 +150,7 @@ fn load_gguf(
         weights = weights.with_plan(plan);
     }
     let factors = weights.host_vector("rope_freqs.weight")?;
-    let model = Llama::load(&weights, cfg, factors, opts.kv_dtype)?;
+    let model = Decoder::load(&weights, cfg, factors, opts.kv_dtype)?;
     Ok(LoadedModel { model, tokenizer, chat_template, eos, grammars: GrammarCell::default() })
 }
 
@@ -165,7 +165,7 @@ fn check_quantization_config(path: &Path) -> Result<Option<AwqConfig>, ModelErro
 }
 
 /// The in-situ quantization plan for `q` over the model's tensors (refused for an already 4-bit checkpoint).
-fn plan(q: Quantize, weights: &Weights, cfg: &LlamaConfig, tied: bool, gguf_names: bool) -> Result<Plan, ModelError> {
+fn plan(q: Quantize, weights: &Weights, cfg: &DecoderConfig, tied: bool, gguf_names: bool) -> Result<Plan, ModelError> {
     if bnb::any_bnb4(weights.metas()) {
         return Err(ModelError::Unsupported(format!(
             "--quantize {q}: the checkpoint is already bitsandbytes 4-bit; --quantize needs a dense (F32/F16/BF16) one"
@@ -179,8 +179,13 @@ fn plan(q: Quantize, weights: &Weights, cfg: &LlamaConfig, tied: bool, gguf_name
     Ok(match q {
         Quantize::Bnb4(ty) => Plan::Bnb4(ty),
         Quantize::Ggml(preset) => {
-            let shape =
-                ModelShape { n_layer: cfg.layers, n_head: cfg.heads, n_head_kv: cfg.kv_heads, tied_embeddings: tied };
+            let shape = ModelShape {
+                n_layer: cfg.layers,
+                n_head: cfg.heads,
+                n_head_kv: cfg.kv_heads,
+                tied_embeddings: tied,
+                n_expert: cfg.moe.as_ref().map_or(0, |m| m.experts),
+            };
             Plan::Ggml(insitu::ggml_plan(weights.metas(), preset, shape, cfg.architecture, gguf_names)?)
         }
     })

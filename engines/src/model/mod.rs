@@ -1,23 +1,28 @@
-//! Models: one implementation per architecture over a linear-layer abstraction shared by every weight format,
+//! Models: one decoder, parameterised per family, over a linear-layer abstraction shared by every weight format,
 //! and the loader that builds one from a Hugging Face directory, a hub id or a GGUF file.
 
 mod awq;
 mod bnb;
 mod bytes;
 mod config;
+mod decoder;
 mod embedding;
+mod family;
 mod insitu;
 mod linear;
-mod llama;
 mod load;
+mod mlp;
+mod moe;
 pub(crate) mod rope;
 mod weights;
 
-pub use config::{LlamaConfig, RopeStyle};
+pub use config::{gemma_27b, gemma_windows, DecoderConfig, LongRope, RopeStyle, GEMMA3_LOCAL_THETA};
+pub use decoder::{Decoder, Rows};
+pub use family::{Activation, Family};
 pub use insitu::Quantize;
 pub use linear::Linear;
-pub use llama::{Llama, Rows};
 pub use load::{load, LoadOptions, LoadedModel};
+pub use moe::route;
 
 use crate::kv::{BlockTable, KvError};
 

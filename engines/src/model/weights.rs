@@ -11,12 +11,12 @@ use tgi_formats::{DType, GgmlType, TensorMeta, TensorSource};
 
 use super::awq;
 use super::bnb::{self, Bnb4Tensor};
-use super::bytes::WeightBytes;
+use super::bytes::{Part, WeightBytes};
 use super::embedding::Embedding;
 use super::insitu::{self, Plan};
 use super::linear::Linear;
 use super::ModelError;
-use crate::convert::names::map_name;
+use crate::convert::names::{map_name, split_expert};
 
 /// How stored tensor names relate to Hugging Face names.
 #[derive(Clone, Copy, Debug)]
@@ -114,8 +114,9 @@ impl Weights {
         self.metas.get(&name).ok_or(ModelError::MissingTensor(name))
     }
 
-    /// The GGML encoding of a stored matrix, checking its shape is `[rows, cols]`.
-    fn matrix(&self, hf: &str, rows: usize, cols: usize) -> Result<(GgmlType, String), ModelError> {
+    /// The GGML encoding of a stored matrix, checking its shape is `[rows, cols]`; an expert's matrix may be
+    /// its part of a stored `[experts, rows, cols]` stack.
+    fn matrix(&self, hf: &str, rows: usize, cols: usize) -> Result<(GgmlType, String, Option<Part>), ModelError> {
         let m = self.meta(hf)?;
         let ty = match m.dtype {
             DType::F32 => GgmlType::F32,
@@ -124,34 +125,54 @@ impl Weights {
             DType::Ggml(q) => q,
             other => return Err(ModelError::Unsupported(format!("tensor '{}' has dtype {other}", m.name))),
         };
-        if m.shape != [rows, cols] {
-            return Err(ModelError::Shape { name: m.name.clone(), expected: vec![rows, cols], found: m.shape.clone() });
-        }
-        Ok((ty, m.name.clone()))
+        let part = match (split_expert(hf), m.shape.as_slice()) {
+            (Some((_, index)), &[count, r, c]) if m.name != hf && [r, c] == [rows, cols] && index < count => {
+                Some(Part { index, count })
+            }
+            _ if m.shape == [rows, cols] => None,
+            _ => {
+                let expected = vec![rows, cols];
+                return Err(ModelError::Shape { name: m.name.clone(), expected, found: m.shape.clone() });
+            }
+        };
+        Ok((ty, m.name.clone(), part))
     }
 
-    /// The stored bytes of a matrix (`cols` values per row): quantized when the in-situ plan says so, else
-    /// converted to the dense dtype when one was asked for.
-    fn bytes(&self, ty: GgmlType, name: &str, cols: usize) -> Result<(GgmlType, WeightBytes), ModelError> {
-        if let Some(planned) = self.planned(ty, name, cols)? {
+    /// The stored bytes of (`part` of) a matrix (`cols` values per row): quantized when the in-situ plan says
+    /// so, else converted to the dense dtype when one was asked for.
+    fn bytes(
+        &self,
+        ty: GgmlType,
+        name: &str,
+        part: Option<Part>,
+        cols: usize,
+    ) -> Result<(GgmlType, WeightBytes), ModelError> {
+        if let Some(planned) = self.planned(ty, name, part, cols)? {
             return Ok(planned);
         }
         match self.dense {
             Some(want) if !ty.is_quantized() && want != ty => {
-                let f = self.source.read_f32(name)?;
+                let mut f = Vec::new();
+                insitu::widen(self.metas[name].dtype, Part::of(part, self.source.raw_bytes(name)?), &mut f);
                 let mut out = vec![0u8; want.bytes_for(f.len() as u64).expect("float types") as usize];
                 tgi_formats::quant::quantize_row(want, &f, &mut out).map_err(|e| ModelError::Config(e.to_string()))?;
                 Ok((want, WeightBytes::Owned(out)))
             }
-            _ => Ok((ty, WeightBytes::mapped(&self.source, name)?)),
+            _ => Ok((ty, WeightBytes::mapped_part(&self.source, name, part)?)),
         }
     }
 
     /// The matrix quantized to the type the in-situ GGML plan gives it, if that differs from the stored one.
-    fn planned(&self, ty: GgmlType, name: &str, cols: usize) -> Result<Option<(GgmlType, WeightBytes)>, ModelError> {
+    fn planned(
+        &self,
+        ty: GgmlType,
+        name: &str,
+        part: Option<Part>,
+        cols: usize,
+    ) -> Result<Option<(GgmlType, WeightBytes)>, ModelError> {
         let Some(Plan::Ggml(types)) = &self.plan else { return Ok(None) };
         let Some(&target) = types.get(name).filter(|&&t| t != ty) else { return Ok(None) };
-        let out = insitu::encode_ggml(self.source.as_ref(), &self.metas[name], cols, target)?;
+        let out = insitu::encode_ggml(self.source.as_ref(), &self.metas[name], part, cols, target)?;
         Ok(Some((target, WeightBytes::Owned(out))))
     }
 
@@ -178,11 +199,11 @@ impl Weights {
             }
             _ => {}
         }
-        let (ty, name) = self.matrix(&weight, rows, cols)?;
+        let (ty, name, part) = self.matrix(&weight, rows, cols)?;
         if let (Some(Plan::Bnb4(kind)), false, true) =
             (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers."))
         {
-            let t = insitu::encode_bnb4(self.source.as_ref(), &self.metas[&name], *kind)?;
+            let t = insitu::encode_bnb4(self.source.as_ref(), &self.metas[&name], part, *kind)?;
             return self.bnb4_linear(t, prefix, rows, cols, bias);
         }
         if !cols.is_multiple_of(ty.block_size()) {
@@ -192,7 +213,7 @@ impl Weights {
             )));
         }
         let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-        let (ty, bytes) = self.bytes(ty, &name, cols)?;
+        let (ty, bytes) = self.bytes(ty, &name, part, cols)?;
         Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act, self.host)?)
     }
 
@@ -224,12 +245,27 @@ impl Weights {
 
     /// A `[len]` vector (norm weight, bias) as an activation-dtype tensor.
     pub fn vector(&self, hf: &str, len: usize) -> Result<Tensor, ModelError> {
+        self.offset_vector(hf, len, 0.0)
+    }
+
+    /// [`Weights::vector`] with `offset` added to every value in f32.
+    fn offset_vector(&self, hf: &str, len: usize, offset: f32) -> Result<Tensor, ModelError> {
         let m = self.meta(hf)?;
         if m.shape.iter().product::<usize>() != len || m.shape.len() != 1 {
             return Err(ModelError::Shape { name: m.name.clone(), expected: vec![len], found: m.shape.clone() });
         }
-        let v = self.source.read_f32(&m.name)?;
+        let mut v = self.source.read_f32(&m.name)?;
+        if offset != 0.0 {
+            v.iter_mut().for_each(|x| *x += offset);
+        }
         Ok(Tensor::from_vec(v, len, &self.device)?.to_dtype(self.act)?)
+    }
+
+    /// A norm's `[len]` weight. With `plus_one` (Gemma's `x * (1 + w)`) a Hugging Face weight is offset by
+    /// one here; a GGUF file stores it offset already, as llama.cpp's converter writes it.
+    pub fn norm(&self, hf: &str, len: usize, plus_one: bool) -> Result<Tensor, ModelError> {
+        let offset = if plus_one && matches!(self.naming, Naming::Hf) { 1.0 } else { 0.0 };
+        self.offset_vector(hf, len, offset)
     }
 
     /// A vector of f32 values kept on the host (e.g. RoPE factors).
@@ -242,11 +278,11 @@ impl Weights {
 
     /// The `[vocab, hidden]` embedding matrix.
     pub fn embedding(&self, hf: &str, vocab: usize, hidden: usize) -> Result<Embedding, ModelError> {
-        let (ty, name) = self.matrix(hf, vocab, hidden)?;
+        let (ty, name, _) = self.matrix(hf, vocab, hidden)?;
         if !hidden.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!("tensor '{name}': {hidden} is not whole {ty} blocks")));
         }
-        let (ty, bytes) = match self.planned(ty, &name, hidden)? {
+        let (ty, bytes) = match self.planned(ty, &name, None, hidden)? {
             Some(planned) => planned,
             None => (ty, WeightBytes::mapped(&self.source, &name)?),
         };

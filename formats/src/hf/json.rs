@@ -153,6 +153,23 @@ impl<'a> Obj<'a> {
     }
 
     /// Token ids given as one integer or a list of integers (`eos_token_id`); empty when absent.
+    /// A required list of finite numbers.
+    pub(crate) fn req_f32_list(&self, field: &str) -> Result<Vec<f32>, HfError> {
+        match self.get(field) {
+            None => Err(self.error(field, "missing")),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_f64()
+                        .map(|x| x as f32)
+                        .filter(|x| x.is_finite())
+                        .ok_or_else(|| self.wrong(field, "a list of numbers", v))
+                })
+                .collect(),
+            Some(v) => Err(self.wrong(field, "a list of numbers", v)),
+        }
+    }
+
     pub(crate) fn u32_list(&self, field: &str) -> Result<Vec<u32>, HfError> {
         match self.get(field) {
             None => Ok(Vec::new()),

@@ -9,7 +9,7 @@ pub mod tokenizer;
 
 use std::path::PathBuf;
 
-pub use config::{Architecture, ModelConfig, RopeScaling};
+pub use config::{Architecture, GemmaExtras, LayerWindows, ModelConfig, MoeConfig, RopeScaling};
 pub use generation::GenerationConfig;
 pub use model_dir::{resolve, ModelFiles};
 pub use tokenizer::GgufVocab;

@@ -10,7 +10,7 @@ use tgi_engines::awq::{
     DEFAULT_NAME, DEFAULT_TEXT,
 };
 use tgi_engines::convert::metadata::llama3_rope_factors;
-use tgi_engines::model::LlamaConfig;
+use tgi_engines::model::DecoderConfig;
 use tgi_engines::text::tokenizer::Tokenizer;
 use tgi_formats::hf::ModelConfig;
 
@@ -81,7 +81,7 @@ impl<'a> SearchedWeights<'a> {
         progress: ProgressBar,
     ) -> Result<Self> {
         let hf = ModelConfig::from_file(&input.files.config)?;
-        let cfg = LlamaConfig::from_hf(&hf)?;
+        let cfg = DecoderConfig::from_hf(&hf)?;
         let factors = llama3_rope_factors(&hf);
         let opts = SearchOptions { group_size, zero_point, search_samples };
         let search = AwqSearch::new(&input.weights, cfg, factors.as_deref(), calib, opts).map_err(|e| match e {

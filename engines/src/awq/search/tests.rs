@@ -19,9 +19,9 @@ fn dir(model: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../models").join(model)
 }
 
-fn stories() -> (SafetensorsSet, LlamaConfig) {
+fn stories() -> (SafetensorsSet, DecoderConfig) {
     let hf = dir("stories-distill-4l/hf");
-    let cfg = LlamaConfig::from_hf(&ModelConfig::from_file(&hf.join("config.json")).unwrap()).unwrap();
+    let cfg = DecoderConfig::from_hf(&ModelConfig::from_file(&hf.join("config.json")).unwrap()).unwrap();
     (SafetensorsSet::open_dir(&hf).unwrap(), cfg)
 }
 
@@ -125,9 +125,19 @@ fn search_beats_round_to_nearest_on_stories() {
 #[test]
 fn groups_must_divide_the_inputs() {
     let hf = dir("stories260k/hf");
-    let cfg = LlamaConfig::from_hf(&ModelConfig::from_file(&hf.join("config.json")).unwrap()).unwrap();
+    let cfg = DecoderConfig::from_hf(&ModelConfig::from_file(&hf.join("config.json")).unwrap()).unwrap();
     let src = SafetensorsSet::open_dir(&hf).unwrap();
     let calib = Calibration { name: "t".into(), seq_len: 4, blocks: vec![vec![1; 4]], texts_used: 1, texts_skipped: 0 };
     let e = AwqSearch::new(&src, cfg, None, &calib, AwqOptions::default()).err().unwrap();
     assert_eq!(e.to_string(), "model.layers.N.self_attn.q_proj: 64 input features do not divide into groups of 128");
+}
+
+#[test]
+fn other_families_are_refused() {
+    let hf = dir("tiny-gemma2/hf");
+    let cfg = DecoderConfig::from_hf(&ModelConfig::from_file(&hf.join("config.json")).unwrap()).unwrap();
+    let src = SafetensorsSet::open_dir(&hf).unwrap();
+    let calib = Calibration { name: "t".into(), seq_len: 4, blocks: vec![vec![1; 4]], texts_used: 1, texts_skipped: 0 };
+    let e = AwqSearch::new(&src, cfg, None, &calib, AwqOptions::default()).err().unwrap();
+    assert!(e.to_string().contains("Gemma2ForCausalLM is not one (supported: LlamaForCausalLM"), "{e}");
 }

@@ -1,63 +1,127 @@
-//! The Llama family (Llama 1/2/3, Mistral, Qwen2): one implementation over [`Linear`] for every weight format.
-//! The weight tree mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
+//! The decoder: one implementation over [`Linear`] for every weight format and every family (Llama 1/2/3,
+//! Mistral, Qwen2, Qwen3, Gemma 2 and 3, Phi-3, and the mixtures of experts Mixtral and Qwen3-MoE), parameterised by the family's [`Family`] description. The weight tree
+//! mirrors the module tree (`model.layers.N.self_attn.q_proj`, ...).
 
 use candle_core::{Device, Tensor};
 use candle_nn::ops::rms_norm;
 
-use super::config::LlamaConfig;
+use super::config::DecoderConfig;
 use super::embedding::Embedding;
+use super::family::Family;
 use super::linear::Linear;
+use super::mlp::{Mlp, MlpNames};
+use super::moe::Moe;
 use super::rope::Rope;
 use super::weights::Weights;
 use super::{Logits, ModelError, SeqInput};
 use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
 
-/// Self-attention projections.
-struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+/// The query, key and value projections: three, or one fused (Phi-3's `qkv_proj`, rows q then k then v).
+enum Qkv {
+    /// q, k and v.
+    Split(Box<[Linear; 3]>),
+    Fused {
+        qkv: Linear,
+        q_out: usize,
+        kv_out: usize,
+    },
 }
 
-/// The gated MLP.
-struct Mlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+impl Qkv {
+    /// Queries, keys and values of `[rows, hidden]` rows.
+    fn forward(&self, h: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+        match self {
+            Qkv::Split(qkv) => {
+                let [q, k, v] = &**qkv;
+                Ok((q.forward(h)?, k.forward(h)?, v.forward(h)?))
+            }
+            Qkv::Fused { qkv, q_out, kv_out } => {
+                let y = qkv.forward(h)?;
+                let part = |at, len| y.narrow(1, at, len)?.contiguous();
+                Ok((part(0, *q_out)?, part(*q_out, *kv_out)?, part(q_out + kv_out, *kv_out)?))
+            }
+        }
+    }
+
+    fn linears(&self) -> Vec<&Linear> {
+        match self {
+            Qkv::Split(qkv) => qkv.iter().collect(),
+            Qkv::Fused { qkv, .. } => vec![qkv],
+        }
+    }
+}
+
+/// Self-attention projections, with Qwen3's per-head query and key norms.
+struct Attention {
+    qkv: Qkv,
+    o: Linear,
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+}
+
+/// A layer's feed-forward part.
+enum Ffn {
+    /// One gated MLP.
+    Dense(Box<Mlp>),
+    /// A mixture of gated MLPs.
+    Moe(Moe),
+}
+
+impl Ffn {
+    fn forward(&self, x: &Tensor, family: Family) -> candle_core::Result<Tensor> {
+        match self {
+            Ffn::Dense(m) => m.forward(x, family.activation),
+            Ffn::Moe(m) => m.forward(x, family.activation),
+        }
+    }
+
+    fn linears(&self) -> Box<dyn Iterator<Item = &Linear> + '_> {
+        match self {
+            Ffn::Dense(m) => Box::new(m.linears().into_iter()),
+            Ffn::Moe(m) => Box::new(m.linears()),
+        }
+    }
 }
 
 /// One decoder layer.
 struct Block {
-    input_norm: Tensor,
+    attn_norm: Tensor,
     attn: Attention,
-    post_norm: Tensor,
-    mlp: Mlp,
+    /// Gemma 2's norm of the attention output.
+    attn_post_norm: Option<Tensor>,
+    mlp_norm: Tensor,
+    mlp: Ffn,
+    /// Gemma 2's norm of the MLP output.
+    mlp_post_norm: Option<Tensor>,
 }
 
-/// A Llama-family decoder.
-pub struct Llama {
-    cfg: LlamaConfig,
+/// A decoder-only transformer of one of the dense families.
+pub struct Decoder {
+    cfg: DecoderConfig,
+    family: Family,
     embed: Embedding,
     blocks: Vec<Block>,
     norm: Tensor,
     lm_head: Linear,
     rope: Rope,
+    /// Gemma 3's RoPE of sliding layers.
+    rope_local: Option<Rope>,
     device: Device,
     kv_dtype: KvDType,
     host: bool,
 }
 
-impl Llama {
+impl Decoder {
     /// Builds the model from its weights (`rope_factors`: Llama 3 per-frequency divisors, if any). The KV cache
     /// is `kv_dtype`, or by default f32 when every weight is f32 (exact against float32 references) and f16
     /// otherwise (half the memory, llama.cpp's numerics); a type the model or device cannot use is an error.
     pub fn load(
         w: &Weights,
-        cfg: LlamaConfig,
+        cfg: DecoderConfig,
         rope_factors: Option<Vec<f32>>,
         kv_dtype: Option<KvDType>,
     ) -> Result<Self, ModelError> {
+        let family = Family::of(cfg.architecture);
         let (h, hd) = (cfg.hidden, cfg.head_dim);
         let (q_out, kv_out) = (cfg.heads * hd, cfg.kv_heads * hd);
         let bias = w.has("model.layers.0.self_attn.q_proj.bias");
@@ -68,35 +132,55 @@ impl Llama {
                 cfg.layers
             )));
         }
+        let norm = |name: &str, len: usize| w.norm(name, len, family.norm_plus_one);
+        let optional = |on: bool, name: String, len: usize| on.then(|| norm(&name, len)).transpose();
         let blocks = (0..cfg.layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
+                let sandwich = family.sandwich_norms;
                 Ok(Block {
-                    input_norm: w.vector(&format!("{p}.input_layernorm.weight"), h)?,
+                    attn_norm: norm(&format!("{p}.input_layernorm.weight"), h)?,
                     attn: Attention {
-                        q: w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
-                        k: w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
-                        v: w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
+                        qkv: if family.fused_projections {
+                            let qkv = w.linear(&format!("{p}.self_attn.qkv_proj"), q_out + 2 * kv_out, h, false)?;
+                            Qkv::Fused { qkv, q_out, kv_out }
+                        } else {
+                            Qkv::Split(Box::new([
+                                w.linear(&format!("{p}.self_attn.q_proj"), q_out, h, bias)?,
+                                w.linear(&format!("{p}.self_attn.k_proj"), kv_out, h, bias)?,
+                                w.linear(&format!("{p}.self_attn.v_proj"), kv_out, h, bias)?,
+                            ]))
+                        },
                         o: w.linear(&format!("{p}.self_attn.o_proj"), h, q_out, false)?,
+                        q_norm: optional(family.qk_norm, format!("{p}.self_attn.q_norm.weight"), hd)?,
+                        k_norm: optional(family.qk_norm, format!("{p}.self_attn.k_norm.weight"), hd)?,
                     },
-                    post_norm: w.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
-                    mlp: Mlp {
-                        gate: w.linear(&format!("{p}.mlp.gate_proj"), cfg.intermediate, h, false)?,
-                        up: w.linear(&format!("{p}.mlp.up_proj"), cfg.intermediate, h, false)?,
-                        down: w.linear(&format!("{p}.mlp.down_proj"), h, cfg.intermediate, false)?,
+                    attn_post_norm: optional(sandwich, format!("{p}.post_attention_layernorm.weight"), h)?,
+                    mlp_norm: norm(&format!("{p}.{}.weight", family.mlp_norm_name()), h)?,
+                    mlp: match (&cfg.moe, family.moe_names) {
+                        (Some(moe), Some(names)) if moe.sparse_layers.get(i) == Some(&true) => {
+                            Ffn::Moe(Moe::load(w, &p, names, moe, h)?)
+                        }
+                        _ => {
+                            let names = if family.fused_projections { MlpNames::PHI3 } else { MlpNames::LLAMA };
+                            Ffn::Dense(Box::new(Mlp::load(w, &format!("{p}.mlp"), names, h, cfg.intermediate)?))
+                        }
                     },
+                    mlp_post_norm: optional(sandwich, format!("{p}.post_feedforward_layernorm.weight"), h)?,
                 })
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         let head = if w.has("lm_head.weight") { "lm_head" } else { "model.embed_tokens" };
-        let mut model = Llama {
+        let mut model = Decoder {
             embed: w.embedding("model.embed_tokens.weight", cfg.vocab, h)?,
             blocks,
-            norm: w.vector("model.norm.weight", h)?,
+            norm: norm("model.norm.weight", h)?,
             lm_head: w.linear(head, cfg.vocab, h, false)?,
             rope: Rope::new(&cfg, rope_factors.as_deref()),
+            rope_local: Rope::local(&cfg),
             device: w.device().clone(),
             cfg,
+            family,
             kv_dtype: KvDType::F32,
             host: w.host(),
         };
@@ -109,7 +193,7 @@ impl Llama {
     }
 
     /// The hyperparameters.
-    pub fn config(&self) -> &LlamaConfig {
+    pub fn config(&self) -> &DecoderConfig {
         &self.cfg
     }
 
@@ -138,7 +222,7 @@ impl Llama {
     pub fn linears(&self) -> impl Iterator<Item = &Linear> {
         self.blocks
             .iter()
-            .flat_map(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up, &b.mlp.down])
+            .flat_map(|b| b.attn.qkv.linears().into_iter().chain([&b.attn.o]).chain(b.mlp.linears()))
             .chain(std::iter::once(&self.lm_head))
     }
 
@@ -155,7 +239,7 @@ impl Llama {
         Ok(self.run(kv, batch, false)?.logits)
     }
 
-    /// [`Llama::forward`], also returning the final normalized hidden state of every row whose logits are
+    /// [`Decoder::forward`], also returning the final normalized hidden state of every row whose logits are
     /// returned (what speculation heads such as Medusa read).
     pub fn forward_hidden(&self, kv: &mut KvCache, batch: &[SeqInput<'_>]) -> Result<Rows, ModelError> {
         self.run(kv, batch, true)
@@ -168,7 +252,7 @@ impl Llama {
         rayon::scope(|_| self.forward_on_pool(kv, batch, hidden))
     }
 
-    /// [`Llama::run`], run on a thread of the rayon pool.
+    /// [`Decoder::run`], run on a thread of the rayon pool.
     fn forward_on_pool(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
         let cfg = &self.cfg;
         let mut tokens = Vec::new();
@@ -200,20 +284,43 @@ impl Llama {
         if tokens.is_empty() {
             return Ok(Rows::empty(batch.len()));
         }
-        let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.sliding_window);
-        let (cos, sin) = self.rope.tables(&positions, &self.device)?;
+        let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, None)
+            .with_scale(cfg.attn_scale)
+            .with_softcap(cfg.attn_softcap);
+        let windowed = cfg.sliding_window.map(|w| plan.clone().with_window(Some(w)));
+        // LongRoPE's long factors for the sequences that reach past the original context (transformers' rule).
+        let long: Vec<bool> = batch
+            .iter()
+            .flat_map(|s| std::iter::repeat_n(self.rope.is_long(s.start + s.tokens.len()), s.tokens.len()))
+            .collect();
+        let global = self.rope.tables_with(&positions, &long, &self.device)?;
+        let local = self.rope_local.as_ref().map(|r| Ok::<_, ModelError>((r, r.tables(&positions, &self.device)?)));
+        let local = local.transpose()?;
         let mut x = self.embed.lookup(&tokens, &self.device)?.to_dtype(self.norm.dtype())?;
+        if self.family.embed_scale {
+            x = (x * (cfg.hidden as f64).sqrt())?;
+        }
         let eps = cfg.rms_eps;
         for (i, b) in self.blocks.iter().enumerate() {
-            let h = rms_norm(&x, &b.input_norm, eps)?;
-            let q = self.rope.apply(&b.attn.q.forward(&h)?, cfg.heads, &cos, &sin)?;
-            let k = self.rope.apply(&b.attn.k.forward(&h)?, cfg.kv_heads, &cos, &sin)?;
-            let v = b.attn.v.forward(&h)?;
-            let a = kv.attend(i, &q, &k, &v, &plan)?;
-            x = (x + b.attn.o.forward(&a)?)?;
-            let h = rms_norm(&x, &b.post_norm, eps)?;
-            let g = candle_nn::ops::silu(&b.mlp.gate.forward(&h)?)?;
-            x = (x + b.mlp.down.forward(&(g * b.mlp.up.forward(&h)?)?)?)?;
+            let plan = match (cfg.window(i), &windowed) {
+                (Some(_), Some(windowed)) => windowed,
+                _ => &plan,
+            };
+            let h = rms_norm(&x, &b.attn_norm, eps)?;
+            let (q, k, v) = b.attn.qkv.forward(&h)?;
+            let q = head_norm(q, b.attn.q_norm.as_ref(), cfg.heads, eps)?;
+            let k = head_norm(k, b.attn.k_norm.as_ref(), cfg.kv_heads, eps)?;
+            let (rope, (cos, sin)) = match &local {
+                Some((rope, tables)) if cfg.is_sliding(i) => (*rope, tables),
+                _ => (&self.rope, &global),
+            };
+            let q = rope.apply(&q, cfg.heads, cos, sin)?;
+            let k = rope.apply(&k, cfg.kv_heads, cos, sin)?;
+            let a = b.attn.o.forward(&kv.attend(i, &q, &k, &v, plan)?)?;
+            x = (x + post_norm(a, b.attn_post_norm.as_ref(), eps)?)?;
+            let h = rms_norm(&x, &b.mlp_norm, eps)?;
+            let m = b.mlp.forward(&h, self.family)?;
+            x = (x + post_norm(m, b.mlp_post_norm.as_ref(), eps)?)?;
         }
         let mut out = Rows::empty(batch.len());
         if wanted.is_empty() {
@@ -222,7 +329,10 @@ impl Llama {
         let n = wanted.len();
         let x = x.index_select(&Tensor::from_vec(wanted.clone(), n, &self.device)?, 0)?;
         let normed = rms_norm(&x, &self.norm, eps)?;
-        let logits = self.lm_head.forward(&normed)?;
+        let mut logits = self.lm_head.forward(&normed)?;
+        if let Some(c) = cfg.final_softcap {
+            logits = ((logits / c as f64)?.tanh()? * c as f64)?;
+        }
         let logits = logits.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         let states = if hidden {
             normed.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?
@@ -248,8 +358,23 @@ impl Llama {
     }
 }
 
+/// Per-head RMSNorm of a `[rows, heads * d]` projection (Qwen3's `q_norm`, `k_norm`), when the layer has one.
+fn head_norm(x: Tensor, weight: Option<&Tensor>, heads: usize, eps: f32) -> candle_core::Result<Tensor> {
+    let Some(w) = weight else { return Ok(x) };
+    let (rows, width) = x.dims2()?;
+    rms_norm(&x.reshape((rows * heads, width / heads))?, w, eps)?.reshape((rows, width))
+}
+
+/// A sublayer's output through its post-norm (Gemma 2), when it has one.
+fn post_norm(x: Tensor, weight: Option<&Tensor>, eps: f32) -> candle_core::Result<Tensor> {
+    match weight {
+        Some(w) => rms_norm(&x, w, eps),
+        None => Ok(x),
+    }
+}
+
 /// What a forward pass returns per sequence: the logits its [`Logits`] asks for (`vocab` floats a row) and,
-/// from [`Llama::forward_hidden`], the final normalized hidden state of the same rows (`hidden` floats a row).
+/// from [`Decoder::forward_hidden`], the final normalized hidden state of the same rows (`hidden` floats a row).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rows {
     /// Logits, per sequence.
