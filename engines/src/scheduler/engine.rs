@@ -313,13 +313,15 @@ impl<'m> Engine<'m> {
             return None;
         }
         let drafted: usize = plan.slots.iter().map(|slot| self.running[slot.seq].spec.draft().len()).sum();
+        let paused = self.proposer.catch_up_secs();
         let (rows, masks) = self.forward(&plan);
         let ends = self.apply(&plan, rows, masks);
         self.retire(ends);
         let secs = start.elapsed().as_secs_f64();
         self.cost.observe(plan.prefill_tokens, plan.decodes, secs);
         if plan.prefill_tokens == 0 {
-            self.token_cost.observe(plan.decodes, drafted, secs);
+            // Catching a draft model up is the cost of having paused, not of these drafts.
+            self.token_cost.observe(plan.decodes, drafted, secs - paused);
         }
         self.stats.record_step(plan.kind, plan.prefill_tokens, plan.slots.len(), secs);
         self.step += 1;

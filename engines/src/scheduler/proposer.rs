@@ -107,6 +107,15 @@ impl Proposer {
         }
     }
 
+    /// Seconds the last proposals spent catching the draft model up on sequences that had stopped
+    /// speculating (see [`DraftModel::catch_up_secs`]); 0 for the other methods.
+    pub fn catch_up_secs(&self) -> f64 {
+        match self {
+            Proposer::Draft(d) => d.catch_up_secs(),
+            _ => 0.0,
+        }
+    }
+
     /// Blocks of the draft cache in use.
     pub fn used_blocks(&self) -> usize {
         match self {

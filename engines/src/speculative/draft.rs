@@ -33,6 +33,8 @@ pub struct DraftModel {
     kv: KvCache,
     /// Proposals are ids below this (the target's vocabulary).
     vocab: usize,
+    /// Seconds the last [`DraftModel::propose`] spent catching up lagging sequences (see there).
+    catch_up_secs: f64,
 }
 
 impl DraftModel {
@@ -40,7 +42,7 @@ impl DraftModel {
     pub fn new(model: Arc<LoadedModel>, blocks: usize, vocab: usize) -> Result<Self, ModelError> {
         let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
         let vocab = vocab.min(model.model.config().vocab);
-        Ok(DraftModel { model, kv, vocab })
+        Ok(DraftModel { model, kv, vocab, catch_up_secs: 0.0 })
     }
 
     /// Blocks of the draft cache in use.
@@ -76,6 +78,11 @@ impl DraftModel {
             plan.push((k, feed));
         }
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); jobs.len()];
+        // Steady drafting feeds at most 2 tokens a sequence first (the last draft token and the sampled one);
+        // more is catching up on tokens generated while the sequence did not speculate.
+        let fed: usize = plan.iter().map(|p| p.1).sum();
+        let lagging = fed > 2 * plan.iter().filter(|p| p.1 > 0).count();
+        self.catch_up_secs = 0.0;
         let depth = plan.iter().map(|p| p.0.max(usize::from(p.1 > 0))).max().unwrap_or(0);
         for d in 0..depth {
             let active: Vec<usize> = (0..jobs.len()).filter(|&i| plan[i].0 > d || (d == 0 && plan[i].1 > 0)).collect();
@@ -98,7 +105,11 @@ impl DraftModel {
                     }
                 })
                 .collect();
+            let started = std::time::Instant::now();
             let rows = self.model.model.forward(&mut self.kv, &inputs);
+            if d == 0 && lagging {
+                self.catch_up_secs = started.elapsed().as_secs_f64();
+            }
             drop(inputs);
             let rows = match rows {
                 Ok(rows) => rows,
@@ -126,6 +137,13 @@ impl DraftModel {
             }
         }
         out
+    }
+
+    /// Seconds the last [`DraftModel::propose`] spent on a first step that caught up sequences lagging by more
+    /// than the two tokens steady drafting leaves (0 otherwise): the cost of having stopped speculating, not of
+    /// the drafts, so the token-cost measurement leaves it out.
+    pub fn catch_up_secs(&self) -> f64 {
+        self.catch_up_secs
     }
 
     /// Keeps only the first `valid` tokens of the sequence in the draft cache (those the target kept; the
@@ -229,8 +247,10 @@ mod tests {
             let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2 }], 4);
             assert!(out[0].is_empty() && c.computed == 4 * (step + 1), "step {step}: {c:?}");
         }
+        assert!(d.catch_up_secs() > 0.0, "catching up is timed");
         let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1 }], 4);
         assert_eq!(out[0], alone[long.len()..long.len() + 1]);
+        assert_eq!(d.catch_up_secs(), 0.0, "one token behind is steady drafting");
         for cache in [&mut a, &mut b, &mut c] {
             d.release(cache);
         }
