@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
+use clap::ValueEnum;
 use tgi_engines::model::LoadedModel;
 use tgi_engines::speculative::{check_vocabulary, Medusa, MedusaConfig, Method, SpeculationConfig};
 
@@ -52,7 +53,7 @@ impl SpeculationPlan {
             (Some(asked), Some(got)) if asked != got => {
                 return Err(InputError(format!(
                     "--speculate-type {}: {}",
-                    name(asked),
+                    asked.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string()),
                     match got {
                         SpeculateType::Draft => "--draft-model is for --speculate-type draft",
                         _ => "Medusa heads are for --speculate-type medusa",
@@ -117,9 +118,8 @@ impl SpeculationPlan {
             Proposal::Ngram => Method::Ngram,
             Proposal::Draft(args) => {
                 let draft = args.load().map_err(|e| e.context("--draft-model"))?;
-                check_vocabulary(&target.tokenizer, &draft.tokenizer).map_err(|e| {
-                    InputError(format!("--draft-model: the draft model's tokenizer is not the target's: {e}"))
-                })?;
+                check_vocabulary(&target.tokenizer, &draft.tokenizer)
+                    .map_err(|e| InputError(format!("--draft-model: {e}")))?;
                 Method::Draft(Arc::new(draft))
             }
             Proposal::Medusa(dir) => {
@@ -162,15 +162,6 @@ pub fn describe(cfg: &SpeculationConfig) -> String {
         (true, None) => "adaptive (token cost measured)".to_string(),
     };
     format!("{what}, up to {} tokens, {depth}, off in steps of more than {} sequences", cfg.depth, cfg.max_batch)
-}
-
-/// A type's flag value.
-fn name(t: SpeculateType) -> &'static str {
-    match t {
-        SpeculateType::Ngram => "ngram",
-        SpeculateType::Draft => "draft",
-        SpeculateType::Medusa => "medusa",
-    }
 }
 
 #[cfg(test)]

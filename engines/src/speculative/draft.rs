@@ -172,8 +172,13 @@ fn argmax(row: &[f32]) -> u32 {
 }
 
 /// Checks that a draft model's tokenizer is the target's: the same tokens, pieces, control tokens, BOS and
-/// EOS. The error names the first difference.
+/// EOS. The error says so and names the first difference.
 pub fn check_vocabulary(target: &Tokenizer, draft: &Tokenizer) -> Result<(), String> {
+    first_difference(target, draft).map_err(|e| format!("the draft model's tokenizer is not the target's: {e}"))
+}
+
+/// The first difference between two tokenizers, if any.
+fn first_difference(target: &Tokenizer, draft: &Tokenizer) -> Result<(), String> {
     if target.vocab_size() != draft.vocab_size() {
         return Err(format!(
             "the draft model's vocabulary has {} tokens, the target's {}",
