@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Measures the tgi engine against llama.cpp on the same GGUF files, in the same run: a TinyLlama-1.1B-shaped model
-# with random weights (F16, Q8_0, Q4_K_M), 2 threads.
+# Measures the tgi engine against llama.cpp on the same GGUF files, in the same run: a model of a real shape with
+# random weights (TinyLlama-1.1B by default; F16, Q8_0, Q4_K_M), 2 threads.
 #
 # Usage: bench/engine_vs_llamacpp.sh LLAMA_BIN_DIR [WORK_DIR]
 #
@@ -14,7 +14,7 @@
 # `cargo bench --bench batched_decode` with the same shape: B sequences prefill 16 tokens, then decode 32 tokens
 # together; aggregate decode tok/s. Prints markdown tables with the ratio tgi / llama.cpp.
 #
-# Environment: TYPES (default "f16 q8_0 q4_k_m"), BATCH_TYPES ("q8_0 q4_k_m"; empty for none), THREADS (2), REPS (llama-bench
+# Environment: SHAPE (a `make-checkpoint --shape`, default tinyllama-1.1b), TYPES (default "f16 q8_0 q4_k_m"), BATCH_TYPES ("q8_0 q4_k_m"; empty for none), THREADS (2), REPS (llama-bench
 # repetitions, 2), TGI (default target/release/tgi).
 set -euo pipefail
 
@@ -25,6 +25,9 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LLAMA_BIN=$(cd "$1" && pwd)
 WORK=${2:-$ROOT/bench/out}
+SHAPE=${SHAPE:-tinyllama-1.1b}
+# File names: the TinyLlama files keep their historical prefix.
+PREFIX=$([[ $SHAPE == tinyllama-1.1b ]] && echo tinyllama || echo "$SHAPE")
 TYPES=${TYPES-"f16 q8_0 q4_k_m"}
 BATCH_TYPES=${BATCH_TYPES-"q8_0 q4_k_m"}
 THREADS=${THREADS:-2}
@@ -44,13 +47,13 @@ WORK=$(cd "$WORK" && pwd)
 log() { echo "[$(date +%T)] $*" >&2; }
 
 # The model files: checkpoint -> F16 GGUF -> quantized GGUFs, all made by tgi once.
-F16=$WORK/tinyllama-f16.gguf
+F16=$WORK/$PREFIX-f16.gguf
 if [[ ! -f $F16 ]]; then
-    [[ -d $WORK/tinyllama-1.1b ]] || { log "making the checkpoint"; (cd "$ROOT" && cargo run --release -q -p tgi-make-checkpoint -- --shape tinyllama-1.1b -o "$WORK/tinyllama-1.1b"); }
-    "$TGI" quantize "$WORK/tinyllama-1.1b" --type f16 -o "$F16" -q
+    [[ -d $WORK/$SHAPE ]] || { log "making the checkpoint"; (cd "$ROOT" && cargo run --release -q -p tgi-make-checkpoint -- --shape "$SHAPE" -o "$WORK/$SHAPE"); }
+    "$TGI" quantize "$WORK/$SHAPE" --type f16 -o "$F16" -q
 fi
 file_for() {
-    local t=$1 f=$WORK/tinyllama-$1.tgi.gguf
+    local t=$1 f=$WORK/$PREFIX-$1.tgi.gguf
     [[ $t == f16 ]] && { echo "$F16"; return; }
     [[ -f $f ]] || "$TGI" quantize "$F16" --type "$t" -o "$f" -q
     echo "$f"
@@ -68,7 +71,7 @@ OUT_FILE=$(mktemp)
 trap 'rm -f "$OUT_FILE"' EXIT
 json() { python3 -c "import json,sys; d=json.load(open('$OUT_FILE')); print($1)"; }
 
-PROMPT512=$(python3 -c "print(' '.join(['the'] * 511))") # BOS + 511 tokens
+PROMPT512=$(python3 -c "print(' '.join(['the'] * 511))") # BOS + 511 tokens (one more word without a BOS)
 echo "| type | llama.cpp pp512 | tgi prefill 512 | ratio | llama.cpp tg128 | tgi decode 128 | ratio | peak RSS llama.cpp / tgi |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for t in $TYPES; do
@@ -79,6 +82,9 @@ for t in $TYPES; do
     tg_l=$(json "[r['avg_ts'] for r in d if r['n_gen'] > 0][0]")
     log "$t: tgi prefill"
     rss_t=$(rss_of "$TGI" generate -m "$f" -t "$THREADS" --temperature 0 --ignore-eos -n 1 --json "$PROMPT512")
+    if [[ $(json "len(d['prompt_token_ids'])") == 511 ]]; then # no BOS (Qwen): one more word
+        rss_t=$(rss_of "$TGI" generate -m "$f" -t "$THREADS" --temperature 0 --ignore-eos -n 1 --json "the $PROMPT512")
+    fi
     [[ $(json "len(d['prompt_token_ids'])") == 512 ]] || { echo "the prompt is not 512 tokens" >&2; exit 1; }
     pp_t=$(json "d['timings']['prefill_tokens_per_second']")
     log "$t: tgi decode"

@@ -95,6 +95,49 @@ fn perplexity_matches_llama_cpp_for_every_preset() {
     eprintln!("{}", rows.join("\n"));
 }
 
+/// Every kernel level this CPU runs gives the scalar level's perplexity (within 0.2%: the levels sum in
+/// other orders) for each block family; a level the CPU lacks is refused with a clear error.
+#[test]
+fn every_cpu_kernel_level_keeps_the_perplexity() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = model("stories-distill-4l/text/heldout.txt");
+    let mut rows = Vec::new();
+    for preset in ["q8_0", "q4_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"] {
+        let file = quantize(&model("stories-distill-4l/hf"), preset, dir.path());
+        let mut scalar = None;
+        for level in ["scalar", "avx2", "avx-vnni", "avx512-vnni"] {
+            let out = tgi([
+                "perplexity".as_ref(),
+                "-m".as_ref(),
+                file.as_os_str(),
+                "--cpu-kernels".as_ref(),
+                level.as_ref(),
+                "--ctx".as_ref(),
+                "128".as_ref(),
+                "--chunks".as_ref(),
+                "16".as_ref(),
+                "--json".as_ref(),
+                text.as_os_str(),
+            ]);
+            if !out.status.success() && level != "scalar" {
+                assert_fails(&out, 2, &format!("--cpu-kernels: this CPU cannot run the {level} kernels"));
+                continue;
+            }
+            let ppl = serde_json::from_str::<Value>(&assert_ok(&out)).unwrap()["perplexity"].as_f64().unwrap();
+            let base = *scalar.get_or_insert(ppl);
+            rows.push(format!("{preset} {level}: {ppl:.5}"));
+            assert!((ppl / base - 1.0).abs() < 2e-3, "{}", rows.join("\n"));
+        }
+    }
+    eprintln!("{}", rows.join("\n"));
+}
+
+#[test]
+fn an_unknown_cpu_kernel_level_is_a_usage_error() {
+    let out = tgi(["generate", "--cpu-kernels", "avx9", "Hi"]);
+    assert_fails(&out, 2, "unknown CPU kernel level `avx9` (expected scalar, avx2, avx-vnni, avx512-vnni)");
+}
+
 #[test]
 fn bundled_model_streams_text_and_a_summary() {
     let out = tgi(["generate", "--temperature", "0", "-n", "8", "Once upon a time"]);
@@ -124,6 +167,10 @@ fn seeded_sampling_repeats_and_stop_strings_cut() {
     let stop: String = cut.chars().take(3).collect();
     let s = run(&["--stop", &stop]);
     assert_eq!(s["finish_reason"], "stop_sequence");
+    // The report names the device and the CPU kernels' instruction-set level.
+    assert_eq!(a["device"], "cpu");
+    let kernels = a["cpu_kernels"].as_str().unwrap();
+    assert!(["scalar", "avx2", "avx-vnni", "avx512-vnni"].contains(&kernels), "{kernels}");
     assert!(text.starts_with(s["text"].as_str().unwrap()) && !s["text"].as_str().unwrap().contains(&stop));
 }
 

@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -169,13 +170,20 @@ fn the_next_run_removes_what_a_killed_run_left() {
     let out_dir = dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let target = out_dir.join("big.gguf");
-    let mut child = spawn_quantize(&m, &["--type", "q8_0"], &target);
+    // Q4_K_M on one thread, as in the interrupt test: the encoding goes on long after the temporary appears.
+    let mut child = spawn_quantize(&m, &["--type", "q4_k_m", "--threads", "1"], &target);
     let start = Instant::now();
-    while files_in(&out_dir).is_empty() && start.elapsed() < Duration::from_secs(60) {
+    while files_in(&out_dir).is_empty() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("tgi quantize ended ({status}) before its temporary output appeared");
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "no temporary output appeared in 300 s");
         std::thread::sleep(Duration::from_millis(2));
     }
     assert!(send("-KILL", child.id()));
-    child.wait().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "tgi quantize ended ({status}) before the SIGKILL; make the model bigger");
+    assert!(!target.exists(), "tgi quantize had renamed its output before the SIGKILL; make the model bigger");
     let left = files_in(&out_dir);
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].starts_with(&format!(".big.gguf.tgi-{}-", child.id())), "{left:?}");

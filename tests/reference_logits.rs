@@ -11,7 +11,7 @@ use common::engine::decode_greedy;
 use common::{model, quantize, root};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tgi_engines::kv::BlockTable;
+use tgi_engines::kv::{BlockTable, KvDType};
 use tgi_engines::model::{load, LoadOptions, LoadedModel, Logits, SeqInput};
 
 fn reference(name: &str) -> Value {
@@ -70,6 +70,7 @@ fn float32_matches_transformers() {
             files.push((open_tensor_path(&gguf), gguf.join("(tensor path)")));
         }
         for (m, file) in files {
+            assert_eq!(m.model.kv_dtype(), KvDType::F32, "{}: all-f32 weights cache in f32", file.display());
             for p in entry["prompts"].as_array().unwrap() {
                 let what = format!("{name} from {} on {:?}", file.display(), p["prompt"]);
                 let prompt = ids(&p["prompt_ids"]);
@@ -133,6 +134,7 @@ fn quantized_matches_llama_cpp() {
 
     // The tensor (GPU) path on the same file: candle's quantized matmul, f16 KV tensors.
     let t = open_tensor_path(&q8);
+    assert_eq!((t.model.kv_dtype(), m.model.kv_dtype()), (KvDType::F16, KvDType::F16), "quantized weights: f16 KV");
     for p in st["prompts"].as_array().unwrap() {
         let prompt = ids(&p["prompt_ids"]);
         let d = max_diff(&last_logits(&t, &prompt), &last_logits(&m, &prompt));

@@ -32,19 +32,22 @@ trap cleanup EXIT INT TERM
 # Any role, any content: the template itself refuses nothing.
 printf '%s' '{% for m in messages %}{{ m.role }}: {{ m.content }}
 {% endfor %}{% if add_generation_prompt %}assistant:{% endif %}' >"$work/chat.jinja"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 # Small token limits keep every generation short.
-"$TGI" serve -m models/stories260k/hf --port "$port" --chat-template "$work/chat.jinja" \
+# Port 0: the kernel picks a free port, which the server's log names.
+"$TGI" serve -m models/stories260k/hf --port 0 --chat-template "$work/chat.jinja" \
     --max-total-tokens 96 --max-input-tokens 64 --max-best-of 2 --max-n 2 --max-stop-sequences 2 \
     --max-top-n-tokens 3 --max-concurrent-requests 64 --payload-limit 1000000 \
     >"$work/server.log" 2>&1 &
 server=$!
-for _ in $(seq 300); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+port=
+for _ in $(seq 1500); do
+    port=$(sed -n 's|.*listening on http://[^ ]*:\([0-9][0-9]*\).*|\1|p' "$work/server.log" | head -n1)
+    [ -n "$port" ] && break
     kill -0 "$server" 2>/dev/null || { cat "$work/server.log" >&2; echo "error: tgi serve exited" >&2; exit 1; }
     sleep 0.2
 done
+[ -n "$port" ] || { cat "$work/server.log" >&2; echo "error: tgi serve did not start in 300 s" >&2; exit 1; }
 
 # Run from the scratch directory: schemathesis keeps a cache in ./.schemathesis.
 status=0

@@ -13,6 +13,7 @@ use tgi_engines::text::chat::Message;
 
 use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
+use tgi_engines::device::DeviceSpec;
 
 /// Arguments of `tgi generate`.
 #[derive(Debug, clap::Args)]
@@ -94,7 +95,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 512, value_name = "N")]
     pub prefill_chunk: usize,
 
-    /// Print one JSON object (ids, text, finish reason, timings) instead of streaming text.
+    /// Print one JSON object (ids, text, finish reason, timings, device and CPU kernels) instead of streaming text.
     #[arg(long)]
     pub json: bool,
 
@@ -133,6 +134,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         args.prompt.clone()
     };
     let mut m = args.model.load()?;
+    if args.model.lm_head_type.is_some() && !args.quiet && !args.json {
+        eprintln!("{}", m.model.output_layer());
+    }
     args.chat_template.apply(&mut m)?;
     let prompt_ids = if args.chat {
         let template =
@@ -174,7 +178,12 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         e => anyhow::Error::new(e),
     })?;
     if args.json {
-        let v = report(&req, &g, args.logprobs.is_some());
+        let mut v = report(&req, &g, args.logprobs.is_some());
+        v["device"] = args.model.device.to_string().into();
+        v["output_layer"] = m.model.output_layer().to_string().into();
+        if args.model.device == DeviceSpec::Cpu {
+            v["cpu_kernels"] = tgi_engines::kernels::backend().name().into();
+        }
         writeln!(out, "{v}")?;
     } else {
         writeln!(out)?;

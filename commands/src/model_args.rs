@@ -4,9 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use tgi_engines::device::{ComputeDType, DeviceSpec};
+use tgi_engines::kernels::{self, Backend};
 use tgi_engines::kv::{KvDType, KvError};
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError, Quantize};
 use tgi_engines::text::chat::ChatTemplate;
+use tgi_formats::GgmlType;
 
 use crate::error::InputError;
 
@@ -33,6 +35,11 @@ pub struct ModelArgs {
     #[arg(short, long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// CPU kernel level: scalar, avx2, avx-vnni or avx512-vnni; refused when this CPU lacks it (to compare
+    /// levels, or to step around one) [default: the fastest this CPU runs].
+    #[arg(long, value_name = "LEVEL", value_parser = |s: &str| s.parse::<Backend>())]
+    pub cpu_kernels: Option<Backend>,
+
     /// Lock the weights in RAM (mlock) so the OS never swaps them out.
     #[arg(long)]
     pub mlock: bool,
@@ -44,6 +51,14 @@ pub struct ModelArgs {
     /// --type` writes.
     #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<Quantize>())]
     pub quantize: Option<Quantize>,
+
+    /// Quantize the output layer (lm_head, read in full for every token) while loading it, to a GGML type:
+    /// q6_k, q8_0, q4_k, ... or f16/bf16/f32; for checkpoints whose output layer is dense (NF4, AWQ, F16/BF16),
+    /// where it makes decoding faster. A tied output layer gets its own copy (the embeddings stay as they are);
+    /// refused for an output layer already quantized to another type, or rows that are not whole blocks
+    /// [default: as stored, or as --quantize's preset gives it].
+    #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
+    pub lm_head_type: Option<GgmlType>,
 
     /// KV cache element type: f32, f16, bf16 or q8_0 (ggml's 8-bit blocks, about half of f16's memory; CPU
     /// only, head width a multiple of 32) [default: f32 for all-f32 weights, else f16, as llama.cpp].
@@ -69,6 +84,9 @@ impl ModelArgs {
             // The pool may already be sized by an earlier call in the same process; that one stands.
             let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
         }
+        if let Some(level) = self.cpu_kernels {
+            kernels::choose(level).map_err(|e| InputError(format!("--cpu-kernels: {e}")))?;
+        }
         let name = self.model_name()?;
         let opts = LoadOptions {
             device: self.device,
@@ -76,10 +94,19 @@ impl ModelArgs {
             mlock: self.mlock,
             kv_dtype: self.kv_cache_dtype,
             quantize: self.quantize,
+            lm_head_type: self.lm_head_type,
             cpu_tensor_ops: false,
         };
         model::load(&name, &opts).map_err(|e| classify(e, &name))
     }
+}
+
+/// A GGML type name (`q6_k`, `Q8_0`, `f16`) for `--lm-head-type`.
+fn parse_ggml_type(s: &str) -> Result<GgmlType, String> {
+    GgmlType::parse(s).ok_or_else(|| {
+        let names: Vec<String> = GgmlType::ALL.iter().map(|t| t.ggml_name().to_ascii_lowercase()).collect();
+        format!("unknown GGML type '{s}'; expected one of: {}", names.join(", "))
+    })
 }
 
 /// Input errors (bad files, unsupported models, missing devices) exit with 2; the rest with 1.

@@ -1,11 +1,13 @@
 //! `cargo bench -p tgi-engines --bench kernels`: µs per `matmul` call, GB/s of weight bytes
 //! and batching speed-up for TinyLlama-1.1B shapes. Set RAYON_NUM_THREADS to size the pool;
-//! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table (`awq`: AWQ, group 128, zero point).
+//! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table (`awq`: AWQ, group 128, zero point);
+//! `KERNELS_SHAPES=2304x9216` sets the rows×cols shapes; `KERNELS_BACKENDS=avx2,avx512-vnni` picks the
+//! instruction-set levels compared (default: every one this CPU has but the scalar one).
 
 use std::time::{Duration, Instant};
 
 use tgi_engines::kernels::awq::{self, AwqMatrix};
-use tgi_engines::kernels::{backend, matmul, WeightView};
+use tgi_engines::kernels::{backend, matmul_with, Backend, WeightView};
 use tgi_formats::awq::AwqTensor;
 use tgi_formats::quant::quantize_row;
 use tgi_formats::GgmlType;
@@ -82,38 +84,65 @@ fn main() {
     };
     let types = list("KERNELS_TYPES", "q4_k,q6_k,q8_0,f16,f32,awq");
     let ns: Vec<usize> = list("KERNELS_N", "1,4,16,128").iter().map(|s| s.parse().expect("n")).collect();
-    let shapes = [(2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048)];
-    println!("backend {:?}, {} threads", backend(), rayon::current_num_threads());
+    let shapes: Vec<(usize, usize)> = list("KERNELS_SHAPES", "2048x2048,5632x2048,2048x5632,32000x2048")
+        .iter()
+        .map(|s| {
+            s.split_once('x').map(|(r, c)| (r.parse().expect("rows"), c.parse().expect("cols"))).expect("ROWSxCOLS")
+        })
+        .collect();
+    let fast: Vec<String> =
+        Backend::available().into_iter().filter(|b| b.has_avx2()).map(|b| b.name().into()).collect();
+    let backends: Vec<Backend> = list("KERNELS_BACKENDS", &fast.join(","))
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| *Backend::ALL.iter().find(|b| b.name() == s).unwrap_or_else(|| panic!("unknown backend {s}")))
+        .collect();
+    let backends = if backends.is_empty() { vec![backend()] } else { backends };
+    println!("default backend {}, {} threads", backend().name(), rayon::current_num_threads());
     println!("memory read bandwidth (256 MiB, u64 sum over the pool): {:.1} GB/s", read_bandwidth());
-    println!("{:<6} {:>12} {:>5} {:>11} {:>8} {:>9}", "type", "rows×cols", "n", "µs/call", "GB/s", "vs n×n=1");
-    for name in &types {
-        for &(rows, cols) in &shapes {
-            if name == "awq" {
-                let t = AwqTensor::quantize(&values(rows * cols, 42), rows, cols, 128, true).expect("awq");
-                let le = |v: &[i32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-                let scales: Vec<u8> = t.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
-                let (qw, qz) = (le(&t.qweight), le(&t.qzeros));
-                let start = Instant::now();
-                let m = AwqMatrix::from_gemm(rows, cols, 128, &qw, &qz, &scales).expect("awq");
-                println!(
-                    "awq    {:>12} repacked at load in {:.1} ms",
-                    format!("{rows}×{cols}"),
-                    start.elapsed().as_secs_f64() * 1e3
-                );
-                let bytes = m.buffers().iter().map(|b| b.len()).sum();
-                row(name, rows, cols, bytes, &ns, |x, n, y| awq::matmul(&m, x, n, y));
-            } else {
-                let ty = GgmlType::parse(name).expect("type");
-                let data = weights(ty, rows, cols);
-                let w = WeightView::new(ty, rows, cols, &data).unwrap();
-                row(ty.ggml_name(), rows, cols, data.len(), &ns, |x, n, y| matmul(w, x, n, y));
+    println!(
+        "{:<12} {:<6} {:>12} {:>5} {:>11} {:>8} {:>9}",
+        "backend", "type", "rows×cols", "n", "µs/call", "GB/s", "vs n×n=1"
+    );
+    for &b in &backends {
+        for name in &types {
+            for &(rows, cols) in &shapes {
+                if name == "awq" {
+                    let t = AwqTensor::quantize(&values(rows * cols, 42), rows, cols, 128, true).expect("awq");
+                    let le = |v: &[i32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+                    let scales: Vec<u8> = t.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+                    let (qw, qz) = (le(&t.qweight), le(&t.qzeros));
+                    let start = Instant::now();
+                    let m = AwqMatrix::from_gemm(rows, cols, 128, &qw, &qz, &scales).expect("awq");
+                    println!(
+                        "{:<12} awq    {:>12} repacked at load in {:.1} ms",
+                        b.name(),
+                        format!("{rows}×{cols}"),
+                        start.elapsed().as_secs_f64() * 1e3
+                    );
+                    let bytes = m.buffers().iter().map(|b| b.len()).sum();
+                    row(b, name, rows, cols, bytes, &ns, |x, n, y| awq::matmul_with(b, &m, x, n, y));
+                } else {
+                    let ty = GgmlType::parse(name).expect("type");
+                    let data = weights(ty, rows, cols);
+                    let w = WeightView::new(ty, rows, cols, &data).unwrap();
+                    row(b, ty.ggml_name(), rows, cols, data.len(), &ns, |x, n, y| matmul_with(b, w, x, n, y));
+                }
             }
         }
     }
 }
 
 /// Times `f(x, n, y)` for each activation row count `n` and prints a table row for each.
-fn row(name: &str, rows: usize, cols: usize, bytes: usize, ns: &[usize], f: impl Fn(&[f32], usize, &mut [f32])) {
+fn row(
+    backend: Backend,
+    name: &str,
+    rows: usize,
+    cols: usize,
+    bytes: usize,
+    ns: &[usize],
+    f: impl Fn(&[f32], usize, &mut [f32]),
+) {
     let mut t1 = None;
     for &n in ns {
         let x = values(n * cols, 7 + n as u64);
@@ -127,7 +156,8 @@ fn row(name: &str, rows: usize, cols: usize, bytes: usize, ns: &[usize], f: impl
             _ => String::new(),
         };
         println!(
-            "{:<6} {:>12} {:>5} {:>11.1} {:>8.1} {:>9}",
+            "{:<12} {:<6} {:>12} {:>5} {:>11.1} {:>8.1} {:>9}",
+            backend.name(),
             name,
             format!("{rows}×{cols}"),
             n,

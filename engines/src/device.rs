@@ -57,6 +57,16 @@ impl FromStr for DeviceSpec {
     }
 }
 
+impl DeviceSpec {
+    /// The device for the startup log and `--json` reports: on the CPU, with the kernels' instruction-set level.
+    pub fn describe(&self) -> String {
+        match self {
+            DeviceSpec::Cpu => format!("cpu ({} kernels)", crate::kernels::backend().name()),
+            other => other.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -78,6 +88,21 @@ impl DeviceSpec {
             DeviceSpec::Metal if cfg!(feature = "metal") => open(Device::new_metal(0)),
             DeviceSpec::Metal => Err(DeviceError::NotBuilt { feature: "metal" }),
         }
+    }
+}
+
+/// Free memory of a GPU in bytes (what the CUDA driver reports for its context), `None` for the host CPU and
+/// Metal, whose budget is the host's available memory.
+pub fn free_device_memory(device: &Device) -> candle_core::Result<Option<u64>> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(d) => {
+            let (free, _total) = d.cuda_stream().context().mem_get_info().map_err(candle_core::Error::wrap)?;
+            Ok(Some(free as u64))
+        }
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(_) => Ok(None),
+        Device::Cpu | Device::Metal(_) => Ok(None),
     }
 }
 
@@ -150,6 +175,11 @@ mod tests {
         if !cfg!(feature = "metal") {
             assert!(DeviceSpec::Metal.open().unwrap_err().to_string().contains("without metal"));
         }
+    }
+
+    #[test]
+    fn the_host_has_no_device_memory() {
+        assert_eq!(free_device_memory(&Device::Cpu).unwrap(), None);
     }
 
     #[test]

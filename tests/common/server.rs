@@ -1,7 +1,6 @@
 //! A running `tgi serve` for end-to-end tests, and a small HTTP client (ureq) with SSE reading.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -18,22 +17,17 @@ pub struct Server {
     pub log: Arc<Mutex<String>>,
 }
 
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 impl Server {
-    /// Starts `tgi serve ARGS --port P` and waits until it says it is listening.
+    /// Starts `tgi serve ARGS --port 0` and waits until it says it is listening, and on which port (the
+    /// kernel chose it: no other test can take it in between).
     pub fn start(args: &[&str]) -> Server {
         Self::start_with_env(args, &[])
     }
 
     /// As [`Server::start`], with extra environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tgi"));
-        cmd.arg("serve").args(args).args(["--port", &port.to_string()]);
+        cmd.arg("serve").args(args).args(["--port", "0"]);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -45,9 +39,9 @@ impl Server {
         std::thread::spawn(move || {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("listening on") {
+                if let Some(port) = tgi_commands::serve::listening_port(&line) {
                     if let Some(tx) = tx.take() {
-                        let _ = tx.send(());
+                        let _ = tx.send(port);
                     }
                 }
                 let mut l = sink.lock().unwrap();
@@ -55,10 +49,16 @@ impl Server {
                 l.push('\n');
             }
         });
-        let mut server = Server { child: Some(child), port, log };
-        if rx.recv_timeout(Duration::from_secs(120)).is_err() {
-            let status = server.child.as_mut().unwrap().try_wait().unwrap();
-            panic!("tgi serve did not start ({status:?}): {}", server.log.lock().unwrap());
+        let mut server = Server { child: Some(child), port: 0, log };
+        match rx.recv_timeout(Duration::from_secs(300)) {
+            Ok(port) => server.port = port,
+            Err(_) => {
+                let status = server.child.as_mut().unwrap().try_wait().unwrap();
+                panic!(
+                    "tgi serve did not say `listening on` within 300 s ({status:?}): {}",
+                    server.log.lock().unwrap()
+                );
+            }
         }
         server
     }

@@ -49,18 +49,28 @@ podman export "$cid" | tar -x -C "$work/fs"
 files=$(cd "$work/fs" && find . -type f | sort | tr '\n' ' ')
 echo "files: $files"
 [ ! -e "$work/fs/bin/sh" ] || { echo "the image has a shell" >&2; exit 1; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# The image's environment, with the address a chroot on this host can reach.
-env -i $(inspect '{{range .Config.Env}}{{.}} {{end}}') TGI_HOSTNAME=127.0.0.1 TGI_PORT="$port" \
+# The image's environment, with the address a chroot on this host can reach and port 0: the kernel picks
+# a free port, which the server's log names.
+env -i $(inspect '{{range .Config.Env}}{{.}} {{end}}') TGI_HOSTNAME=127.0.0.1 TGI_PORT=0 \
     chroot --userspec=65532:65532 "$work/fs" /usr/local/bin/tgi serve 2>"$work/serve.log" &
 pid=$!
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-    sleep 0.1
+fail() { echo "$1:" >&2; cat "$work/serve.log" >&2; exit 1; }
+port=
+deadline=$((SECONDS + 300))
+while [ -z "$port" ]; do
+    kill -0 "$pid" 2>/dev/null || fail "tgi serve from the image's filesystem exited"
+    [ "$SECONDS" -lt "$deadline" ] || fail "tgi serve from the image's filesystem did not start in 300 s"
+    sleep 0.2
+    port=$(sed -n 's|.*listening on http://[^ ]*:\([0-9][0-9]*\).*|\1|p' "$work/serve.log" | head -n1)
+done
+deadline=$((SECONDS + 120))
+until curl -sf --max-time 5 "http://127.0.0.1:$port/health" >/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "tgi serve from the image's filesystem did not answer /health in 120 s"
+    sleep 0.2
 done
 answer=$(curl -sf "http://127.0.0.1:$port/generate" -H 'Content-Type: application/json' \
     -d '{"inputs": "Once upon a time", "parameters": {"max_new_tokens": 5}}') \
-    || { echo "tgi serve from the image's filesystem did not answer:" >&2; cat "$work/serve.log" >&2; exit 1; }
+    || fail "tgi serve from the image's filesystem did not answer"
 echo "served from the image's filesystem as 65532: $answer"
 kill -TERM "$pid"
 wait "$pid"

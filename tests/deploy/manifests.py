@@ -14,9 +14,9 @@ import glob
 import os
 import subprocess
 import sys
-import time
+import tempfile
 
-from replicas import ROOT, free_port, http, wait_until
+from replicas import ROOT, http, listening_port
 
 KUBERNETES = "1.34"
 
@@ -89,21 +89,20 @@ def check_against_tgi(tgi, container, metrics):
     """The Deployment's flags (but the model, which is not here) start tgi serve; the HPA's metrics exist."""
     args = [a for a in container["args"] if not a.startswith("--model=")]
     env = dict(os.environ, **{e["name"]: e["value"] for e in container.get("env", [])})
-    port = free_port()
-    proc = subprocess.Popen([tgi, "serve", "--port", str(port), *args], env=env, stderr=subprocess.PIPE, text=True)
+    log = tempfile.NamedTemporaryFile("w", prefix="tgi-manifests-", suffix=".log")
+    proc = subprocess.Popen([tgi, "serve", "--port", "0", *args], env=env, stderr=log)
     try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until("tgi serve with the Deployment's flags", lambda: proc.poll() is not None
-                   or http(base + "/health", timeout=2)[0] == 200)
-        assert proc.poll() is None, f"tgi serve refused the Deployment's flags: {proc.stderr.read()}"
+        base = f"http://127.0.0.1:{listening_port(proc, log.name, 'tgi serve with the Deployment flags')}"
         status, text = http(base + "/metrics")
+        assert status == 200, f"/metrics answered {status}: {text}"
         names = {line.split(" ")[0].split("{")[0] for line in text.splitlines() if not line.startswith("#")}
         for m in metrics:
             assert m in names, f"the HPA scales on {m}, which /metrics does not have"
         print(f"tgi serve accepts {' '.join(args)}; /metrics has {', '.join(metrics)}")
     finally:
         proc.terminate()
-        proc.wait(timeout=60)
+        proc.wait(timeout=120)
+        log.close()
 
 
 def main():

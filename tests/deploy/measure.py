@@ -10,9 +10,10 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-from replicas import Cluster, free_port, http, wait_until
+from replicas import Cluster, http, listening_port
 
 SERVE = ["--threads", "1", "--drain-delay", "1", "--max-batch-size", "16"]
 BENCH = ["--concurrency", "16", "--input-tokens", "32", "--output-tokens", "32", "--timeout", "60"]
@@ -36,20 +37,18 @@ def replicas(tgi, seconds):
         for r in c.replicas[1:]:
             r.signal(signal.SIGTERM)
         for r in c.replicas[1:]:
-            r.proc.wait(timeout=60)
-        time.sleep(1)
+            r.proc.wait(timeout=120)
+            c.wait_down(r)
         via = row("1 replica through HAProxy", c.bench(c.url, "router1.json", *BENCH, *duration))
         added = via["e2e_ms"]["p50"] - direct["e2e_ms"]["p50"]
         print(f"\nrouter's added latency per request (E2E p50, same single replica): {added:.2f} ms")
 
 
 def cache(tgi, n=200):
-    port = free_port()
-    proc = subprocess.Popen([tgi, "serve", "--port", str(port), "--response-cache-size", "100"],
-                            stderr=subprocess.DEVNULL)
+    log = tempfile.NamedTemporaryFile("w", prefix="tgi-measure-", suffix=".log")
+    proc = subprocess.Popen([tgi, "serve", "--port", "0", "--response-cache-size", "100"], stderr=log)
     try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until("tgi serve", lambda: http(base + "/health", timeout=2)[0] == 200)
+        base = f"http://127.0.0.1:{listening_port(proc, log.name)}"
         body = {"inputs": "Once upon a time", "parameters": {"max_new_tokens": 64}}
 
         def timed(headers):
@@ -66,6 +65,7 @@ def cache(tgi, n=200):
     finally:
         proc.terminate()
         proc.wait()
+        log.close()
 
 
 if __name__ == "__main__":

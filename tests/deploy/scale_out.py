@@ -17,7 +17,10 @@ import time
 
 from replicas import Cluster, http, metric, missing_prerequisites, wait_until
 
-SERVE = ["--threads", "1", "--drain-delay", "2", "--shutdown-timeout", "20", "--max-batch-size", "16"]
+# Many times the second or so that HAProxy's checks (inter 500 ms, fall 2) need to take a draining replica out.
+DRAIN_DELAY = 5
+SERVE = ["--threads", "1", "--drain-delay", str(DRAIN_DELAY), "--shutdown-timeout", "20", "--max-batch-size", "16"]
+CONCURRENCY = 8
 PREFIX = ("Once upon a time, in a small village at the edge of a big green forest, there lived a little girl "
           "named Lily who loved to play outside with her dog and her friends every single day. ")
 
@@ -57,20 +60,21 @@ def check_request_ids(c):
     assert status == 200, text
     rid = headers.get("x-request-id", "")
     assert len(rid) == 36 and rid.count("-") == 4, f"not the router's UUID: {headers}"
-    wait_until(f"request id {rid} in a replica's log", lambda: any(rid in open(r.log_path).read() for r in c.replicas),
-               timeout=5)
+    wait_until(f"request id {rid} in a replica's log", lambda: any(rid in open(r.log_path).read() for r in c.replicas))
     print(f"request id {rid} from the router is in the replica's log and the response")
 
 
 def bench_while(c, name, seconds, at, action):
-    """`tgi bench` through the router for `seconds` at concurrency 8, running `action()` after `at` s."""
+    """`tgi bench` through the router for `seconds` at CONCURRENCY, running `action()` after `at` s; returns
+    once both have finished."""
     timer = threading.Timer(at, action)
     timer.start()
     try:
-        run = c.bench(c.url, f"{name}.json", "--concurrency", "8", "--duration", f"{seconds}s",
+        run = c.bench(c.url, f"{name}.json", "--concurrency", str(CONCURRENCY), "--duration", f"{seconds}s",
                       "--input-tokens", "24", "--output-tokens", "24", "--timeout", "30")
     finally:
         timer.cancel()
+        timer.join()
     s = run["summary"]
     print(f"{name}: {s['requests_ok']} requests ok, errors {s['errors']}")
     return s
@@ -90,10 +94,21 @@ def main():
             check_affinity(c)
             check_request_ids(c)
             drained = c.replicas[1]
-            s = bench_while(c, "sigterm", 8, 3, lambda: drained.signal(signal.SIGTERM))
-            assert s["errors"] == {}, f"requests failed while a replica drained: {s['errors']}"
+            marked_down = []
+
+            def drain():
+                t = time.monotonic()
+                drained.signal(signal.SIGTERM)
+                c.wait_down(drained)
+                marked_down.append(time.monotonic() - t)
+            # The bench goes on for a few seconds after the drained replica stops accepting.
+            s = bench_while(c, "sigterm", DRAIN_DELAY + 7, 3, drain)
+            assert marked_down, "HAProxy did not take the draining replica out (the error is above)"
+            print(f"HAProxy took the draining replica out {marked_down[0]:.1f} s after its SIGTERM")
+            assert s["errors"] == {}, (f"requests failed while a replica drained (HAProxy took it out "
+                                       f"{marked_down[0]:.1f} s into its {DRAIN_DELAY} s drain): {s['errors']}")
             assert s["requests_ok"] > 0
-            assert drained.proc.wait(timeout=30) == 0, "the drained replica did not exit cleanly"
+            assert drained.proc.wait(timeout=120) == 0, "the drained replica did not exit cleanly"
 
             killed = c.replicas[2]
             in_flight = []
@@ -103,9 +118,13 @@ def main():
                 killed.signal(signal.SIGKILL)
             s = bench_while(c, "sigkill", 8, 3, kill)
             failed = sum(s["errors"].values())
-            print(f"SIGKILL with {in_flight[0]:.0f} requests in flight on the replica: {failed} failed")
-            # Requests sent between the scrape and the kill (a millisecond) are in flight too: two of slack.
-            assert failed <= in_flight[0] + 2, f"{failed} failures, {in_flight[0]} in flight: {s['errors']}"
+            print(f"SIGKILL with {in_flight[0]:.0f} requests in flight on the replica at the scrape before it: "
+                  f"{failed} failed")
+            # Requests sent between the scrape and the kill are in flight on it too, however long that takes
+            # on a loaded machine, but the bench never has more than CONCURRENCY in flight: any more failures
+            # are requests sent after the kill, which the router should have retried on another replica.
+            assert failed <= CONCURRENCY, (f"{failed} requests failed, more than the {CONCURRENCY} that can have "
+                                           f"been in flight at the kill: {s['errors']}")
             assert set(s["errors"]) <= {"connection", "5xx", "protocol"}, s["errors"]
             assert s["requests_ok"] > 0
         except BaseException:

@@ -6,14 +6,16 @@ on two fields together (the token budget, `best_of` with sampling, seed or strea
 without `logprobs`, the chat template, unique tool names and a `tool_choice` among the `tools`) or on a grammar's type and compiler (the shape of its value, whether it compiles); `/generate_stream` (and `POST /` with `stream: true`) reports a
 refusal as the stream's error event, TGI's behaviour, under status 200; and serde reads an object from
 the array of its fields and an enum tag from its index, so a value of another JSON type can be accepted
-in these forms; and the server reads sampling parameters as 32-bit floats, so a number that is not an
-f32 (e.g. `top_p: 1.0000000000000002`) is read as the nearest f32, which may be the bound itself.
+in these forms; and `format: float` is a number within f32's range, which the server reads as the
+nearest f32 (its range checks run on the number as sent, so `top_p: 1.0000000000000002` is refused).
 Everything else is the built-in check.
 """
 
 import json
+import pathlib
 import re
 
+import jsonschema
 import numpy
 
 import schemathesis
@@ -117,13 +119,8 @@ def _violations(failure):
     ]
 
 
-# Number bounds (and `format: float`, and the `anyOf` of a nullable number) are what rounding to the
-# nearest f32 can move a value across.
-_NUMBER_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format", "anyOf"}
-
-
 def _value_at(body, schema_path):
-    """The request value a schema path such as `/properties/parameters/properties/top_p/anyOf/0` names."""
+    """The request value a schema path such as `/properties/parameters/properties/top_p/format` names."""
     keys = re.findall(r"/properties/([^/]+)", schema_path)
     value = body
     for key in keys:
@@ -133,31 +130,130 @@ def _value_at(body, schema_path):
     return value
 
 
-def _f32_rounded(violation, case):
-    """Whether a violation is a number bound on a value that is not an f32, which the server reads as the
-    nearest f32 (within the bound)."""
-    found = re.search(r"violates (.+?) at (/\S+)", violation)
-    keywords = set(re.findall(r"`([^`]+)`", found.group(1))) if found else {"?"}
-    if not keywords <= _NUMBER_KEYWORDS:
+def _f32_format(violation, case):
+    """Whether a violation is `format: float` alone on a number within f32's range: the mutation is
+    reported on values it left within that range too, and the server reads them as the nearest f32."""
+    found = re.search(r"violates `format` at (/\S+)", violation)
+    if not found:
         return False
-    value = _value_at(case.body, found.group(2))
+    value = _value_at(case.body, found.group(1))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     with numpy.errstate(over="ignore"):
-        nearest = float(numpy.float32(value))
-    if keywords == {"format"}:
-        # `format: float` holds for any value within f32's range (it is read as the nearest f32); the
-        # mutation is reported on values it left within it too.
-        return bool(numpy.isfinite(nearest))
-    # An f32 itself, or beyond f32's range (read as infinity, which must be refused): no exemption.
-    return nearest != value and bool(numpy.isfinite(nearest))
+        return bool(numpy.isfinite(numpy.float32(value)))
+
+
+# The bundled description, to look up what a violation's schema path expects.
+_SPEC = json.loads((pathlib.Path(__file__).parents[2] / "commands/src/serve/openapi.json").read_text())
+
+
+def _resolve(schema):
+    """`schema` with its `$ref` followed."""
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = _SPEC["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def _schema_at(case, schema_path):
+    """The body schema of the case's operation at a path such as `/anyOf/1/properties/stream_options`
+    (schemathesis writes `nullable` as an `anyOf` of the schema and null), or None."""
+    try:
+        operation = _SPEC["paths"][case.path][case.method.lower()]
+        schema = _resolve(operation["requestBody"]["content"]["application/json"]["schema"])
+    except (KeyError, AttributeError):
+        return None
+    parts = [p for p in schema_path.split("/") if p]
+    while parts:
+        key = parts.pop(0)
+        if key in ("anyOf", "oneOf") and key not in schema and schema.get("nullable") and parts:
+            schema = schema if parts.pop(0) == "0" else {"type": "null"}
+        elif isinstance(schema, dict) and key in schema:
+            schema = schema[key]
+        elif isinstance(schema, list) and key.isdigit() and int(key) < len(schema):
+            schema = schema[int(key)]
+        else:
+            return None
+        schema = _resolve(schema)
+    return schema
+
+
+def _takes_object(schema):
+    """Whether a schema (or one of its `anyOf`/`oneOf` branches) is an object."""
+    if not isinstance(schema, dict):
+        return False
+    branches = [_resolve(b) for b in schema.get("anyOf", []) + schema.get("oneOf", [])]
+    return schema.get("type") == "object" or any(_takes_object(b) for b in branches)
+
+
+def _array_for_object(violation, case):
+    """Whether a violation is an array where the schema takes an object, which serde reads as the
+    object's fields in order (`"stream_options": []` is the default options)."""
+    found = re.search(r"violates (.+?) at (/\S+)", violation)
+    if not found or not set(re.findall(r"`([^`]+)`", found.group(1))) <= {"anyOf", "oneOf", "type"}:
+        return False
+    return isinstance(_value_at(case.body, found.group(2)), list) and _takes_object(_schema_at(case, found.group(2)))
+
+
+def _has_value_at(body, schema_path):
+    """Whether the request sets the value a schema path names (to anything, null included)."""
+    for key in re.findall(r"/properties/([^/]+)", schema_path):
+        if not isinstance(body, dict) or key not in body:
+            return False
+        body = body[key]
+    return True
+
+
+class _TooDeep(Exception):
+    """A schema nests too deep to convert (a recursive one)."""
+
+
+def _json_schema(schema, depth=0):
+    """An OpenAPI 3.0 schema as JSON Schema draft 4: `$ref`s inlined and `nullable` as an `anyOf` with null."""
+    if depth > 16:
+        raise _TooDeep
+    schema = _resolve(schema)
+    if isinstance(schema, list):
+        return [_json_schema(s, depth + 1) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties"):
+            out[key] = {k: _json_schema(v, depth + 1) for k, v in value.items()}
+        elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf"):
+            out[key] = _json_schema(value, depth + 1)
+        elif key != "nullable":
+            out[key] = value
+    return {"anyOf": [out, {"type": "null"}]} if schema.get("nullable") else out
+
+
+def _still_valid(violation, case):
+    """Whether a violation's property holds a value its whole schema accepts: schemathesis targets one branch
+    of an `anyOf` and may land on a value another branch takes (`violates `oneOf` at /properties/stop/anyOf/0`
+    for `"stop": null`, which `nullable` allows), and lists it beside the case's real mutation."""
+    found = re.search(r"violates .+? at ((?:/\S*)?/properties/[^/]+)", violation)
+    if not found or not _has_value_at(case.body, found.group(1)):
+        return False
+    schema = _schema_at(case, found.group(1))
+    try:
+        converted = _json_schema(schema)
+    except _TooDeep:
+        return False
+    return schema is not None and jsonschema.Draft4Validator(converted).is_valid(_value_at(case.body, found.group(1)))
 
 
 def _only_exempt_violations(failure, case):
-    """Whether every violation a negative case reports is a changed JSON type serde accepts or an f32
-    rounding (alone or together, as a case may mutate two fields)."""
+    """Whether every violation a negative case reports is a changed JSON type serde accepts (an array
+    for an object, however it is reported), a `format: float` within f32's range, or a value the property's
+    whole schema accepts (alone or together, as a case may mutate two fields)."""
     parts = _violations(failure)
-    return bool(parts) and all(_TYPE_CHANGE.search(p) or _f32_rounded(p, case) for p in parts)
+    exempt = (
+        _TYPE_CHANGE.search,
+        lambda p: _f32_format(p, case),
+        lambda p: _array_for_object(p, case),
+        lambda p: _still_valid(p, case),
+    )
+    return bool(parts) and all(any(e(p) for e in exempt) for p in parts)
 
 
 @schemathesis.check

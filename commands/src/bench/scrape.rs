@@ -152,9 +152,10 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Takes a first sample, then keeps sampling in the background.
+    /// Takes a first sample once the figures have settled (see [`settled`]), then keeps sampling in the
+    /// background.
     pub async fn start(endpoint: Arc<Endpoint>, every: Duration) -> anyhow::Result<Sampler> {
-        let first = scrape(&endpoint).await?;
+        let first = settled(&endpoint).await?;
         let snaps = Arc::new(Mutex::new(vec![first]));
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let (e, s) = (endpoint.clone(), snaps.clone());
@@ -172,26 +173,52 @@ impl Sampler {
         Ok(Sampler { snaps, stop, task, endpoint })
     }
 
-    /// Takes a last sample once the server's figures have settled, and reduces them all. A server may count
-    /// a step's tokens after it has sent them, so the last sample is retaken (every 50 ms, for at most a
-    /// second) until two in a row agree.
+    /// Takes a last sample once the server's figures have settled (see [`settled`]), and reduces them all.
     pub async fn finish(self) -> BTreeMap<String, f64> {
         let _ = self.stop.send(true);
         let _ = self.task.await;
         let mut snaps = std::mem::take(&mut *self.snaps.lock().expect("poisoned"));
-        let mut last: Option<Snapshot> = None;
-        for _ in 0..20 {
-            let Ok(snap) = scrape(&self.endpoint).await else { break };
-            let settled = last.as_ref().is_some_and(|l| l.values == snap.values);
-            last = Some(snap);
-            if settled {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        snaps.extend(last);
+        snaps.extend(settled(&self.endpoint).await.ok());
         reduce(&snaps)
     }
+}
+
+/// Gauges of requests in flight, by the names tgi and TGI, vLLM and llama.cpp give them.
+const IN_FLIGHT: [&str; 6] = [
+    "tgi_batch_current_size",
+    "tgi_queue_size",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+];
+
+impl Snapshot {
+    /// Whether the server reports no request in flight (true when it reports none of [`IN_FLIGHT`]).
+    fn idle(&self) -> bool {
+        self.values
+            .iter()
+            .filter(|(k, _)| IN_FLIGHT.iter().any(|g| k.split('{').next() == Some(g)))
+            .all(|(_, &v)| v == 0.0)
+    }
+}
+
+/// A sample taken once the server's figures have settled: it reports no request in flight and two samples in
+/// a row agree. A server may count a step's tokens after it has sent them (so a level's first sample could
+/// miss the previous level's last token, and its last sample this level's), so the sample is retaken every
+/// 50 ms, for at most a second; after that the last one is taken as it is.
+async fn settled(e: &Endpoint) -> anyhow::Result<Snapshot> {
+    let mut last = scrape(e).await?;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Ok(snap) = scrape(e).await else { break };
+        let done = snap.idle() && snap.values == last.values;
+        last = snap;
+        if done {
+            break;
+        }
+    }
+    Ok(last)
 }
 
 async fn scrape(e: &Endpoint) -> anyhow::Result<Snapshot> {
@@ -230,6 +257,18 @@ mod tests {
         assert_eq!(r["speculative_acceptance"], 0.5);
         assert!(!r.keys().any(|k| k.contains("request_count") || k.contains("bucket")));
     }
+    #[test]
+    fn idle_means_no_request_running_or_queued_by_any_servers_names() {
+        let gauges = |text: &str| parse(&text.replace(';', "\n"));
+        assert!(gauges("tgi_batch_current_size 0;tgi_queue_size 0;tgi_batch_generated_tokens 7").idle());
+        assert!(!gauges("tgi_batch_current_size 1;tgi_queue_size 0").idle());
+        assert!(!gauges("vllm:num_requests_waiting{model_name=\"m\"} 2").idle());
+        assert!(!gauges("llamacpp:requests_processing 1").idle());
+        assert!(gauges("vllm:num_requests_running{model_name=\"m\"} 0;llamacpp:requests_deferred 0").idle());
+        // A server that reports no such gauge is taken as idle (the samples' agreeing is what is left).
+        assert!(gauges("some_kv_usage 0.5").idle());
+    }
+
     #[test]
     fn acceptance_from_tgi_counters() {
         let at = |drafted: f64, accepted: f64| {

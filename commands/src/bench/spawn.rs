@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -30,14 +30,15 @@ fn stop_child() {
 impl LocalServer {
     /// Starts `tgi serve --model MODEL --hostname 127.0.0.1 --port P EXTRA...` and waits up to `wait` for `/health`.
     pub fn start(model: Option<&str>, extra: &[String], wait: Duration, quiet: bool) -> Result<LocalServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let exe = std::env::current_exe().context("cannot find the tgi executable")?;
         let mut cmd = Command::new(exe);
         cmd.arg("serve");
         if let Some(m) = model {
             cmd.args(["--model", m]);
         }
-        cmd.args(["--hostname", "127.0.0.1", "--port", &port.to_string()]).args(extra);
+        // Port 0: the kernel picks a free port, which the server's `listening on` line names (a port chosen
+        // here and handed over could be taken by another process in between).
+        cmd.args(["--hostname", "127.0.0.1", "--port", "0"]).args(extra);
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -49,8 +50,12 @@ impl LocalServer {
         crate::output::add_interrupt_hook(stop_child);
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
+        let (port_tx, port_rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(port) = crate::serve::listening_port(&line) {
+                    let _ = port_tx.send(port);
+                }
                 let mut l = sink.lock().unwrap_or_else(|e| e.into_inner());
                 if l.len() >= 20 {
                     l.remove(0);
@@ -58,24 +63,31 @@ impl LocalServer {
                 l.push(line);
             }
         });
-        let server = LocalServer { url: format!("http://127.0.0.1:{port}"), log };
         if !quiet {
-            eprintln!("tgi bench: starting tgi serve {} on {}", model.unwrap_or("(bundled model)"), server.url);
+            eprintln!("tgi bench: starting tgi serve {}", model.unwrap_or("(bundled model)"));
         }
-        server.wait_healthy(port, wait)?;
+        let mut server = LocalServer { url: String::new(), log };
+        let port = server.wait_healthy(&port_rx, wait)?;
+        server.url = format!("http://127.0.0.1:{port}");
+        if !quiet {
+            eprintln!("tgi bench: tgi serve is ready on {}", server.url);
+        }
         Ok(server)
     }
 
-    fn wait_healthy(&self, port: u16, wait: Duration) -> Result<()> {
+    /// Waits up to `wait` for the child to say on which port it listens and for `/health` there; the port.
+    fn wait_healthy(&self, ports: &mpsc::Receiver<u16>, wait: Duration) -> Result<u16> {
         let t = Instant::now();
+        let mut port = None;
         loop {
             if let Some(status) =
                 CHILD.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|c| c.try_wait().ok().flatten())
             {
                 anyhow::bail!("tgi serve exited ({status}) before it was ready:\n{}", self.log_tail());
             }
-            if health(port) {
-                return Ok(());
+            port = port.or_else(|| ports.try_recv().ok());
+            if let Some(p) = port.filter(|&p| health(p)) {
+                return Ok(p);
             }
             if t.elapsed() > wait {
                 anyhow::bail!(

@@ -21,6 +21,8 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("threads", |a| a.env("TGI_THREADS")),
     mut_arg("mlock", |a| a.env("TGI_MLOCK")),
     mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
+    mut_arg("lm_head_type", |a| a.env("TGI_LM_HEAD_TYPE")),
+    mut_arg("cpu_kernels", |a| a.env("TGI_CPU_KERNELS")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
 SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
@@ -100,7 +102,8 @@ pub struct ServeArgs {
     pub max_total_tokens: Option<usize>,
 
     /// Tokens the KV cache holds for all running requests together [default: half the available
-    /// memory, at most --max-batch-size times the context length].
+    /// memory (on a GPU: 90% of its free memory after loading), at most --max-batch-size times the context
+    /// length].
     #[arg(long, env = "TGI_MAX_BATCH_TOTAL_TOKENS", value_name = "N")]
     pub max_batch_total_tokens: Option<usize>,
 

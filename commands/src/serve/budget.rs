@@ -1,5 +1,10 @@
 //! Sizing the server from its settings and the model: token limits per request (defaults from the
-//! context length) and the KV cache budget (default from available memory), checked against each other.
+//! context length) and the KV cache budget (default from the memory the cache lives in: a GPU's free memory
+//! after the weights are loaded, else the host's available memory), checked against each other.
+
+use std::fmt;
+
+use tgi_engines::device::DeviceSpec;
 
 use super::limits::RequestLimits;
 use super::settings::ServeSettings;
@@ -8,8 +13,55 @@ use crate::error::InputError;
 /// Tokens per KV cache block (the scheduler allocates whole blocks).
 pub const BLOCK_SIZE: usize = tgi_engines::kv::BLOCK_SIZE;
 
-/// The share of available memory the KV cache takes by default.
-const MEMORY_FRACTION: f64 = 0.5;
+/// The share of the host's available memory the KV cache takes by default.
+const HOST_FRACTION: f64 = 0.5;
+
+/// The share of a GPU's free memory (after the weights are loaded) the KV cache takes by default; the rest is
+/// left for activations, cuBLAS workspaces and the allocator.
+const DEVICE_FRACTION: f64 = 0.9;
+
+/// Memory the KV cache may take a share of.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Memory {
+    /// Bytes available.
+    pub bytes: u64,
+    /// Which memory: the host's, or a GPU's.
+    pub device: DeviceSpec,
+}
+
+impl Memory {
+    /// The memory a model on `device` keeps its KV cache in: the GPU's free memory (`gpu_free`, from the driver)
+    /// when it has one, else the host's `MemAvailable`.
+    pub fn of(device: DeviceSpec, gpu_free: Option<u64>) -> Option<Memory> {
+        match gpu_free {
+            Some(bytes) => Some(Memory { bytes, device }),
+            None => mem_available().map(|bytes| Memory { bytes, device: DeviceSpec::Cpu }),
+        }
+    }
+
+    /// The share of it the KV cache takes by default.
+    fn fraction(&self) -> f64 {
+        match self.device {
+            DeviceSpec::Cpu => HOST_FRACTION,
+            _ => DEVICE_FRACTION,
+        }
+    }
+
+    /// KV tokens that fit in the default share at `bytes_per_token`.
+    fn tokens(&self, bytes_per_token: usize) -> usize {
+        (self.bytes as f64 * self.fraction() / bytes_per_token.max(1) as f64) as usize
+    }
+}
+
+impl fmt::Display for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gib = self.bytes as f64 / (1u64 << 30) as f64;
+        match self.device {
+            DeviceSpec::Cpu => write!(f, "half of the host's {gib:.1} GiB available memory"),
+            d => write!(f, "{:.0}% of {d}'s {gib:.1} GiB free memory", self.fraction() * 100.0),
+        }
+    }
+}
 
 /// What sizing needs to know about the model and the machine.
 #[derive(Clone, Copy, Debug)]
@@ -18,10 +70,31 @@ pub struct SizingInputs {
     pub context: usize,
     /// KV cache bytes per token (keys and values of every layer).
     pub kv_bytes_per_token: usize,
-    /// Available memory in bytes, when known.
-    pub mem_available: Option<u64>,
+    /// The memory the KV cache lives in, when known.
+    pub memory: Option<Memory>,
     /// The scheduler's default batch size.
     pub default_max_batch_size: usize,
+}
+
+/// What decided the KV cache's size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KvBudget {
+    /// `--max-batch-total-tokens`.
+    Flag,
+    /// A share of this memory.
+    Memory(Memory),
+    /// The batch size times the context length (less than the memory holds, or the memory is unknown).
+    BatchTimesContext,
+}
+
+impl fmt::Display for KvBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvBudget::Flag => f.write_str("--max-batch-total-tokens"),
+            KvBudget::Memory(m) => write!(f, "{m}"),
+            KvBudget::BatchTimesContext => f.write_str("--max-batch-size times the context length"),
+        }
+    }
 }
 
 /// The server's sizes.
@@ -31,6 +104,8 @@ pub struct Sizes {
     pub limits: RequestLimits,
     /// Most sequences per batch.
     pub max_batch_size: usize,
+    /// What decided `limits.max_batch_total_tokens`.
+    pub kv_budget: KvBudget,
 }
 
 /// Derives the sizes from the settings and checks them against the model and the memory; errors name
@@ -52,21 +127,24 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
         return bad(format!("--max-input-tokens ({max_input}) must be less than --max-total-tokens ({max_total})"));
     }
     let max_batch_size = settings.max_batch_size.unwrap_or(m.default_max_batch_size);
-    let kv_tokens = match settings.max_batch_total_tokens {
-        Some(t) => t,
-        None => {
-            let cap = max_batch_size.saturating_mul(m.context);
-            let fit = m
-                .mem_available
-                .map_or(cap, |bytes| (bytes as f64 * MEMORY_FRACTION / m.kv_bytes_per_token.max(1) as f64) as usize);
-            fit.min(cap)
+    let cap = max_batch_size.saturating_mul(m.context);
+    let (kv_tokens, kv_budget) = match (settings.max_batch_total_tokens, m.memory) {
+        (Some(t), _) => (t, KvBudget::Flag),
+        (None, Some(memory)) if memory.tokens(m.kv_bytes_per_token) < cap => {
+            (memory.tokens(m.kv_bytes_per_token), KvBudget::Memory(memory))
         }
+        (None, _) => (cap, KvBudget::BatchTimesContext),
     };
     let kv_tokens = kv_tokens / BLOCK_SIZE * BLOCK_SIZE;
     if kv_tokens < max_total {
-        let (from, fix) = match settings.max_batch_total_tokens {
-            Some(_) => ("", "raise it or lower --max-total-tokens"),
-            None => (" from the available memory", "lower --max-total-tokens or free memory"),
+        let (from, fix) = match kv_budget {
+            KvBudget::Memory(Memory { device: DeviceSpec::Cpu, .. }) => {
+                (" from the available memory".to_string(), "lower --max-total-tokens or free memory")
+            }
+            KvBudget::Memory(Memory { device, .. }) => {
+                (format!(" from {device}'s free memory"), "lower --max-total-tokens or free memory")
+            }
+            _ => (String::new(), "raise it or lower --max-total-tokens"),
         };
         return bad(format!(
             "--max-batch-total-tokens ({kv_tokens}{from}) is smaller than --max-total-tokens ({max_total}): one \
@@ -88,11 +166,12 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
             max_batch_total_tokens: kv_tokens,
         },
         max_batch_size,
+        kv_budget,
     })
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
-pub fn mem_available() -> Option<u64> {
+fn mem_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     parse_meminfo(&text)
 }
@@ -115,9 +194,13 @@ mod tests {
     const M: SizingInputs = SizingInputs {
         context: 512,
         kv_bytes_per_token: 1024,
-        mem_available: Some(1 << 30),
+        memory: Some(Memory { bytes: 1 << 30, device: DeviceSpec::Cpu }),
         default_max_batch_size: 128,
     };
+
+    fn with_memory(bytes: u64, device: DeviceSpec) -> SizingInputs {
+        SizingInputs { memory: Some(Memory { bytes, device }), ..M }
+    }
 
     #[test]
     fn defaults_follow_the_model_and_memory() {
@@ -125,10 +208,34 @@ mod tests {
         assert_eq!((s.limits.max_total_tokens, s.limits.max_input_tokens), (512, 511));
         // Half of 1 GiB at 1 KiB per token, under the 128 x 512 cap.
         assert_eq!(s.limits.max_batch_total_tokens, 65536);
-        let s = size_of(&[], &SizingInputs { mem_available: Some(64 << 20), ..M }).unwrap();
+        assert_eq!(s.kv_budget, KvBudget::BatchTimesContext);
+        let s = size_of(&[], &with_memory(64 << 20, DeviceSpec::Cpu)).unwrap();
         assert_eq!(s.limits.max_batch_total_tokens, 32768);
+        assert_eq!(s.kv_budget.to_string(), "half of the host's 0.1 GiB available memory");
         assert_eq!(s.max_batch_size, 128);
-        assert_eq!(size_of(&["--max-batch-total-tokens", "1000"], &M).unwrap().limits.max_batch_total_tokens, 992);
+        let s = size_of(&["--max-batch-total-tokens", "1000"], &M).unwrap();
+        assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (992, KvBudget::Flag));
+        let s = size_of(&[], &SizingInputs { memory: None, ..M }).unwrap();
+        assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (65536, KvBudget::BatchTimesContext));
+    }
+
+    #[test]
+    fn a_gpu_budget_is_most_of_its_free_memory() {
+        // 90% of 64 MiB of free device memory at 1 KiB per token: 58982.4 tokens, down to whole blocks.
+        let s = size_of(&[], &with_memory(64 << 20, DeviceSpec::Cuda(0))).unwrap();
+        assert_eq!(s.limits.max_batch_total_tokens, 58976);
+        assert_eq!(s.kv_budget.to_string(), "90% of cuda:0's 0.1 GiB free memory");
+        let err = size_of(&[], &with_memory(100_000, DeviceSpec::Cuda(1))).unwrap_err().0;
+        assert!(err.contains("(80 from cuda:1's free memory)"), "{err}");
+    }
+
+    #[test]
+    fn the_memory_is_the_gpus_when_it_has_one() {
+        let gpu = Memory::of(DeviceSpec::Cuda(0), Some(5 << 30)).unwrap();
+        assert_eq!(gpu, Memory { bytes: 5 << 30, device: DeviceSpec::Cuda(0) });
+        if let Some(host) = Memory::of(DeviceSpec::Cpu, None) {
+            assert_eq!(host.device, DeviceSpec::Cpu);
+        }
     }
 
     #[test]
@@ -137,7 +244,7 @@ mod tests {
         assert!(err(&["--max-total-tokens", "600"], &M).contains("context length (512)"));
         assert!(err(&["--max-input-tokens", "512"], &M).contains("less than --max-total-tokens (512)"));
         assert!(err(&["--max-batch-total-tokens", "256"], &M).contains("smaller than --max-total-tokens (512)"));
-        assert!(err(&[], &SizingInputs { mem_available: Some(100_000), ..M }).contains("available memory"));
+        assert!(err(&[], &with_memory(100_000, DeviceSpec::Cpu)).contains("(48 from the available memory)"));
         assert!(err(&["--max-concurrent-requests", "0"], &M).contains("--max-concurrent-requests"));
         assert!(err(&[], &SizingInputs { context: 1, ..M }).contains("context length (1)"));
     }

@@ -52,17 +52,18 @@ impl RequestChecker {
         tokenizer: Tokenizer,
         chat_template: Option<ChatTemplate>,
     ) -> Result<Self> {
-        let inputs = SizingInputs { context, kv_bytes_per_token: 1, mem_available: None, default_max_batch_size: 1 };
-        let limits = size(settings, &inputs)?.limits;
+        let inputs = SizingInputs { context, kv_bytes_per_token: 1, memory: None, default_max_batch_size: 1 };
+        let sizes = size(settings, &inputs)?;
         let model = ServedModel {
             id: "checker".into(),
             compute_type: "cpu".into(),
             created: 0,
             speculate: None,
             tool_call_parser: settings.tool_call_parser,
+            kv_budget: sizes.kv_budget.to_string(),
         };
         let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template, grammars: GrammarCell::default() });
-        let state = AppState::new(Arc::new(NoEngine), lexicon, limits, settings.access.clone(), model);
+        let state = AppState::new(Arc::new(NoEngine), lexicon, sizes.limits, settings.access.clone(), model);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(RequestChecker { state: Arc::new(state), runtime })
     }

@@ -40,9 +40,6 @@ pub enum ValidationError {
     /// `decoder_input_details` on a streaming request.
     #[error("`decoder_input_details` == true is not supported when streaming tokens")]
     PrefillDetailsStream,
-    /// TGI's temperature rule: strictly positive.
-    #[error("`temperature` must be strictly positive")]
-    Temperature,
     /// A sampling parameter out of its range.
     #[error(transparent)]
     Sampling(#[from] SamplingError),
@@ -176,7 +173,6 @@ impl ValidationError {
             Self::BestOfSeed => "seed",
             Self::TopNTokens { .. } => "top_n_tokens",
             Self::PrefillDetailsStream => "decoder_input_details",
-            Self::Temperature => "temperature",
             Self::Sampling(e) => sampling_param(e),
             Self::Truncate { .. } => "truncate",
             Self::NegativeMaxNewTokens | Self::MaxTotalTokens { .. } | Self::KvCapacity { .. } => "max_tokens",

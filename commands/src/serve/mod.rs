@@ -45,5 +45,5 @@ mod tgi;
 pub use args::ServeArgs;
 pub use check::{RequestChecker, Route};
 pub use log::LogFormat;
-pub use run::run;
+pub use run::{listening_port, run};
 pub use settings::ServeSettings;

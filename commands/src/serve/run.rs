@@ -12,7 +12,7 @@ use tgi_engines::scheduler::{EngineWatch, Scheduler, SchedulerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::budget::{self, Sizes, SizingInputs};
+use super::budget::{self, Memory, Sizes, SizingInputs};
 use super::connections;
 use super::log;
 use super::response_cache::ResponseCache;
@@ -21,6 +21,17 @@ use super::settings::ServeSettings;
 use super::speculation::describe;
 use super::state::{AppState, ServedModel};
 use crate::error::InputError;
+
+/// How the log line that says the server is ready starts; the address follows.
+const LISTENING: &str = "listening on http://";
+
+/// The port in serve's `listening on http://HOST:PORT` log line, in text or JSON (for programs that start
+/// `tgi serve --port 0` and need the port the kernel chose).
+pub fn listening_port(line: &str) -> Option<u16> {
+    let rest = line.split(LISTENING).nth(1)?;
+    let authority: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || ".:[]-".contains(*c)).collect();
+    authority.rsplit(':').next()?.parse().ok()
+}
 
 /// Runs `tgi serve` with its resolved settings; `rust_log` is the `RUST_LOG` log filter, when set.
 /// The port is bound first and answers 503 (`/health` included) while the model loads.
@@ -46,7 +57,7 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         let load = tokio::task::spawn_blocking(move || start(&settings));
         let started = server::serve_loading(&listener, load).await.context("the model loading task failed")??;
         tracing::info!("{}", started.summary);
-        tracing::info!("listening on http://{addr}");
+        tracing::info!("{LISTENING}{addr}");
         serve_supervised(listener, started.state, server::signal(), started.engine_failed, started.limits).await
     })
 }
@@ -64,10 +75,12 @@ fn start(settings: &ServeSettings) -> Result<Started> {
     let mut loaded = settings.model.load()?;
     settings.chat_template.apply(&mut loaded)?;
     let c = loaded.model.config();
+    let gpu_free =
+        tgi_engines::device::free_device_memory(loaded.model.device()).context("cannot read the GPU's free memory")?;
     let inputs = SizingInputs {
         context: c.context,
         kv_bytes_per_token: kv_bytes_per_token(&loaded),
-        mem_available: budget::mem_available(),
+        memory: Memory::of(settings.model.device, gpu_free),
         default_max_batch_size: SchedulerConfig::default().max_batch_size,
     };
     let sizes = budget::size(settings, &inputs)?;
@@ -75,6 +88,7 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         Some(plan) => Some(plan.load(&loaded)?),
         None => None,
     };
+    let output_layer = loaded.model.output_layer().to_string();
     let model = Arc::new(loaded);
     let cfg = SchedulerConfig {
         max_batch_size: sizes.max_batch_size,
@@ -94,8 +108,10 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         speculate: cfg.speculation.as_ref().map(|s| s.depth),
         tool_call_parser: settings.tool_call_parser,
+        kv_budget: sizes.kv_budget.to_string(),
     };
-    let mut summary = summary(&served, &sizes, &cfg, inputs.kv_bytes_per_token);
+    let mut summary = summary(&served, &settings.model.device.describe(), &sizes, &cfg, inputs.kv_bytes_per_token);
+    summary.push_str(&format!("\n{output_layer}"));
     if let Some(c) = &settings.response_cache {
         summary.push_str(&format!("\nresponse cache: {}, entries served for {} s", c.size, c.ttl.as_secs_f64()));
     }
@@ -163,17 +179,19 @@ fn kv_bytes_per_token(m: &LoadedModel) -> usize {
 }
 
 /// The startup summary: model, KV budget, batch and request limits.
-fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: usize) -> String {
+fn summary(model: &ServedModel, device: &str, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: usize) -> String {
     let l = &sizes.limits;
     let mib = (l.max_batch_total_tokens * kv_bytes) as f64 / (1 << 20) as f64;
     format!(
-        "model {} on {}\nKV cache: {} tokens ({mib:.1} MiB, {kv_bytes} bytes per token), prefix caching {}\n\
+        "model {} on {}\nKV cache: {} tokens ({mib:.1} MiB, {kv_bytes} bytes per token, from {}), \
+         prefix caching {}\n\
          batches: up to {} sequences, {} prefill tokens per step ({} beside decodes)\n\
          requests: up to {} in flight, {} input tokens, {} total tokens\n\
          speculation: {}",
         model.id,
-        model.compute_type,
+        device,
         l.max_batch_total_tokens,
+        sizes.kv_budget,
         if cfg.prefix_caching { "on" } else { "off" },
         cfg.max_batch_size,
         cfg.max_batch_prefill_tokens,
@@ -183,4 +201,18 @@ fn summary(model: &ServedModel, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: 
         l.max_total_tokens,
         cfg.speculation.as_ref().map_or_else(|| "off".to_string(), describe),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listening_port;
+
+    #[test]
+    fn the_port_is_read_from_the_listening_line_in_text_and_json() {
+        let text = "2026-12-01T23:40:00Z  INFO tgi_commands::serve::run: listening on http://127.0.0.1:40123";
+        assert_eq!(listening_port(text), Some(40123));
+        let json = r#"{"fields":{"message":"listening on http://[::1]:8080"},"target":"tgi_commands::serve::run"}"#;
+        assert_eq!(listening_port(json), Some(8080));
+        assert_eq!(listening_port("bound 127.0.0.1:1: every route answers 503"), None);
+    }
 }

@@ -18,8 +18,8 @@ use super::{openai, tgi};
 pub enum Invocation {
     /// TGI's generate request, answered as `POST /` answers it.
     Generate(GenerateRequest),
-    /// A chat completions request.
-    Chat(ChatRequest),
+    /// A chat completions request (boxed: it is the largest by far).
+    Chat(Box<ChatRequest>),
     /// A completions request.
     Completion(CompletionRequest),
 }
@@ -35,7 +35,7 @@ impl Invocation {
             Err(e) => e,
         };
         let chat = match body::parse::<ChatRequest>(raw) {
-            Ok(req) => return Ok(Invocation::Chat(req)),
+            Ok(req) => return Ok(Invocation::Chat(Box::new(req))),
             Err(e) => e,
         };
         let completion = match body::parse::<CompletionRequest>(raw) {
@@ -57,7 +57,7 @@ impl Invocation {
 pub async fn invocations(state: &Arc<AppState>, raw: &[u8]) -> Result<HttpResponse, ApiError> {
     match Invocation::parse(raw)? {
         Invocation::Generate(req) => tgi::compat(state, req).await,
-        Invocation::Chat(req) => openai::chat(state, req).await,
+        Invocation::Chat(req) => openai::chat(state, *req).await,
         Invocation::Completion(req) => openai::completions(state, req).await,
     }
 }

@@ -75,6 +75,7 @@ impl SpeculationPlan {
             SpeculateType::Draft => Proposal::Draft(ModelArgs {
                 model: args.draft_model.clone(),
                 quantize: args.draft_quantize,
+                lm_head_type: None,
                 threads: None,
                 ..args.model.clone()
             }),

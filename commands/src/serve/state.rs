@@ -92,6 +92,8 @@ pub struct ServedModel {
     pub speculate: Option<usize>,
     /// The tool-call format `--tool-call-parser` sets; `None`: the chat template's family.
     pub tool_call_parser: Option<ToolCallFormat>,
+    /// What sized the KV cache, in words (`/info`'s `kv_cache_budget`).
+    pub kv_budget: String,
 }
 
 impl AppState {

@@ -1,7 +1,7 @@
 //! Fitting a profile to this machine: the thread and KV-cache limits tune enforces, the space swept
 //! within them, and the plain notes on what is measured here and what does not transfer.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
@@ -159,16 +159,18 @@ pub fn limits(
     Ok(limits)
 }
 
-/// The KV tokens and bytes per token from the server's startup summary.
+/// The KV tokens and bytes per token from the server's startup summary (on a loaded machine, the thread
+/// reading its stderr may pass that line on well after the server answers).
 fn kv_summary(server: &LocalServer) -> Result<(usize, usize)> {
     let re = regex::Regex::new(r"KV cache: (\d+) tokens \([0-9.]+ MiB, (\d+) bytes per token").expect("valid");
-    for _ in 0..50 {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(120) {
         if let Some(c) = re.captures(&server.log_tail()) {
             return Ok((c[1].parse()?, c[2].parse()?));
         }
         std::thread::sleep(Duration::from_millis(40));
     }
-    anyhow::bail!("tgi serve did not report its KV cache size:\n{}", server.log_tail())
+    anyhow::bail!("tgi serve did not report its KV cache size in 120 s:\n{}", server.log_tail())
 }
 
 /// The size of the model's weight files (0 for a hub id).

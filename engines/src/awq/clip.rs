@@ -2,7 +2,8 @@
 //! magnitude kept, chosen among `max|w| * (1 - i/20)` for i = 0..9 by the error of the group's partial dot
 //! products with sampled input tokens.
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
+use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 use tgi_formats::awq::fake_quantize_group;
 
@@ -31,8 +32,7 @@ pub(crate) fn search_clip(
 ) -> candle_core::Result<Vec<f32>> {
     let groups = in_features / group_size;
     let (tokens, _) = x.dims2()?;
-    // [groups, tokens, group_size]
-    let xg = x.reshape((tokens, groups, group_size))?.transpose(0, 1)?.contiguous()?;
+    let x = x.flatten_all()?.to_vec1::<f32>()?;
     let mut best = Vec::with_capacity(w.len() / group_size);
     for rows in w.chunks(ROW_BATCH * in_features) {
         let n = rows.len() / in_features;
@@ -50,10 +50,7 @@ pub(crate) fn search_clip(
                 fake_quantize_group(g, zero_point);
                 g.iter_mut().zip(orig).for_each(|(q, w)| *q -= w);
             });
-            // [groups, group_size, n] from [n, groups, group_size]
-            let d = Tensor::from_vec(diff, (n, groups, group_size), &Device::Cpu)?.permute((1, 2, 0))?.contiguous()?;
-            // [groups, tokens, n] -> mean over tokens -> [groups, n]
-            let err = xg.matmul(&d)?.sqr()?.mean(1)?.to_vec2::<f32>()?;
+            let err = GroupProducts { x: &x, tokens, in_features, group_size }.mean_squares(&diff, n);
             for (g, row) in err.iter().enumerate() {
                 for (o, &e) in row.iter().enumerate() {
                     let k = o * groups + g;
@@ -69,6 +66,61 @@ pub(crate) fn search_clip(
     Ok(best)
 }
 
+/// Sampled inputs `[tokens, in]` and their split into quantization groups.
+struct GroupProducts<'a> {
+    x: &'a [f32],
+    tokens: usize,
+    in_features: usize,
+    group_size: usize,
+}
+
+impl GroupProducts<'_> {
+    /// Per group, per row of `d` (`[n, in]`): the mean over tokens of the squared partial dot product of the
+    /// group's inputs with the row's group, `[groups][n]`. One GEMM per group (`[tokens, group] x [group, n]`),
+    /// the groups spread over the pool; the squares are summed in token order.
+    fn mean_squares(&self, d: &[f32], n: usize) -> Vec<Vec<f32>> {
+        let (t, inf, gs) = (self.tokens, self.in_features, self.group_size);
+        (0..inf / gs)
+            .into_par_iter()
+            .map_init(
+                || vec![0f32; t * n],
+                |prod, g| {
+                    // SAFETY: dst is prod[r * n + o] (t × n); lhs is x[r * inf + g * gs + k] and rhs
+                    // d[o * inf + g * gs + k] for r < t, o < n, k < gs, all inside their slices.
+                    unsafe {
+                        gemm(
+                            t,
+                            n,
+                            gs,
+                            prod.as_mut_ptr(),
+                            1,
+                            n as isize,
+                            false,
+                            self.x.as_ptr().add(g * gs),
+                            1,
+                            inf as isize,
+                            d.as_ptr().add(g * gs),
+                            inf as isize,
+                            1,
+                            0.0,
+                            1.0,
+                            false,
+                            false,
+                            false,
+                            Parallelism::None,
+                        )
+                    };
+                    let mut sum = vec![0f32; n];
+                    for row in prod.chunks_exact(n) {
+                        sum.iter_mut().zip(row).for_each(|(s, e)| *s += e * e);
+                    }
+                    sum.into_iter().map(|s| s / t as f32).collect()
+                },
+            )
+            .collect()
+    }
+}
+
 /// Clamps each (row, group) of `w` to `±bound`.
 pub(crate) fn apply_clip(w: &mut [f32], bound: &[f32], group_size: usize) {
     w.par_chunks_mut(group_size).zip(bound).for_each(|(g, &b)| g.iter_mut().for_each(|w| *w = w.clamp(-b, b)));
@@ -77,6 +129,7 @@ pub(crate) fn apply_clip(w: &mut [f32], bound: &[f32], group_size: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
 
     #[test]
     fn an_outlier_is_clipped_when_inputs_ignore_it() {

@@ -31,6 +31,10 @@ pub(crate) struct Captures {
     pub h2: Tensor,
     /// Input of down (`silu(gate) * up`).
     pub inner: Tensor,
+    /// The attention block's output (o's output).
+    pub attn_out: Tensor,
+    /// The MLP's output (down's output).
+    pub mlp_out: Tensor,
     /// The layer's output.
     pub out: Tensor,
 }
@@ -156,11 +160,13 @@ impl DenseLayer {
         let eps = ctx.cfg.rms_eps;
         let h1 = rms_norm(x, &self.input_norm, eps)?;
         let attn = self.attention(ctx, &h1)?;
-        let x = (x + self.proj(Proj::O, &attn)?)?;
+        let attn_out = self.proj(Proj::O, &attn)?;
+        let x = (x + &attn_out)?;
         let h2 = rms_norm(&x, &self.post_norm, eps)?;
         let inner = self.mlp_inner(&h2)?;
-        let out = (x + self.proj(Proj::Down, &inner)?)?;
-        Ok(Captures { h1, attn, h2, inner, out })
+        let mlp_out = self.proj(Proj::Down, &inner)?;
+        let out = (x + &mlp_out)?;
+        Ok(Captures { h1, attn, h2, inner, attn_out, mlp_out, out })
     }
 }
 

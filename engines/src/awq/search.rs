@@ -8,7 +8,7 @@ use tgi_formats::TensorSource;
 
 use super::calibration::Calibration;
 use super::clip::{apply_clip, search_clip, token_stride};
-use super::forward::{add_abs_sums, matrix, mse, Captures, Context, DenseLayer};
+use super::forward::{add_abs_sums, mse, Captures, Context, DenseLayer};
 use super::layer::{unscale_norm, LayerWeights, Proj};
 use super::scale::{fake_quant_scaled, search, weight_mean, ScaleChoice};
 use super::{AwqOptions, AwqSearchError};
@@ -99,6 +99,16 @@ struct Inputs {
     search: [Tensor; 4],
     /// Rows strided over all tokens, for the clip search.
     clip: [Tensor; 4],
+    /// The original attention block's and MLP's outputs on the search rows (the losses' references).
+    reference: [Tensor; 2],
+}
+
+/// Which block's output `p` contributes to: 0 the attention, 1 the MLP.
+fn reference_of(p: Proj) -> usize {
+    match p {
+        Proj::Q | Proj::K | Proj::V | Proj::O => 0,
+        Proj::Gate | Proj::Up | Proj::Down => 1,
+    }
 }
 
 /// Which capture feeds `p`.
@@ -238,6 +248,7 @@ impl<'a> AwqSearch<'a> {
         let mut search: [Vec<Tensor>; 4] = Default::default();
         let mut clip: [Vec<Tensor>; 4] = Default::default();
         let mut outs = Vec::new();
+        let mut reference: [Vec<Tensor>; 2] = Default::default();
         let (n_tok, search_rows) = (self.samples * self.seq, self.search_samples() * self.seq);
         let stride = token_stride(n_tok);
         let step = FORWARD_CHUNK * self.seq;
@@ -254,6 +265,11 @@ impl<'a> AwqSearch<'a> {
                 }
                 clip[k].push(t.index_select(&picks, 0)?);
             }
+            if start < search_rows {
+                for (r, t) in reference.iter_mut().zip([&c.attn_out, &c.mlp_out]) {
+                    r.push(t.narrow(0, 0, len.min(search_rows - start))?);
+                }
+            }
             outs.push(c.out);
         }
         self.x = Tensor::cat(&outs, 0)?;
@@ -262,6 +278,7 @@ impl<'a> AwqSearch<'a> {
             mean: sums.map(|s| s.into_iter().map(|v| (v / n_tok as f64) as f32).collect()),
             search: [cat(&search[0])?, cat(&search[1])?, cat(&search[2])?, cat(&search[3])?],
             clip: [cat(&clip[0])?, cat(&clip[1])?, cat(&clip[2])?, cat(&clip[3])?],
+            reference: [cat(&reference[0])?, cat(&reference[1])?],
         })
     }
 
@@ -283,7 +300,7 @@ impl<'a> AwqSearch<'a> {
                 Prev::Linear(_) => l.single(g.linears[0], x),
             }
         };
-        let reference = module(dense)?;
+        let reference = &inputs.reference[reference_of(g.linears[0])];
         let (_, in_features) = g.linears[0].shape(&self.cfg);
         let weights: Vec<&[f32]> = g.linears.iter().map(|&p| lw.weight(p)).collect();
         let w_mean = weight_mean(&weights, in_features, self.opts.group_size);
@@ -292,9 +309,9 @@ impl<'a> AwqSearch<'a> {
             for &p in g.linears {
                 let (o, i) = p.shape(&self.cfg);
                 let q = fake_quant_scaled(lw.weight(p), s, self.opts.group_size, self.opts.zero_point);
-                l = l.with(p, matrix(&q, o, i)?);
+                l = l.with(p, Tensor::from_vec(q, (o, i), &Device::Cpu)?);
             }
-            Ok(mse(&reference, &module(&l)?)?)
+            Ok(mse(reference, &module(&l)?)?)
         };
         search(&inputs.mean[k], &w_mean, loss)
     }

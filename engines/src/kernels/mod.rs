@@ -1,17 +1,21 @@
 //! CPU matrix kernels: `y = x · Wᵀ` for every GGML weight type, with ggml's CPU semantics
 //! (activations quantized row by row to the weight type's "vec_dot_type", then integer dot
-//! products per block), an AVX2/FMA/F16C fast path chosen at run time and a portable scalar
-//! path for other CPUs (and as the test oracle).
+//! products per block), x86 fast paths (AVX2, AVX-VNNI, AVX-512 VNNI) chosen once at run time and a
+//! portable scalar path for other CPUs (and as the test oracle).
 
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_lowbit;
 pub mod awq;
 pub mod bnb4;
 mod dense;
 mod scalar;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -63,25 +67,123 @@ impl<'a> WeightView<'a> {
     }
 }
 
-/// The implementation a matmul runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The implementation a matmul runs: an instruction-set level, chosen once per process from the CPU's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Backend {
     /// Portable Rust, any CPU.
     Scalar,
     /// x86-64 AVX2 + FMA + F16C intrinsics.
     Avx2,
+    /// AVX2 plus AVX-VNNI (the VEX-encoded fused integer multiply-accumulates).
+    AvxVnni,
+    /// AVX2 plus AVX-512 F/BW/VL and VNNI.
+    Avx512,
 }
 
-/// The fastest backend this CPU supports (detected once).
-pub fn backend() -> Backend {
-    static BACKEND: OnceLock<Backend> = OnceLock::new();
-    *BACKEND.get_or_init(|| {
+impl Backend {
+    /// Every level, slowest first.
+    pub const ALL: [Backend; 4] = [Backend::Scalar, Backend::Avx2, Backend::AvxVnni, Backend::Avx512];
+
+    /// Whether this CPU can run the level.
+    pub fn supported(self) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
-            return Backend::Avx2;
+        {
+            let avx2 =
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
+            match self {
+                Backend::Scalar => true,
+                Backend::Avx2 => avx2,
+                Backend::AvxVnni => avx2 && is_x86_feature_detected!("avxvnni"),
+                Backend::Avx512 => {
+                    avx2 && is_x86_feature_detected!("avx512f")
+                        && is_x86_feature_detected!("avx512bw")
+                        && is_x86_feature_detected!("avx512vl")
+                        && is_x86_feature_detected!("avx512vnni")
+                }
+            }
         }
-        Backend::Scalar
-    })
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Backend::Scalar
+        }
+    }
+
+    /// The levels this CPU can run, slowest first (the tests check each against the scalar one).
+    pub fn available() -> Vec<Backend> {
+        Backend::ALL.into_iter().filter(|b| b.supported()).collect()
+    }
+
+    /// Whether the level includes AVX2 + FMA + F16C (every level but the scalar one).
+    pub fn has_avx2(self) -> bool {
+        self != Backend::Scalar
+    }
+
+    /// The name reported in the startup log and `tgi generate --json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Scalar => "scalar",
+            Backend::Avx2 => "avx2",
+            Backend::AvxVnni => "avx-vnni",
+            Backend::Avx512 => "avx512-vnni",
+        }
+    }
+
+    /// Panics unless this CPU can run the level (the `_with` entry points' guard before any intrinsic).
+    pub(crate) fn assert_supported(self) {
+        assert!(self.supported(), "this CPU cannot run the {} kernels", self.name());
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    /// Parses a level's [`Backend::name`].
+    fn from_str(s: &str) -> Result<Self, String> {
+        Backend::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
+            format!("unknown CPU kernel level `{s}` (expected {})", names.join(", "))
+        })
+    }
+}
+
+/// Why a kernel level cannot be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChooseError {
+    /// The CPU lacks the level's instructions.
+    #[error("this CPU cannot run the {} kernels (it runs: {})", .0.name(), names(&Backend::available()))]
+    Unsupported(Backend),
+    /// Kernels already ran (or were chosen) at another level in this process.
+    #[error("the CPU kernels already run at the {} level, not {}", .current.name(), .asked.name())]
+    AlreadyChosen {
+        /// The level in use.
+        current: Backend,
+        /// The level asked for.
+        asked: Backend,
+    },
+}
+
+/// The levels' names, comma-separated.
+fn names(levels: &[Backend]) -> String {
+    levels.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// The level every matmul of the process runs at, fixed at its first use.
+static BACKEND: OnceLock<Backend> = OnceLock::new();
+
+/// The backend matmuls run on: the one [`choose`] fixed, else the fastest this CPU supports (detected once).
+pub fn backend() -> Backend {
+    *BACKEND.get_or_init(|| Backend::available().into_iter().max().unwrap_or(Backend::Scalar))
+}
+
+/// Fixes the level for the process (`--cpu-kernels`), before any matmul; choosing the level in use again is fine.
+pub fn choose(level: Backend) -> Result<(), ChooseError> {
+    if !level.supported() {
+        return Err(ChooseError::Unsupported(level));
+    }
+    match *BACKEND.get_or_init(|| level) {
+        current if current == level => Ok(()),
+        current => Err(ChooseError::AlreadyChosen { current, asked: level }),
+    }
 }
 
 /// Checks the shapes of `y = x · Wᵀ` (`x` n×cols, `y` n×rows) and handles the empty products: true when
@@ -221,29 +323,18 @@ enum Kernel {
 impl Kernel {
     /// The fastest routine for `ty` on `backend`.
     fn select(backend: Backend, ty: GgmlType) -> Kernel {
+        backend.assert_supported();
         #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Avx2 {
-            assert!(
-                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c"),
-                "the AVX2 backend needs avx2, fma and f16c"
-            );
-            let simd: Option<avx2::RowDot> = match ty {
-                GgmlType::Q8_0 => Some(avx2::q8_0),
-                GgmlType::Q4_0 => Some(avx2::q4_0),
-                GgmlType::Q4_K => Some(avx2::q4_k),
-                GgmlType::Q5_K => Some(avx2::q5_k),
-                GgmlType::Q6_K => Some(avx2::q6_k),
-                GgmlType::F32 => Some(avx2::f32w),
-                GgmlType::F16 => Some(avx2::f16w),
-                GgmlType::BF16 => Some(avx2::bf16w),
-                _ => None,
+        {
+            let vnni = match backend {
+                Backend::AvxVnni => vnni::avx_vnni(ty),
+                Backend::Avx512 => vnni::avx512_vnni(ty),
+                Backend::Scalar | Backend::Avx2 => None,
             };
-            if let Some(f) = simd {
-                return Kernel::Simd(f);
+            if backend.has_avx2() {
+                return Kernel::Simd(vnni.unwrap_or_else(|| avx2::row_dot(ty)));
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
         Kernel::Scalar(scalar_dot(ty))
     }
 

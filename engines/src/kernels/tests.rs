@@ -64,23 +64,25 @@ fn check(ty: GgmlType, rows: usize, cols: usize, n: usize, seed: u64) {
     let e = rel_err(&ys, &reference);
     assert!(e < ref_tolerance(ty), "{ty:?} {rows}x{cols} n={n}: scalar vs f32 reference rel err {e}");
 
-    if backend() == Backend::Avx2 {
+    let scalar64: Vec<f64> = ys.iter().map(|&v| v as f64).collect();
+    let scale = scalar64.iter().fold(0f64, |m, v| m.max(v.abs()));
+    for fast in Backend::available().into_iter().filter(|b| b.has_avx2()) {
         let mut yf = vec![f32::NAN; n * rows];
-        matmul_with(Backend::Avx2, w, &x, n, &mut yf);
-        let scalar64: Vec<f64> = ys.iter().map(|&v| v as f64).collect();
+        matmul_with(fast, w, &x, n, &mut yf);
         let e2 = rel_err(&yf, &scalar64);
-        assert!(e2 < 1e-5, "{ty:?} {rows}x{cols} n={n}: fast vs scalar rel err {e2}");
-        let scale = scalar64.iter().fold(0f64, |m, v| m.max(v.abs()));
+        assert!(e2 < 1e-5, "{ty:?} {rows}x{cols} n={n}: {fast:?} vs scalar rel err {e2}");
         for (k, (&a, &b)) in yf.iter().zip(&ys).enumerate() {
             assert!(
                 (a as f64 - b as f64).abs() <= 1e-5 * scale,
-                "{ty:?} {rows}x{cols} n={n}: element {k} fast {a} scalar {b}"
+                "{ty:?} {rows}x{cols} n={n}: element {k} {fast:?} {a} scalar {b}"
             );
         }
-        // The default entry point is the fast path.
-        let mut yd = vec![f32::NAN; n * rows];
-        matmul(w, &x, n, &mut yd);
-        assert_eq!(yd, yf);
+        if fast == backend() {
+            // The default entry point is the fastest level.
+            let mut yd = vec![f32::NAN; n * rows];
+            matmul(w, &x, n, &mut yd);
+            assert_eq!(yd, yf);
+        }
     }
 }
 
@@ -108,6 +110,18 @@ fn kernels_large_rows_tile_evenly() {
     for ty in [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::F16] {
         check(ty, 301, 1024, 1, 7);
         check(ty, 130, 1024, 9, 8);
+    }
+}
+
+#[test]
+fn kernels_low_bit_types_every_row_count() {
+    // Every activation group size (1..=4 and the remainders of 5..=17 rows), a row count that is not a
+    // multiple of the tile, an odd number of blocks for the legacy types and 3 super-blocks for the k-quants.
+    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K] {
+        let cols = if ty.block_size() == 32 { 800 } else { 768 };
+        for n in 1..=17 {
+            check(ty, 37, cols, n, 0x5eed ^ ((n as u64) << 8) ^ ty.id() as u64);
+        }
     }
 }
 
@@ -164,6 +178,19 @@ fn kernels_weight_view_rejects_bad_shapes() {
     let w = WeightView::new(GgmlType::F32, 0, 5, &[]).unwrap();
     let mut y = [];
     matmul(w, &[1.0; 10], 2, &mut y);
+}
+
+#[test]
+fn kernels_levels_parse_by_name_and_refuse_what_the_cpu_lacks() {
+    for b in Backend::ALL {
+        assert_eq!(b.name().parse::<Backend>(), Ok(b));
+    }
+    let err = "avx9".parse::<Backend>().unwrap_err();
+    assert_eq!(err, "unknown CPU kernel level `avx9` (expected scalar, avx2, avx-vnni, avx512-vnni)");
+    // Only an unsupported level can be tried here: a supported one would fix the level for every test.
+    for b in Backend::ALL.into_iter().filter(|b| !b.supported()) {
+        assert_eq!(choose(b), Err(ChooseError::Unsupported(b)));
+    }
 }
 
 /// Deterministic pseudo-random values, roughly normal.

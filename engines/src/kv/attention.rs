@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use tgi_formats::quant::quantize_row;
 use tgi_formats::GgmlType;
 
+use super::simd::RowOps;
 use super::{BlockTable, HostBuf, KvError, Q8_BLOCK};
 use crate::kernels::act::Q8_0_BYTES;
 
@@ -89,26 +90,16 @@ fn host_f32(t: &Tensor) -> Result<Vec<f32>, KvError> {
     Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
 }
 
-/// f32 dot product in eight lanes (vectorizes without fast-math).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ac, ar) = a.as_chunks::<8>();
-    let (bc, br) = b.as_chunks::<8>();
-    for (x, y) in ac.iter().zip(bc) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let tail: f32 = ar.iter().zip(br).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
 /// Read access to cached rows as f32, whatever the storage type.
 trait Rows: Sync {
     /// Element `at..at + out.len()` as f32 into `out`.
     fn read(&self, at: usize, out: &mut [f32]);
     /// Rounds a value the way products with this cache see it (f16 for an f16 cache, as ggml).
     fn round(x: f32) -> f32;
+    /// [`Rows::round`] of every value of `x`, in place.
+    fn round_all(x: &mut [f32]) {
+        x.iter_mut().for_each(|x| *x = Self::round(*x));
+    }
 }
 
 impl Rows for Vec<f32> {
@@ -126,6 +117,15 @@ impl Rows for Vec<f16> {
     }
     fn round(x: f32) -> f32 {
         f16::from_f32(x).to_f32()
+    }
+    fn round_all(x: &mut [f32]) {
+        // Through the slice conversions, which take F16C's eight lanes at a time where the CPU has it.
+        let mut h = [f16::ZERO; 64];
+        for x in x.chunks_mut(64) {
+            let h = &mut h[..x.len()];
+            h.convert_from_f32_slice(x);
+            h.convert_to_f32_slice(x);
+        }
     }
 }
 
@@ -185,12 +185,12 @@ pub(super) fn host(
     store(kc, &host_f32(k)?, &plan.slots, width);
     store(vc, &host_f32(v)?, &plan.slots, width);
     let qd = host_f32(q)?;
-    let per_task = task_rows(plan.rows(), plan.kv_heads);
+    let (per_task, ops) = (task_rows(plan.rows(), plan.kv_heads), RowOps::detect());
     let out = match (&*kc, &*vc) {
-        (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &qd, plan, per_task),
-        (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &qd, plan, per_task),
-        (HostBuf::BF16(k), HostBuf::BF16(v)) => host_attend(k, v, &qd, plan, per_task),
-        (HostBuf::Q8_0(k), HostBuf::Q8_0(v)) => host_attend(&Q8(k), &Q8(v), &qd, plan, per_task),
+        (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &qd, plan, per_task, ops),
+        (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &qd, plan, per_task, ops),
+        (HostBuf::BF16(k), HostBuf::BF16(v)) => host_attend(k, v, &qd, plan, per_task, ops),
+        (HostBuf::Q8_0(k), HostBuf::Q8_0(v)) => host_attend(&Q8(k), &Q8(v), &qd, plan, per_task, ops),
         _ => unreachable!("keys and values share a dtype"),
     };
     Ok(Tensor::from_vec(out, (plan.rows(), plan.heads * plan.head_dim), &Device::Cpu)?)
@@ -219,12 +219,15 @@ struct Scratch {
     row: Vec<f32>,
     /// 1 / softmax sum per row and query head.
     inv: Vec<f32>,
+    /// One query head's normalized weights over one run of cached rows, rounded like the cache.
+    weights: Vec<f32>,
 }
 
 /// Attention in parallel tasks of one KV head over up to `per_task` consecutive rows of one sequence: each cached
 /// key and value row is read (and widened from f16/bf16 or dequantized from q8_0) once for all the rows and the
-/// query heads that share it. Every query row's arithmetic is the same whatever the grouping.
-fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, per_task: usize) -> Vec<f32> {
+/// query heads that share it. Every query row's arithmetic is the same whatever the grouping. The dot products and
+/// weighted sums run on `ops`.
+fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, per_task: usize, ops: RowOps) -> Vec<f32> {
     let (hd, heads, rows) = (plan.head_dim, plan.heads, plan.rows());
     let gw = heads / plan.kv_heads * hd;
     // KV-head-major results: each task owns the contiguous piece of its head and rows.
@@ -242,7 +245,7 @@ fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, per_ta
         }
     }
     tasks.into_par_iter().for_each_init(Scratch::default, |s, (g, seq, rows, o)| {
-        attend_rows(kc, vc, qd, plan, Task { g, seq, rows }, o, s)
+        attend_rows(kc, vc, qd, plan, Task { g, seq, rows, ops }, o, s)
     });
     let mut out = vec![0f32; rows * heads * hd];
     for (row, o) in out.chunks_exact_mut(heads * hd).enumerate() {
@@ -253,11 +256,25 @@ fn host_attend<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, per_ta
     out
 }
 
+/// The largest value of `x` (-inf when empty) in eight lanes: the sequential fold's value without its chain
+/// of dependent comparisons.
+fn max_of(x: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; 8];
+    let (chunks, rest) = x.as_chunks::<8>();
+    for c in chunks {
+        for l in 0..8 {
+            m[l] = m[l].max(c[l]);
+        }
+    }
+    rest.iter().chain(&m).copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
 /// One task of [`host_attend`]: KV head `g` for the packed batch's rows `rows`, all of sequence `seq`.
 struct Task<'p> {
     g: usize,
     seq: &'p SeqSpan,
     rows: Range<usize>,
+    ops: RowOps,
 }
 
 /// Runs `t` into `o` (zeroed; per row, the query heads of KV head `t.g`).
@@ -277,7 +294,7 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
         len += group * (pos + 1 - lo);
         s.queries.extend(qd[row * heads * hd + t.g * gw..][..gw].iter().map(|&x| R::round(x)));
     }
-    let Scratch { spans, scores, queries, row: buf, inv } = s;
+    let Scratch { spans, scores, queries, row: buf, inv, weights } = s;
     scores.clear();
     scores.resize(len, 0.0);
     let (first, last) = (spans[0].0, base + t.rows.len() - 1);
@@ -295,9 +312,9 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
             }
             let (n, keys) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
             for (i, q) in queries[j * gw..][..gw].chunks_exact(hd).enumerate() {
-                for (x, k) in scores[at + i * n + a - lo..at + i * n + b - lo].iter_mut().zip(keys.chunks_exact(hd)) {
-                    *x = plan.score(dot(q, k));
-                }
+                let x = &mut scores[at + i * n + a - lo..at + i * n + b - lo];
+                t.ops.dots(q, keys, x);
+                x.iter_mut().for_each(|x| *x = plan.score(*x));
             }
         }
     }
@@ -305,13 +322,14 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
     for &(lo, pos, at) in spans.iter() {
         let n = pos + 1 - lo;
         for x in scores[at..at + group * n].chunks_exact_mut(n) {
-            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f64;
-            for x in x.iter_mut() {
+            let max = max_of(x);
+            // Four partial sums, so that the additions do not wait on each other.
+            let mut sums = [0f64; 4];
+            for (k, x) in x.iter_mut().enumerate() {
                 *x = (*x - max).exp();
-                sum += *x as f64;
+                sums[k % 4] += *x as f64;
             }
-            inv.push((1.0 / sum) as f32);
+            inv.push((1.0 / sums.iter().sum::<f64>()) as f32);
         }
     }
     for (p0, slot, n) in t.seq.table.runs(first..last + 1) {
@@ -326,13 +344,11 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
             }
             let (n, vals) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
             for (i, o) in o[j * gw..][..gw].chunks_exact_mut(hd).enumerate() {
-                let weights = &scores[at + i * n + a - lo..at + i * n + b - lo];
-                for (&w, v) in weights.iter().zip(vals.chunks_exact(hd)) {
-                    let w = R::round(w * inv[j * group + i]);
-                    for (o, &x) in o.iter_mut().zip(v) {
-                        *o += w * x;
-                    }
-                }
+                let norm = inv[j * group + i];
+                weights.clear();
+                weights.extend(scores[at + i * n + a - lo..at + i * n + b - lo].iter().map(|&w| w * norm));
+                R::round_all(weights);
+                t.ops.accumulate(o, weights, vals);
             }
         }
     }
@@ -398,11 +414,8 @@ pub(super) fn device(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::simd::tests::values as rand;
     use crate::kv::{BlockAllocator, KvDType};
-
-    fn rand(n: usize, seed: u32) -> Vec<f32> {
-        (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect()
-    }
 
     /// The host path and the tensor path agree, for a batch mixing a prefill chunk and a decode row,
     /// with grouped-query heads, a sliding window, and Gemma 2's scale and soft-cap.
@@ -469,8 +482,8 @@ mod tests {
                 let plan = AttentionPlan::new(seqs, heads, kvh, hd, window);
                 let q = varied(12 * heads * hd, 6);
                 let run = |per_task| match (&kc, &vc) {
-                    (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &q, &plan, per_task),
-                    (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &q, &plan, per_task),
+                    (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &q, &plan, per_task, RowOps::detect()),
+                    (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &q, &plan, per_task, RowOps::detect()),
                     _ => unreachable!(),
                 };
                 let alone = run(1);
@@ -479,6 +492,74 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The SIMD dot products and weighted sums give the portable loops' results within 1e-5 of the largest output
+    /// (2^-10 for an f16 cache, whose rounding of the attention weights to f16 can fall either side of a step):
+    /// grouped-query ratios 1, 4 and 8, head widths with and without a tail of 8, a prefill after a prefix of cached
+    /// positions, lengths not a multiple of the block, and every cache type.
+    #[test]
+    fn simd_and_portable_row_ops_agree() {
+        for (heads, kvh, hd) in [(2, 2, 32), (8, 2, 40), (8, 1, 64), (4, 1, 13)] {
+            for dtype in [KvDType::F32, KvDType::F16, KvDType::BF16, KvDType::Q8_0] {
+                if dtype == KvDType::Q8_0 && hd % Q8_BLOCK != 0 {
+                    continue;
+                }
+                let bs = 16;
+                let mut pool = BlockAllocator::new(8, bs);
+                let (mut a, mut b) = (BlockTable::new(), BlockTable::new());
+                pool.grow(&mut b, 9).unwrap();
+                pool.grow(&mut a, 45).unwrap();
+                pool.grow(&mut b, 50).unwrap();
+                let width = kvh * hd;
+                let mut kc = HostBuf::zeros(8 * bs * width, dtype);
+                let mut vc = HostBuf::zeros(8 * bs * width, dtype);
+                let slots: Vec<usize> = (0..45).map(|p| a.slot(p)).chain((0..50).map(|p| b.slot(p))).collect();
+                store(&mut kc, &varied(95 * width, 7), &slots, width);
+                store(&mut vc, &varied(95 * width, 8), &slots, width);
+                // a: 37 new rows after 8 cached positions; b: 21 after 29, then one decode row of b.
+                let seqs = vec![
+                    SeqSpan { rows: 0..37, start: 8, table: a.clone() },
+                    SeqSpan { rows: 37..58, start: 29, table: b.clone() },
+                    SeqSpan { rows: 58..59, start: 49, table: b.clone() },
+                ];
+                let plan = AttentionPlan::new(seqs, heads, kvh, hd, None);
+                let q = varied(59 * heads * hd, 9);
+                let per_task = task_rows(plan.rows(), kvh);
+                let run = |ops| match (&kc, &vc) {
+                    (HostBuf::F32(k), HostBuf::F32(v)) => host_attend(k, v, &q, &plan, per_task, ops),
+                    (HostBuf::F16(k), HostBuf::F16(v)) => host_attend(k, v, &q, &plan, per_task, ops),
+                    (HostBuf::BF16(k), HostBuf::BF16(v)) => host_attend(k, v, &q, &plan, per_task, ops),
+                    (HostBuf::Q8_0(k), HostBuf::Q8_0(v)) => host_attend(&Q8(k), &Q8(v), &q, &plan, per_task, ops),
+                    _ => unreachable!(),
+                };
+                let (fast, portable) = (run(RowOps::detect()), run(RowOps::scalar()));
+                let tol = if dtype == KvDType::F16 { 1.0 / 1024.0 } else { 1e-5 };
+                let scale = portable.iter().fold(0f32, |m, v| m.max(v.abs()));
+                for (i, (x, y)) in fast.iter().zip(&portable).enumerate() {
+                    assert!((x - y).abs() <= tol * scale, "{heads}/{kvh}x{hd} {dtype:?} element {i}: {x} vs {y}");
+                }
+            }
+        }
+    }
+
+    /// The eight-lane maximum and the f16 slice rounding give exactly the sequential values.
+    #[test]
+    fn lane_max_and_slice_rounding_are_exact() {
+        for n in 0..40 {
+            let mut x = varied(n, n as u32);
+            let fold = |x: &[f32]| x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(max_of(&x), fold(&x), "{n} values");
+            if n > 3 {
+                x[3] = f32::NAN;
+                assert_eq!(max_of(&x), fold(&x), "{n} values with a NaN");
+            }
+        }
+        let x: Vec<f32> = varied(150, 11).iter().map(|v| v * 1e-3).collect();
+        let mut y = x.clone();
+        <Vec<f16> as Rows>::round_all(&mut y);
+        let z: Vec<f32> = x.iter().map(|&v| <Vec<f16> as Rows>::round(v)).collect();
+        assert_eq!(y, z);
     }
 
     /// A single query over one position returns that position's value.

@@ -3,6 +3,7 @@
 
 mod attention;
 mod blocks;
+mod simd;
 
 pub use attention::{AttentionPlan, SeqSpan};
 pub use blocks::{BlockAllocator, BlockTable};

@@ -12,7 +12,7 @@ use super::linear::Linear;
 use super::mlp::{Mlp, MlpNames};
 use super::moe::Moe;
 use super::rope::Rope;
-use super::weights::Weights;
+use super::weights::{OutputLayer, Weights};
 use super::{Logits, ModelError, SeqInput};
 use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
 
@@ -103,6 +103,8 @@ pub struct Decoder {
     blocks: Vec<Block>,
     norm: Tensor,
     lm_head: Linear,
+    /// What the output layer became at load.
+    output: OutputLayer,
     rope: Rope,
     /// Gemma 3's RoPE of sliding layers.
     rope_local: Option<Rope>,
@@ -171,11 +173,14 @@ impl Decoder {
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         let head = if w.has("lm_head.weight") { "lm_head" } else { "model.embed_tokens" };
+        let embed = w.embedding("model.embed_tokens.weight", cfg.vocab, h)?;
+        let (lm_head, output) = w.output(head, cfg.vocab, h)?;
         let mut model = Decoder {
-            embed: w.embedding("model.embed_tokens.weight", cfg.vocab, h)?,
+            embed,
             blocks,
             norm: norm("model.norm.weight", h)?,
-            lm_head: w.linear(head, cfg.vocab, h, false)?,
+            lm_head,
+            output,
             rope: Rope::new(&cfg, rope_factors.as_deref()),
             rope_local: Rope::local(&cfg),
             device: w.device().clone(),
@@ -184,9 +189,7 @@ impl Decoder {
             kv_dtype: KvDType::F32,
             host: w.host(),
         };
-        let all_f32 =
-            model.linears().all(|l| !l.is_4bit() && l.host_type().is_none_or(|t| t == tgi_formats::GgmlType::F32))
-                && model.norm.dtype() == candle_core::DType::F32;
+        let all_f32 = model.linears().all(Linear::is_f32) && model.norm.dtype() == candle_core::DType::F32;
         model.kv_dtype = kv_dtype.unwrap_or(if all_f32 { KvDType::F32 } else { KvDType::F16 });
         model.kv_dtype.check(model.cfg.head_dim, model.host)?;
         Ok(model)
@@ -195,6 +198,11 @@ impl Decoder {
     /// The hyperparameters.
     pub fn config(&self) -> &DecoderConfig {
         &self.cfg
+    }
+
+    /// What the output layer (`lm_head`) became at load, for the startup log.
+    pub fn output_layer(&self) -> &OutputLayer {
+        &self.output
     }
 
     /// The element type of the KV caches this model makes.

@@ -115,17 +115,14 @@ impl Linear {
         Ok(Linear { weight, bias, rows, cols })
     }
 
-    /// The stored encoding on the host, `None` on a GPU or for 4-bit (bitsandbytes, AWQ) weights.
-    pub fn host_type(&self) -> Option<GgmlType> {
+    /// Whether the weights compute in f32: stored as F32 on the host, or an f32 tensor on the device (quantized
+    /// and 4-bit weights are not, wherever they run).
+    pub fn is_f32(&self) -> bool {
         match &self.weight {
-            Weight::Host { ty, .. } => Some(*ty),
-            _ => None,
+            Weight::Host { ty, .. } => *ty == GgmlType::F32,
+            Weight::Dense(w) => w.dtype() == candle_core::DType::F32,
+            Weight::Bnb4(_) | Weight::Awq(_) | Weight::Quant(_) => false,
         }
-    }
-
-    /// Whether the weights are 4-bit codes (bitsandbytes, AWQ) multiplied on the host.
-    pub fn is_4bit(&self) -> bool {
-        matches!(self.weight, Weight::Bnb4(_) | Weight::Awq(_))
     }
 
     /// Pins host weight bytes in RAM.

@@ -35,6 +35,9 @@ pub struct LoadOptions {
     pub kv_dtype: Option<KvDType>,
     /// Quantize a dense checkpoint while loading it (in-situ quantization).
     pub quantize: Option<Quantize>,
+    /// Quantize (or convert) a dense output layer to this type while loading it (default: as stored, or as
+    /// `quantize` gives it).
+    pub lm_head_type: Option<tgi_formats::GgmlType>,
     /// On the CPU, compute through candle's tensor ops (the GPU code path) instead of tgi's kernels;
     /// slower, for checking that path where no GPU is at hand.
     pub cpu_tensor_ops: bool,
@@ -98,11 +101,8 @@ fn load_hf(
     if let Some(cfg) = awq {
         weights = weights.with_awq(cfg);
     }
-    if let Some(q) = opts.quantize {
-        let tied = hf.tie_word_embeddings || !weights.metas().contains_key("lm_head.weight");
-        let plan = plan(q, &weights, &cfg, tied, false)?;
-        weights = weights.with_plan(plan);
-    }
+    let tied = hf.tie_word_embeddings || !weights.metas().contains_key("lm_head.weight");
+    let weights = in_situ(weights, opts, &cfg, tied, false)?;
     let model = Decoder::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
     let tj = files
         .tokenizer_json
@@ -143,12 +143,9 @@ fn load_gguf(
     let eos = tokenizer.eos_ids().to_vec();
     let naming = Naming::Gguf { arch: cfg.architecture, heads: cfg.heads, kv_heads: cfg.kv_heads };
     let source: Arc<dyn TensorSource> = file;
-    let mut weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
-    if let Some(q) = opts.quantize {
-        let tied = !weights.metas().contains_key("output.weight");
-        let plan = plan(q, &weights, &cfg, tied, true)?;
-        weights = weights.with_plan(plan);
-    }
+    let weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
+    let tied = !weights.metas().contains_key("output.weight");
+    let weights = in_situ(weights, opts, &cfg, tied, true)?;
     let factors = weights.host_vector("rope_freqs.weight")?;
     let model = Decoder::load(&weights, cfg, factors, opts.kv_dtype)?;
     Ok(LoadedModel { model, tokenizer, chat_template, eos, grammars: GrammarCell::default() })
@@ -162,6 +159,24 @@ fn check_quantization_config(path: &Path) -> Result<Option<AwqConfig>, ModelErro
         serde_json::from_str(&text).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
     tgi_formats::bnb::BnbQuantConfig::from_config(&value)?;
     AwqConfig::from_config(&value).map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))
+}
+
+/// Applies the in-situ options: `quantize`'s plan and the output layer's type.
+fn in_situ(
+    mut weights: Weights,
+    opts: &LoadOptions,
+    cfg: &DecoderConfig,
+    tied: bool,
+    gguf_names: bool,
+) -> Result<Weights, ModelError> {
+    if let Some(q) = opts.quantize {
+        let plan = plan(q, &weights, cfg, tied, gguf_names)?;
+        weights = weights.with_plan(plan);
+    }
+    if let Some(ty) = opts.lm_head_type {
+        weights = weights.with_output_type(ty);
+    }
+    Ok(weights)
 }
 
 /// The in-situ quantization plan for `q` over the model's tensors (refused for an already 4-bit checkpoint).

@@ -23,6 +23,7 @@ pub use insitu::Quantize;
 pub use linear::Linear;
 pub use load::{load, LoadOptions, LoadedModel};
 pub use moe::route;
+pub use weights::OutputLayer;
 
 use crate::kv::{BlockTable, KvError};
 

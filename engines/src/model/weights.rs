@@ -2,6 +2,7 @@
 //! and the model code, which asks for tensors by their Hugging Face names.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Once};
 
 use candle_core::{DType as CDType, Device, Tensor};
@@ -45,7 +46,33 @@ pub struct Weights {
     host: bool,
     plan: Option<Plan>,
     awq: Option<AwqConfig>,
+    output_type: Option<GgmlType>,
     dense_note: Once,
+}
+
+/// What the output layer became at load, for the startup log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputLayer {
+    /// The stored tensor it was built from.
+    pub tensor: String,
+    /// Its stored form (`F16`, `q6_K`, `nf4`, `AWQ 4-bit`).
+    pub stored: String,
+    /// The form it computes in.
+    pub loaded: String,
+    /// Whether the tensor is the embedding matrix (tied embeddings).
+    pub tied: bool,
+}
+
+impl fmt::Display for OutputLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let OutputLayer { tensor, stored, loaded, tied } = self;
+        let tied = if *tied { ", tied to the embeddings" } else { "" };
+        if stored == loaded {
+            write!(f, "output layer: {loaded}, as stored ({tensor}{tied})")
+        } else {
+            write!(f, "output layer: {loaded}, converted at load from {stored} ({tensor}{tied})")
+        }
+    }
 }
 
 impl Weights {
@@ -62,12 +89,31 @@ impl Weights {
     ) -> Self {
         let metas = source.tensors().into_iter().map(|m| (m.name.clone(), m)).collect();
         let host = device.is_cpu() && !tensor_ops;
-        Weights { source, metas, naming, device, dense, act, host, plan: None, awq: None, dense_note: Once::new() }
+        Weights {
+            source,
+            metas,
+            naming,
+            device,
+            dense,
+            act,
+            host,
+            plan: None,
+            awq: None,
+            output_type: None,
+            dense_note: Once::new(),
+        }
     }
 
     /// Quantizes dense tensors as they load, following `plan`.
     pub fn with_plan(mut self, plan: Plan) -> Self {
         self.plan = Some(plan);
+        self
+    }
+
+    /// Quantizes the output layer to `ty` as it loads (`--lm-head-type`), whatever the in-situ plan says; a tied
+    /// output layer gets its own copy, the embedding lookup keeping the stored (or planned) matrix.
+    pub fn with_output_type(mut self, ty: GgmlType) -> Self {
+        self.output_type = Some(ty);
         self
     }
 
@@ -178,18 +224,54 @@ impl Weights {
 
     /// The linear layer `{prefix}.weight` (`[rows, cols]`), with `{prefix}.bias` when `bias`.
     pub fn linear(&self, prefix: &str, rows: usize, cols: usize, bias: bool) -> Result<Linear, ModelError> {
+        Ok(self.typed_linear(prefix, rows, cols, bias, None)?.0)
+    }
+
+    /// The output layer `{prefix}.weight` (`[vocab, hidden]`, `model.embed_tokens` when tied), in the type
+    /// [`Weights::with_output_type`] asked for, with what it became.
+    pub fn output(&self, prefix: &str, rows: usize, cols: usize) -> Result<(Linear, OutputLayer), ModelError> {
+        let (linear, tensor, stored, loaded) = self.typed_linear(prefix, rows, cols, false, self.output_type)?;
+        Ok((linear, OutputLayer { tensor, stored, loaded, tied: prefix != "lm_head" }))
+    }
+
+    /// [`Weights::linear`], quantized to `want` when given (refused unless the stored weight is dense or
+    /// already `want`); also returns the stored tensor's name, its stored form and the form it computes in.
+    fn typed_linear(
+        &self,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+        bias: bool,
+        want: Option<GgmlType>,
+    ) -> Result<(Linear, String, String, String), ModelError> {
         let weight = format!("{prefix}.weight");
+        let refuse = |stored: &str| {
+            let want = want.map_or(String::new(), |t| t.to_string());
+            ModelError::Unsupported(format!(
+                "--lm-head-type {want}: the output layer ('{prefix}') is stored as {stored}; only a dense \
+                 (F32/F16/BF16) one can be quantized at load"
+            ))
+        };
         if bnb::is_bnb4(&self.metas, &weight) {
             let t = bnb::read(&self.source, &weight, rows, cols)?;
-            return self.bnb4_linear(t, prefix, rows, cols, bias);
+            let kind = t.ty.to_string();
+            if want.is_some() {
+                return Err(refuse(&kind));
+            }
+            return Ok((self.bnb4_linear(t, prefix, rows, cols, bias)?, weight, kind.clone(), kind));
         }
         match &self.awq {
             // Linears AWQ leaves unquantized (`modules_to_not_convert`, lm_head) are stored as `P.weight`.
             Some(cfg) if awq::is_packed(&self.metas, prefix) || !self.metas.contains_key(&weight) => {
+                if want.is_some() {
+                    return Err(refuse("AWQ 4-bit"));
+                }
                 let m = awq::read(&self.source, &self.metas, prefix, rows, cols, cfg)?;
                 self.note_dense("AWQ");
                 let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-                return Ok(Linear::new_awq(m, rows, cols, bias, &self.device, self.act, self.host)?);
+                let linear = Linear::new_awq(m, rows, cols, bias, &self.device, self.act, self.host)?;
+                let kind = "AWQ 4-bit".to_string();
+                return Ok((linear, format!("{prefix}.qweight"), kind.clone(), kind));
             }
             None if awq::is_packed(&self.metas, prefix) => {
                 return Err(ModelError::Unsupported(format!(
@@ -200,11 +282,15 @@ impl Weights {
             _ => {}
         }
         let (ty, name, part) = self.matrix(&weight, rows, cols)?;
-        if let (Some(Plan::Bnb4(kind)), false, true) =
-            (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers."))
+        if want.is_some_and(|w| ty.is_quantized() && w != ty) {
+            return Err(refuse(&ty.to_string()));
+        }
+        if let (Some(Plan::Bnb4(kind)), false, true, None) =
+            (&self.plan, ty.is_quantized(), prefix.starts_with("model.layers."), want)
         {
             let t = insitu::encode_bnb4(self.source.as_ref(), &self.metas[&name], part, *kind)?;
-            return self.bnb4_linear(t, prefix, rows, cols, bias);
+            let loaded = t.ty.to_string();
+            return Ok((self.bnb4_linear(t, prefix, rows, cols, bias)?, name, ty.to_string(), loaded));
         }
         if !cols.is_multiple_of(ty.block_size()) {
             return Err(ModelError::Unsupported(format!(
@@ -213,8 +299,21 @@ impl Weights {
             )));
         }
         let bias = if bias { Some(self.vector(&format!("{prefix}.bias"), rows)?) } else { None };
-        let (ty, bytes) = self.bytes(ty, &name, part, cols)?;
-        Ok(Linear::new(ty, bytes, rows, cols, bias, &self.device, self.act, self.host)?)
+        let (loaded, bytes) = match want {
+            Some(w) if w == ty => (ty, WeightBytes::mapped_part(&self.source, &name, part)?),
+            Some(w) if !cols.is_multiple_of(w.block_size()) => {
+                return Err(ModelError::Unsupported(format!(
+                    "--lm-head-type {w}: the output layer's rows of {cols} values are not whole {w} blocks of {}",
+                    w.block_size()
+                )));
+            }
+            Some(w) => {
+                (w, WeightBytes::Owned(insitu::encode_ggml(self.source.as_ref(), &self.metas[&name], part, cols, w)?))
+            }
+            None => self.bytes(ty, &name, part, cols)?,
+        };
+        let linear = Linear::new(loaded, bytes, rows, cols, bias, &self.device, self.act, self.host)?;
+        Ok((linear, name, ty.to_string(), loaded.to_string()))
     }
 
     /// A layer over bitsandbytes 4-bit weights; on a GPU they become dense tensors, which is said once on stderr.
@@ -287,5 +386,25 @@ impl Weights {
             None => (ty, WeightBytes::mapped(&self.source, &name)?),
         };
         Ok(Embedding::new(ty, bytes, vocab, hidden))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OutputLayer;
+
+    #[test]
+    fn output_layer_says_what_changed() {
+        let layer = |stored: &str, loaded: &str, tied| OutputLayer {
+            tensor: "lm_head.weight".into(),
+            stored: stored.into(),
+            loaded: loaded.into(),
+            tied,
+        };
+        assert_eq!(layer("F16", "F16", false).to_string(), "output layer: F16, as stored (lm_head.weight)");
+        assert_eq!(
+            layer("F16", "q6_K", true).to_string(),
+            "output layer: q6_K, converted at load from F16 (lm_head.weight, tied to the embeddings)"
+        );
     }
 }

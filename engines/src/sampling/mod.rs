@@ -16,6 +16,7 @@
 
 mod filter;
 mod math;
+mod range;
 pub mod stop;
 #[cfg(test)]
 mod tests;
@@ -27,6 +28,7 @@ use std::collections::{HashMap, HashSet};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
+pub use range::FloatParam;
 pub use stop::{FinishReason, StopMatcher, StopResult};
 
 use filter::{top_n, Cand, Dist};
@@ -118,30 +120,20 @@ impl SamplingParams {
 
     /// Checks every parameter's range (TGI's ranges, plus OpenAI's min_p, presence and top_logprobs).
     pub fn validate(&self) -> Result<(), SamplingError> {
-        let within = |x: Option<f32>, ok: fn(f32) -> bool| x.is_none_or(ok);
-        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return Err(SamplingError::Temperature);
+        let floats = [
+            (FloatParam::Temperature, Some(self.temperature)),
+            (FloatParam::TopP, self.top_p),
+            (FloatParam::TypicalP, self.typical_p),
+            (FloatParam::MinP, self.min_p),
+            (FloatParam::RepetitionPenalty, self.repetition_penalty),
+            (FloatParam::FrequencyPenalty, Some(self.frequency_penalty)),
+            (FloatParam::PresencePenalty, Some(self.presence_penalty)),
+        ];
+        for (param, v) in floats {
+            v.map_or(Ok(()), |v| param.check(v))?;
         }
         if self.top_k == Some(0) {
             return Err(SamplingError::TopK);
-        }
-        if !within(self.top_p, |p| p > 0.0 && p <= 1.0) {
-            return Err(SamplingError::TopP);
-        }
-        if !within(self.typical_p, |p| p > 0.0 && p < 1.0) {
-            return Err(SamplingError::TypicalP);
-        }
-        if !within(self.min_p, |p| (0.0..=1.0).contains(&p)) {
-            return Err(SamplingError::MinP);
-        }
-        if !within(self.repetition_penalty, |r| r > 0.0 && r.is_finite()) {
-            return Err(SamplingError::RepetitionPenalty);
-        }
-        if !(-2.0..=2.0).contains(&self.frequency_penalty) {
-            return Err(SamplingError::FrequencyPenalty);
-        }
-        if !(-2.0..=2.0).contains(&self.presence_penalty) {
-            return Err(SamplingError::PresencePenalty);
         }
         if self.top_logprobs > MAX_TOP_LOGPROBS {
             return Err(SamplingError::TopNTokens { max: MAX_TOP_LOGPROBS, given: self.top_logprobs });

@@ -15,7 +15,7 @@ use super::cost::StepCost;
 use super::plan::StepPlan;
 use super::proposer::Proposer;
 use super::request::{Event, EventSink, Request};
-use super::sequence::{Outcome, Progress, Sequence, StepMask, StepRows};
+use super::sequence::{Ending, Outcome, Progress, Sequence, StepMask, StepRows};
 use super::stats::Stats;
 use crate::kv::{KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, ModelError, Rows, SeqInput};
@@ -56,6 +56,9 @@ pub(super) struct Engine<'m> {
     shared: Arc<Mutex<Stats>>,
     /// Steps run.
     step: u64,
+    /// The ends of the sequences the step finished, delivered once its stats are published: a client that
+    /// has its whole answer finds it counted in `/metrics`.
+    endings: Vec<Ending>,
 }
 
 /// Runs the engine until every sender is gone and no request is left. A panic fails every request the
@@ -116,6 +119,7 @@ impl<'m> Engine<'m> {
             stats,
             shared,
             step: 0,
+            endings: Vec::new(),
         }
     }
 
@@ -135,8 +139,10 @@ impl<'m> Engine<'m> {
         true
     }
 
-    /// Fails every queued, running and submitted request with `message` (after a panic).
+    /// Fails every queued, running and submitted request with `message` (after a panic); those the last step
+    /// finished get their end.
     fn fail_all(&mut self, message: &str) {
+        self.endings.drain(..).for_each(Ending::deliver);
         for mut seq in self.queue.drain(..).chain(self.running.drain(..)) {
             seq.fail(message.to_string());
         }
@@ -150,13 +156,15 @@ impl<'m> Engine<'m> {
         self.queue.is_empty() && self.running.is_empty()
     }
 
-    /// One turn of the loop: drops cancelled requests, admits waiting ones, runs a step and publishes the
-    /// stats; returns the step's plan (`None` when there was nothing to compute).
+    /// One turn of the loop: drops cancelled requests, admits waiting ones, runs a step, publishes the stats
+    /// and then tells the finished requests; returns the step's plan (`None` when there was nothing to
+    /// compute).
     pub fn turn(&mut self) -> Option<StepPlan> {
         self.drop_closed();
         self.admit();
         let plan = self.step();
         self.publish_stats();
+        self.endings.drain(..).for_each(Ending::deliver);
         plan
     }
 
@@ -429,6 +437,7 @@ impl<'m> Engine<'m> {
                     tracing::debug!(request_id = %s.request_id, tokens = s.tokens.len(), "retired");
                     self.kv.release(&mut s.table);
                     self.proposer.release(&mut s);
+                    self.endings.extend(s.into_ending());
                 }
                 Progress::Closed => {
                     tracing::info!(request_id = %s.request_id, "cancelled: the client went away");

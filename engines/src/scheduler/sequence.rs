@@ -86,6 +86,21 @@ pub(super) struct Sequence<'m> {
     pub request_id: String,
     /// The grammar its output must match, at the position of the tokens generated so far.
     constraint: Option<Constraint>,
+    /// How it ended, held back until the step's stats are published (see [`Sequence::into_ending`]).
+    ended: Option<Finished>,
+}
+
+/// A finished sequence's last event and where it goes, delivered once the step that finished it is counted.
+pub(super) struct Ending {
+    sink: Box<dyn EventSink>,
+    finished: Finished,
+}
+
+impl Ending {
+    /// Sends the `Finished` event.
+    pub fn deliver(mut self) {
+        self.sink.send(Event::Finished(self.finished));
+    }
 }
 
 /// The grammar mask for a step's first sampled row, computed beside the forward pass; `None` for a
@@ -136,6 +151,7 @@ impl<'m> Sequence<'m> {
             total,
             completion: Completion::new(&m.tokenizer, &m.eos, rules),
             started: None,
+            ended: None,
             preemptions: 0,
             spec: Speculation::default(),
             request_id: req.request_id,
@@ -368,7 +384,7 @@ impl<'m> Sequence<'m> {
         }
         let Some(reason) = out.finish else { return Progress::Running };
         let now = Instant::now();
-        self.sink.send(Event::Finished(Finished {
+        self.ended = Some(Finished {
             reason,
             generated_tokens: self.completion.generated(),
             text: self.completion.take_text(),
@@ -377,8 +393,14 @@ impl<'m> Sequence<'m> {
             preemptions: self.preemptions,
             speculated_tokens: self.spec.drafted,
             accepted_tokens: self.spec.accepted,
-        }));
+        });
         Progress::Finished
+    }
+
+    /// Its `Finished` event, held back since it ended (`None` when it failed instead).
+    pub fn into_ending(self) -> Option<Ending> {
+        let sink = self.sink;
+        self.ended.map(|finished| Ending { sink, finished })
     }
 }
 

@@ -52,8 +52,7 @@ pub struct GroupParams {
 impl GroupParams {
     /// The 4-bit code of `w`.
     pub fn code(&self, w: f32) -> u8 {
-        let s = self.scale.to_f32();
-        ((w / s).round_ties_even() + f32::from(self.zero)).clamp(0.0, 15.0) as u8
+        code_f32(w, self.scale.to_f32(), f32::from(self.zero)) as u8
     }
 
     /// The value code `q` stands for.
@@ -81,9 +80,22 @@ pub fn group_params(w: &[f32], zero_point: bool) -> GroupParams {
 /// Replaces one group's weights by their quantized values (what the scale and clip searches measure).
 pub fn fake_quantize_group(w: &mut [f32], zero_point: bool) {
     let p = group_params(w, zero_point);
+    let (s, z) = (p.scale.to_f32(), f32::from(p.zero));
     for x in w.iter_mut() {
-        *x = p.value(p.code(*x));
+        *x = (code_f32(*x, s, z) - z) * s;
     }
+}
+
+/// The code of `w` as an f32 in 0..=15: `round_ties_even(w / s) + z`, clamped (NaN gives 0, as `as u8` does).
+/// The rounding adds and subtracts 1.5 * 2^23, exact ties-to-even for |v| < 2^22 and inlined where
+/// `round_ties_even` is a libm call; larger values clamp to the same end either way.
+#[inline]
+#[allow(clippy::manual_clamp)] // clamp would keep a NaN
+fn code_f32(w: f32, s: f32, z: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    let v = w / s;
+    let r = if v.abs() < 4_194_304.0 { (v + MAGIC) - MAGIC } else { v };
+    (r + z).max(0.0).min(15.0)
 }
 
 /// One linear layer's AWQ tensors, in the GEMM layout.
@@ -221,6 +233,19 @@ mod tests {
 
     fn weights(out: usize, inp: usize) -> Vec<f32> {
         (0..out * inp).map(|k| ((k * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (k % 13) as f32 / 4.0)).collect()
+    }
+
+    #[test]
+    fn the_inlined_rounding_is_round_ties_even() {
+        let reference = |w: f32, s: f32, z: f32| ((w / s).round_ties_even() + z).clamp(0.0, 15.0) as u8;
+        let mut values: Vec<f32> = (-4000..4000).map(|i| i as f32 * 0.25).collect();
+        values.extend([0.5, 1.5, 2.5, -0.5, -2.5, 4_194_303.5, 4_194_304.5, 1e30, -1e30]);
+        values.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, -0.0]);
+        for &w in &values {
+            for (s, z) in [(1.0, 8.0), (0.37, 0.0), (3.0, 15.0), (1e-5, 3.0)] {
+                assert_eq!(code_f32(w, s, z) as u8, reference(w, s, z), "w {w} s {s} z {z}");
+            }
+        }
     }
 
     #[test]

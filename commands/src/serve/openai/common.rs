@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tgi_engines::constraint::{Constraint, Grammar};
-use tgi_engines::sampling::{SamplingError, SamplingParams};
+use tgi_engines::sampling::{FloatParam, SamplingError, SamplingParams};
 use tgi_engines::scheduler::{Request, TokenEvent};
 
 use super::types::{Sampling, TokenLogprob, TopLogprob, Usage};
@@ -81,14 +81,14 @@ impl Sampling {
             Some(k) => Some(k as usize),
         };
         let params = SamplingParams {
-            temperature: self.temperature.unwrap_or(1.0),
+            temperature: FloatParam::Temperature.narrow(self.temperature.unwrap_or(1.0))?,
             top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
+            top_p: FloatParam::TopP.narrow_opt(self.top_p)?,
+            min_p: FloatParam::MinP.narrow_opt(self.min_p)?,
             typical_p: None,
-            repetition_penalty: self.repetition_penalty,
-            frequency_penalty: self.frequency_penalty.unwrap_or(0.0),
-            presence_penalty: self.presence_penalty.unwrap_or(0.0),
+            repetition_penalty: FloatParam::RepetitionPenalty.narrow_opt(self.repetition_penalty)?,
+            frequency_penalty: FloatParam::FrequencyPenalty.narrow(self.frequency_penalty.unwrap_or(0.0))?,
+            presence_penalty: FloatParam::PresencePenalty.narrow(self.presence_penalty.unwrap_or(0.0))?,
             seed: self.seed,
             logprobs,
             top_logprobs: top,

@@ -41,25 +41,25 @@ pub struct StreamOptions {
 pub struct Sampling {
     /// Temperature [default: 1]; 0 is greedy.
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Nucleus sampling.
     #[serde(default)]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Top-k filtering.
     #[serde(default)]
     pub top_k: Option<i64>,
     /// Min-p filtering.
     #[serde(default)]
-    pub min_p: Option<f32>,
+    pub min_p: Option<f64>,
     /// Frequency penalty in [-2, 2].
     #[serde(default)]
-    pub frequency_penalty: Option<f32>,
+    pub frequency_penalty: Option<f64>,
     /// Presence penalty in [-2, 2].
     #[serde(default)]
-    pub presence_penalty: Option<f32>,
+    pub presence_penalty: Option<f64>,
     /// Repetition penalty (1 = none).
     #[serde(default)]
-    pub repetition_penalty: Option<f32>,
+    pub repetition_penalty: Option<f64>,
     /// Keep generating past end-of-sequence tokens (vLLM extension; benchmarks use it).
     #[serde(default)]
     pub ignore_eos: Option<bool>,

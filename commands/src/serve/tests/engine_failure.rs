@@ -65,6 +65,7 @@ fn an_engine_panic_fails_held_requests_and_stops_the_server_with_an_error() {
         created: 1,
         speculate: None,
         tool_call_parser: None,
+        kv_budget: "--max-batch-total-tokens".into(),
     };
     let state = Arc::new(AppState::new(backend, model, limits(), Access::default(), served));
     state.healthy.store(true, Ordering::Relaxed);

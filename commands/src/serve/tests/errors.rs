@@ -72,6 +72,43 @@ fn out_of_range_parameters_are_422_with_tgi_messages() {
     assert_eq!(r.json()["error"], "Input validation error: `inputs` cannot be empty");
 }
 
+/// Values an f32 cannot hold that rounding would carry onto a documented bound (schemathesis found
+/// `top_p: 1.0000000000000002` and `temperature: 3.4028234663852894e+38` accepted).
+#[test]
+fn floats_just_outside_a_range_are_422_on_both_apis() {
+    let s = TestServer::start();
+    let above_one = 1.0000000000000002_f64;
+    let above_max = f64::from_bits(f64::from(f32::MAX).to_bits() + 1);
+    let below_tiny = f64::from_bits(f64::from(f32::from_bits(1)).to_bits() - 1);
+    let tgi = [
+        (json!({"top_p": above_one}), "top_p"),
+        (json!({"temperature": above_max}), "temperature"),
+        (json!({"temperature": below_tiny}), "temperature"),
+        (json!({"typical_p": 0.99999997}), "typical_p"),
+        (json!({"repetition_penalty": above_max}), "repetition_penalty"),
+        (json!({"frequency_penalty": 2.0000000000000004}), "frequency_penalty"),
+    ];
+    for (parameters, param) in tgi {
+        let r = post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": parameters}));
+        assert_eq!(r.status, 422, "{parameters}");
+        assert!(r.json()["error"].as_str().unwrap().contains(&format!("`{param}`")), "{}", r.text());
+    }
+    let openai = [
+        (json!({"top_p": above_one, "temperature": 3.4028234663852894e+38}), "temperature"),
+        (json!({"top_p": above_one}), "top_p"),
+        (json!({"min_p": above_one}), "min_p"),
+        (json!({"presence_penalty": -2.0000000000000004}), "presence_penalty"),
+    ];
+    for (fields, param) in openai {
+        let mut body = json!({"prompt": "0", "max_tokens": 1});
+        body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        let r = post(s.addr, "/v1/completions", &body);
+        assert_eq!((r.status, r.json()["error"]["param"].clone()), (422, json!(param)), "{body}");
+    }
+    let ok = json!({"prompt": "0", "max_tokens": 1, "top_p": 1.0, "temperature": f64::from(f32::MAX)});
+    assert_eq!(post(s.addr, "/v1/completions", &ok).status, 200);
+}
+
 #[test]
 fn oversized_body_is_413() {
     let s = TestServer::start();
@@ -128,13 +165,12 @@ fn overload_is_429_at_once() {
         crate::serve::limits::RequestLimits { max_concurrent_requests: 1, ..limits() },
         Access::default(),
     );
-    let slow = serde_json::to_vec(&json!({"inputs": "slow", "parameters": {"max_new_tokens": 20}})).unwrap();
-    let _held = super::client::send(s.addr, "POST", "/generate_stream", &[], &slow);
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let started = std::time::Instant::now();
+    let hold = serde_json::to_vec(&json!({"inputs": "hold", "parameters": {"max_new_tokens": 20}})).unwrap();
+    let _held = super::client::send(s.addr, "POST", "/generate_stream", &[], &hold);
+    assert!(s.wait_submitted(1), "the held request never reached the engine");
     let r = post(s.addr, "/generate", &json!({"inputs": "Hi", "parameters": {"max_new_tokens": 1}}));
     assert_eq!(r.status, 429);
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(s.submitted().len(), 1, "refused before the engine");
     assert_eq!(r.json(), json!({"error": "Model is overloaded", "error_type": "overloaded"}));
     let r = post(s.addr, "/generate_stream", &json!({"inputs": "Hi"}));
     assert_eq!(r.json_events(), vec![json!({"error": "Model is overloaded", "error_type": "overloaded"})]);

@@ -14,10 +14,15 @@ fn slow(max_new_tokens: usize) -> Vec<u8> {
     serde_json::to_vec(&json!({"inputs": "slow", "parameters": {"max_new_tokens": max_new_tokens}})).unwrap()
 }
 
+/// A request the mock engine holds until its client goes away.
+fn held() -> Vec<u8> {
+    serde_json::to_vec(&json!({"inputs": "hold", "parameters": {"max_new_tokens": 80}})).unwrap()
+}
+
 #[test]
 fn dropping_a_stream_cancels_it_in_the_engine() {
     let s = TestServer::start();
-    let mut conn = send(s.addr, "POST", "/generate_stream", &[], &slow(80));
+    let mut conn = send(s.addr, "POST", "/generate_stream", &[], &held());
     let mut first = [0u8; 256];
     let n = conn.read(&mut first).unwrap();
     assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
@@ -28,8 +33,8 @@ fn dropping_a_stream_cancels_it_in_the_engine() {
 #[test]
 fn dropping_a_waiting_request_cancels_it_in_the_engine() {
     let s = TestServer::start();
-    let conn = send(s.addr, "POST", "/generate", &[], &slow(80));
-    std::thread::sleep(Duration::from_millis(100));
+    let conn = send(s.addr, "POST", "/generate", &[], &held());
+    assert!(s.wait_submitted(1), "the request never reached the engine");
     drop(conn);
     assert!(s.wait_cancelled(1), "the sink was never closed");
 }
@@ -39,11 +44,11 @@ fn request_timeout_cancels_and_reports() {
     let l = crate::serve::limits::RequestLimits { request_timeout: Some(Duration::from_millis(150)), ..limits() };
     let s = TestServer::with(l, Access::default());
     let started = Instant::now();
-    let r = post(s.addr, "/generate", &json!({"inputs": "slow", "parameters": {"max_new_tokens": 80}}));
+    let r = post(s.addr, "/generate", &json!({"inputs": "hold", "parameters": {"max_new_tokens": 80}}));
     assert_eq!(r.status, 504, "{}", r.text());
     assert_eq!(r.json()["error_type"], "timeout");
-    assert!(started.elapsed() < Duration::from_secs(3));
-    let r = post(s.addr, "/generate_stream", &json!({"inputs": "slow", "parameters": {"max_new_tokens": 80}}));
+    assert!(started.elapsed() < Duration::from_secs(30), "the held request ends only at the timeout");
+    let r = post(s.addr, "/generate_stream", &json!({"inputs": "hold", "parameters": {"max_new_tokens": 80}}));
     assert_eq!(r.json_events().last().unwrap()["error_type"], "timeout");
     assert!(s.wait_cancelled(2));
 }
@@ -52,7 +57,7 @@ fn request_timeout_cancels_and_reports() {
 fn shutdown_lets_requests_in_flight_finish() {
     let s = TestServer::start();
     let mut conn = send(s.addr, "POST", "/generate_stream", &[], &slow(10));
-    std::thread::sleep(Duration::from_millis(50));
+    assert!(s.wait_submitted(1), "the request never reached the engine");
     let addr = s.addr;
     let stopped = std::thread::spawn(move || s.shutdown());
     let mut raw = Vec::new();

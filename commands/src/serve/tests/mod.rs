@@ -149,6 +149,15 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
     let prompt = tok.decode(&req.prompt_ids, true).unwrap_or_default();
     let (slow, fail) = (prompt.contains("slow"), prompt.contains("fail"));
     sink.send(Event::Started { queue_time: Duration::from_millis(1), cached_tokens: 2 });
+    if prompt.contains("hold") {
+        // Holds its slot until the client goes away (at most a minute), however slow the test is.
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !sink.is_closed() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        cancelled.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     if req.prompt_logprobs {
         let top = if req.params.logprobs { req.params.top_logprobs } else { 0 };
         let lp = (0..req.prompt_ids.len())
@@ -278,6 +287,7 @@ impl TestServer {
             created: 1,
             speculate: None,
             tool_call_parser: None,
+            kv_budget: "--max-batch-total-tokens".into(),
         };
         let state = AppState::new(mock.clone(), lex, limits, access, model);
         let state = Arc::new(state.with_response_cache(cache.map(ResponseCache::new)));
@@ -310,15 +320,28 @@ impl TestServer {
         self.mock.submitted.lock().unwrap().clone()
     }
 
-    /// Waits until the mock saw `n` cancellations (up to 5 s).
+    /// Waits until the mock saw `n` cancellations (up to a minute).
     fn wait_cancelled(&self, n: u64) -> bool {
-        for _ in 0..250 {
-            if self.mock.cancelled.load(Ordering::Relaxed) >= n {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        within_a_minute(|| self.mock.cancelled.load(Ordering::Relaxed) >= n)
+    }
+
+    /// Waits until the mock received `n` requests (up to a minute).
+    fn wait_submitted(&self, n: usize) -> bool {
+        within_a_minute(|| self.mock.submitted.lock().unwrap().len() >= n)
+    }
+}
+
+/// Whether `done` holds within a minute (generous: the whole suite shares two cores), polled every 10 ms.
+fn within_a_minute(done: impl Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if done() {
+            return true;
         }
-        false
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -30,6 +30,8 @@ pub fn info(state: &AppState) -> HttpResponse {
             version: env!("CARGO_PKG_VERSION"),
             sha: None,
             docker_label: None,
+            max_batch_total_tokens: l.max_batch_total_tokens,
+            kv_cache_budget: state.model.kv_budget.clone(),
         },
     )
 }

@@ -31,22 +31,22 @@ pub struct GenerateParameters {
     pub best_of: Option<usize>,
     /// Softmax temperature.
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Repetition penalty (1 = none).
     #[serde(default)]
-    pub repetition_penalty: Option<f32>,
+    pub repetition_penalty: Option<f64>,
     /// OpenAI-style frequency penalty.
     #[serde(default)]
-    pub frequency_penalty: Option<f32>,
+    pub frequency_penalty: Option<f64>,
     /// Top-k filtering.
     #[serde(default)]
     pub top_k: Option<i32>,
     /// Nucleus sampling.
     #[serde(default)]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Typical decoding mass.
     #[serde(default)]
-    pub typical_p: Option<f32>,
+    pub typical_p: Option<f64>,
     /// Sample instead of greedy decoding.
     #[serde(default)]
     pub do_sample: Option<bool>,
@@ -264,4 +264,8 @@ pub struct Info {
     pub sha: Option<&'static str>,
     /// The container label (`null`).
     pub docker_label: Option<&'static str>,
+    /// Tokens the KV cache holds (`--max-batch-total-tokens`, or derived from the memory it lives in).
+    pub max_batch_total_tokens: usize,
+    /// What sized the KV cache, e.g. "90% of cuda:0's 130.2 GiB free memory".
+    pub kv_cache_budget: String,
 }

@@ -1,6 +1,6 @@
 //! TGI's `parameters` checked, in TGI's order and with its messages, and turned into engine requests.
 
-use tgi_engines::sampling::SamplingParams;
+use tgi_engines::sampling::{FloatParam, SamplingError, SamplingParams};
 use tgi_engines::scheduler::Request;
 
 use super::types::GenerateRequest;
@@ -59,22 +59,19 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
     if best_of > 1 && !sampling {
         return Err(ValidationError::BestOfSampling);
     }
-    let temperature = p.temperature.unwrap_or(1.0);
-    if temperature <= 0.0 || temperature.is_nan() {
-        return Err(ValidationError::Temperature);
-    }
+    let temperature = FloatParam::PositiveTemperature.narrow(p.temperature.unwrap_or(1.0))?;
     let top_k = match p.top_k {
-        Some(k) if k <= 0 => return Err(tgi_engines::sampling::SamplingError::TopK.into()),
+        Some(k) if k <= 0 => return Err(SamplingError::TopK.into()),
         k => k.map(|k| k as usize),
     };
     let params = SamplingParams {
         temperature: if sampling { temperature } else { 0.0 },
         top_k: top_k.filter(|_| sampling),
-        top_p: p.top_p.filter(|_| sampling),
+        top_p: FloatParam::TopP.narrow_opt(p.top_p)?.filter(|_| sampling),
         min_p: None,
-        typical_p: p.typical_p.filter(|_| sampling),
-        repetition_penalty: p.repetition_penalty,
-        frequency_penalty: p.frequency_penalty.unwrap_or(0.0),
+        typical_p: FloatParam::TypicalP.narrow_opt(p.typical_p)?.filter(|_| sampling),
+        repetition_penalty: FloatParam::RepetitionPenalty.narrow_opt(p.repetition_penalty)?,
+        frequency_penalty: FloatParam::FrequencyPenalty.narrow(p.frequency_penalty.unwrap_or(0.0))?,
         presence_penalty: 0.0,
         seed: p.seed,
         logprobs: true,

@@ -10,7 +10,7 @@ use tgi_formats::SafetensorsSet;
 
 use super::*;
 use crate::awq::calibration::{parse_texts, TextFormat};
-use crate::awq::forward::linear;
+use crate::awq::forward::{linear, matrix};
 use crate::kv::BlockTable;
 use crate::model::{load, LoadOptions, Logits, SeqInput};
 use crate::text::tokenizer::Tokenizer;
@@ -104,7 +104,9 @@ fn search_beats_round_to_nearest_on_stories() {
     assert_eq!(search.steps_per_layer(), 1 + 3 + 5);
     let mut steps = Vec::new();
     let mut layers = 0;
+    let mut lines = Vec::new();
     while let Some(l) = search.next_layer(&mut |s| steps.push(s)).unwrap() {
+        lines.extend(reference_lines(&l));
         let orig = LayerWeights::read(&src, &cfg, layers).unwrap();
         assert_eq!(l.weights.index, layers);
         assert_eq!(l.groups.len(), 3);
@@ -120,6 +122,47 @@ fn search_beats_round_to_nearest_on_stories() {
     assert_eq!(layers, cfg.layers);
     assert_eq!(steps.len(), cfg.layers * 9);
     assert_eq!(steps[..2], [Step::Forward, Step::Scale(Proj::Q)]);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(REFERENCE);
+    if std::env::var_os("TGI_UPDATE_AWQ_REFERENCE").is_some() {
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(want.lines().count(), lines.len());
+    for (w, got) in want.lines().zip(&lines) {
+        assert!(same_line(w, got), "reference {w}\n   search {got}");
+    }
+}
+
+/// The search's outcome on stories-distill-4l, one line per group (`layer g<k> ratio loss rtn_loss`) and per
+/// linear (`layer proj sum abs_sum` of the weights handed over), as `TGI_UPDATE_AWQ_REFERENCE=1` records it.
+const REFERENCE: &str = "src/awq/search/stories_reference.txt";
+
+/// The lines of [`REFERENCE`] for one searched layer.
+fn reference_lines(l: &SearchedLayer) -> Vec<String> {
+    let i = l.weights.index;
+    let mut lines: Vec<String> = l
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(k, g)| format!("{i} g{k} {:?} {:e} {:e}", g.ratio, g.loss, g.rtn_loss))
+        .collect();
+    for p in Proj::ALL {
+        let w = l.weights.weight(p);
+        let sum: f64 = w.iter().map(|&v| f64::from(v)).sum();
+        let abs: f64 = w.iter().map(|&v| f64::from(v.abs())).sum();
+        lines.push(format!("{i} {} {sum:e} {abs:e}", p.name()));
+    }
+    lines
+}
+
+/// Whether two reference lines agree: the same words, numbers within `1e-4` relative (or `1e-7` absolute).
+fn same_line(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split(' ').collect(), b.split(' ').collect());
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|(x, y)| match (x.parse::<f64>(), y.parse::<f64>()) {
+            (Ok(x), Ok(y)) => (x - y).abs() <= 1e-4 * x.abs().max(y.abs()) || (x - y).abs() < 1e-7,
+            _ => x == y,
+        })
 }
 
 #[test]

@@ -239,15 +239,7 @@ pub fn matmul_with(backend: Backend, m: &AwqMatrix, x: &[f32], n: usize, y: &mut
     if super::trivial_product(rows, cols, x, n, y) {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Avx2 {
-        assert!(
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c"),
-            "the AVX2 backend needs avx2, fma and f16c"
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
+    backend.assert_supported();
     let (xs, pg) = (m.x_row_bytes(), m.padded_groups());
     with_quantized(
         x,
@@ -264,7 +256,7 @@ pub fn matmul_with(backend: Backend, m: &AwqMatrix, x: &[f32], n: usize, y: &mut
 fn row_dot(backend: Backend, m: &AwqMatrix, r: usize, x: &[u8], xs: usize, nx: usize, out: &mut [f32; 4]) {
     assert!((1..=4).contains(&nx) && r < m.rows && xs == m.x_row_bytes() && x.len() >= nx * xs);
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Avx2 {
+    if backend.has_avx2() {
         // SAFETY: `matmul_with` checked the CPU features; `r < rows` and `x` holds `nx` rows (asserted).
         unsafe { avx2::row_dot(m, r, x, xs, nx, out) };
         return;

@@ -43,7 +43,7 @@ fn check(rows: usize, cols: usize, group: usize, n: usize, zero_point: bool) -> 
     let err = rel_err(&ys, &want);
     // Activations rounded to int8 per group: about 0.5-1% of the output's norm.
     assert!(err < 1.5e-2, "{rows}×{cols} g {group} n {n} zp {zero_point}: scalar vs f64 reference {err}");
-    if super::super::backend() == Backend::Avx2 {
+    if super::super::backend().has_avx2() {
         let mut ya = vec![0f32; n * rows];
         matmul_with(Backend::Avx2, &m, &x, n, &mut ya);
         for (k, (a, s)) in ya.iter().zip(&ys).enumerate() {

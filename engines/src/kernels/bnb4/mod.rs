@@ -176,15 +176,7 @@ pub fn matmul_with(backend: Backend, w: Bnb4View<'_>, x: &[f32], n: usize, y: &m
         });
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Avx2 {
-        assert!(
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
-            "the AVX2 backend needs avx2 and fma"
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    assert!(backend == Backend::Scalar, "the AVX2 backend needs an x86-64 CPU");
+    backend.assert_supported();
 
     let xs = cols / GROUP * XG_BYTES;
     with_quantized(x, n, cols, xs, quantize_x, |xq| {
@@ -197,7 +189,7 @@ pub fn matmul_with(backend: Backend, w: Bnb4View<'_>, x: &[f32], n: usize, y: &m
 fn row_dot(backend: Backend, w: &Bnb4View<'_>, r: usize, x: &[u8], xs: usize, nx: usize, out: &mut [f32; 4]) {
     assert!((1..=4).contains(&nx) && x.len() >= (nx - 1) * xs + w.cols / GROUP * XG_BYTES);
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Avx2 {
+    if backend.has_avx2() {
         // SAFETY: `matmul_with` checked the CPU features; `r < rows` and `x` holds `nx` rows (asserted).
         unsafe { avx2::row_dot(w, r, x, xs, nx, out) };
         return;

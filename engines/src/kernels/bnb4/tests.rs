@@ -72,7 +72,7 @@ fn check(rows: usize, cols: usize, blocksize: usize, n: usize, code: &[f32; 16])
     let err = rel_err(&ys, &want);
     // Activation and code rounding to int8: about 0.5% of the output's norm.
     assert!(err < 1.5e-2, "{rows}×{cols} bs {blocksize} n {n}: scalar vs f32 reference {err}");
-    if super::super::backend() == Backend::Avx2 {
+    if super::super::backend().has_avx2() {
         let mut ya = vec![0f32; n * rows];
         matmul_with(Backend::Avx2, view, &x, n, &mut ya);
         for (k, (a, s)) in ya.iter().zip(&ys).enumerate() {
