@@ -7,14 +7,17 @@
 #   cargo build --release && bash tests/schemathesis.sh
 #
 # Needs `schemathesis` (pip install -r tests/python/requirements.txt) on PATH or in $SCHEMATHESIS.
-# MAX_TIME (seconds, default 150) bounds the run; SEED fixes the generated data; extra arguments go
-# to `schemathesis run` (which runs in a scratch directory: give absolute paths).
+# MAX_EXAMPLES (default 400) bounds the cases per operation and MAX_TIME (seconds, default 150) the run;
+# SEED fixes the generated data (with a fixed seed, make MAX_TIME large enough that MAX_EXAMPLES ends the
+# run, so that every run sends the same requests); extra arguments go to `schemathesis run` (which runs in
+# a scratch directory: give absolute paths).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TGI=${TGI:-target/release/tgi}
 ST=${SCHEMATHESIS:-schemathesis}
 MAX_TIME=${MAX_TIME:-150}
+MAX_EXAMPLES=${MAX_EXAMPLES:-400}
 [ -x "$TGI" ] || { echo "error: $TGI missing; run cargo build --release first" >&2; exit 2; }
 ST=$(command -v "$ST") || { echo "error: schemathesis missing; pip install -r tests/python/requirements.txt" >&2; exit 2; }
 
@@ -57,7 +60,7 @@ PYTHONPATH=$hooks SCHEMATHESIS_HOOKS=hooks "$ST" run "http://127.0.0.1:$port/api
     --checks all \
     --exclude-checks positive_data_acceptance,negative_data_rejection,use_after_free,ensure_resource_availability \
     --phases examples,coverage,fuzzing \
-    --max-time "$MAX_TIME" --max-examples 400 --workers 2 --request-timeout 30 \
+    --max-time "$MAX_TIME" --max-examples "$MAX_EXAMPLES" --workers 2 --request-timeout 30 \
     --suppress-health-check too_slow,filter_too_much \
     --generation-database none --no-color ${SEED:+--seed "$SEED"} "$@" || status=$?
 
