@@ -58,6 +58,15 @@ fn python_clients_call_tools_forced_by_the_grammar() {
     server.run_python("serve_tools.py", &[], "all tool checks passed");
 }
 
+#[test]
+fn a_forced_tool_call_cut_at_every_length_has_one_shape_in_every_family() {
+    let template = common::root().join("tests/chat_templates/hermes_tools.jinja");
+    for family in ["hermes", "llama3_json", "mistral"] {
+        let server = Server::start(&["--chat-template", template.to_str().unwrap(), "--tool-call-parser", family]);
+        server.run_python("serve_tools_cut.py", &[family.as_ref()], "all cut tool call checks passed");
+    }
+}
+
 /// The generated text of a TGI stream, checking its shape on the way.
 fn stream_text(sse: Sse) -> String {
     assert_eq!(sse.status, 200);

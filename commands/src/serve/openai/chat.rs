@@ -11,7 +11,7 @@ use tgi_engines::text::chat::Message;
 
 use super::common::{token_logprob, usage, Checked, Meta};
 use super::tools::grammar::forced_calls;
-use super::tools::{prompt, Reply, StreamedCalls, ToolCallFormat, ToolError};
+use super::tools::{prompt, Reading, Reply, StreamedCalls, ToolCallFormat, ToolError};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
@@ -34,8 +34,8 @@ pub(super) struct Valid {
     logprobs: bool,
     /// The conversation rendered through the chat template.
     pub text: String,
-    /// The format answers are read in for tool calls, when the request offers tools.
-    calls: Option<ToolCallFormat>,
+    /// How answers are read for tool calls, when the request offers tools.
+    calls: Option<Reading>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -70,10 +70,10 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            let (text, reason) = (c.finished.text.clone(), c.finished.reason.as_openai());
+            let (text, reason) = (c.finished.text.clone(), c.finished.reason);
             let reply = match valid.calls {
-                Some(format) => Reply::read(format, &text, reason),
-                None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason },
+                Some(reading) => Reply::read(reading, &text, reason),
+                None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason.as_openai() },
             };
             let tool_calls = (!reply.tool_calls.is_empty()).then_some(reply.tool_calls);
             ChatChoice {
@@ -143,6 +143,7 @@ pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, Api
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
+    let calls = offered.map(|(t, format)| Reading { format, forced: t.forced() });
     Ok(Valid { checked, budget, logprobs, text, calls })
 }
 
@@ -218,8 +219,9 @@ impl StreamFormat for ChatStream {
         let mut deltas = self.deltas(index, &rest);
         let mut reason = f.reason.as_openai();
         if let Some(calls) = &mut self.calls[index] {
-            deltas.extend(calls.finish());
-            reason = calls.finish_reason(reason);
+            let (last, calls_reason) = calls.finish(f.reason);
+            deltas.extend(last);
+            reason = calls_reason;
         }
         let mut out: Vec<String> =
             deltas.into_iter().map(|d| self.chunk(vec![Self::choice(index, d, None)], None)).collect();

@@ -12,5 +12,6 @@ mod scan;
 pub mod spec;
 
 pub use format::ToolCallFormat;
+pub use parse::Reading;
 pub use reply::{Reply, StreamedCalls};
 pub use spec::{ToolError, ToolFields};

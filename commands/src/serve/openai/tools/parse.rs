@@ -1,7 +1,9 @@
 //! Tool calls read out of the model's output as it streams: text outside the call markup is content,
 //! each call is announced once its function name is known and its arguments follow as they arrive.
 //! Text that may still become markup (a marker's first characters) is held back; markup that turns out
-//! not to be a call is given back as content.
+//! not to be a call is given back as content. An output cut short (by `max_tokens` or a stop string)
+//! inside a call's markup ends with that call as far as it got: its name so far (empty before it starts)
+//! and its arguments so far; a forced answer's output is a call from its first character.
 
 use super::format::{Syntax, ToolCallFormat};
 use super::scan::{CallScan, Scanned};
@@ -51,10 +53,21 @@ enum State {
     Call(CallScan),
 }
 
+/// How an answer is read for tool calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reading {
+    /// The family's format.
+    pub format: ToolCallFormat,
+    /// Whether a grammar forced calls (`required`, a named function): the output is calls from its start.
+    pub forced: bool,
+}
+
 /// An incremental tool-call parser for one answer.
 #[derive(Debug)]
 pub struct ToolCallParser {
     syntax: &'static Syntax,
+    /// Whether the output is calls from its start (then text held back as a possible marker is markup).
+    forced: bool,
     state: State,
     /// Text received and not yet decided.
     pending: String,
@@ -73,12 +86,13 @@ pub struct ToolCallParser {
 }
 
 impl ToolCallParser {
-    /// A parser for the output of a model of this format.
-    pub fn new(format: ToolCallFormat) -> Self {
-        let syntax = format.syntax();
+    /// A parser for an output read this way.
+    pub fn new(reading: Reading) -> Self {
+        let syntax = reading.format.syntax();
         let state = if syntax.at_start_only { State::Start } else { State::Text };
         ToolCallParser {
             syntax,
+            forced: reading.forced,
             state,
             pending: String::new(),
             held: String::new(),
@@ -108,9 +122,12 @@ impl ToolCallParser {
         out
     }
 
-    /// Ends the output: what was held back is decided.
-    pub fn finish(&mut self) -> Vec<Piece> {
+    /// Ends the output, `cut` short (by its length or a stop string) or not: what was held back is decided.
+    pub fn finish(&mut self, cut: bool) -> Vec<Piece> {
         let mut out = Vec::new();
+        if cut {
+            self.cut(&mut out);
+        }
         while self.step(true, &mut out) {}
         if let State::Call(scan) = &self.state {
             if !self.open {
@@ -124,6 +141,29 @@ impl ToolCallParser {
             push_content(&mut out, space);
         }
         out
+    }
+
+    /// The output was cut short: a call it began is announced as far as it got (its name so far, its
+    /// arguments so far), and stays open. A call begins with its section's marker or the separator before
+    /// it, and in a forced answer with a marker's first characters.
+    fn cut(&mut self, out: &mut Vec<Piece>) {
+        match std::mem::replace(&mut self.state, State::Text) {
+            State::Call(scan) if !self.open => {
+                self.announce(scan.name_so_far(), out);
+                if let Some(args) = scan.arguments_from(0).filter(|a| !a.is_empty()) {
+                    out.push(Piece::Arguments { index: self.calls - 1, text: args.to_string() });
+                }
+            }
+            State::Section(Expect::Begin | Expect::Call) => {
+                self.pending.clear();
+                self.announce(String::new(), out);
+            }
+            State::Start | State::Text if self.forced && !self.pending.trim().is_empty() => {
+                self.pending.clear();
+                self.announce(String::new(), out);
+            }
+            state => self.state = state,
+        }
     }
 
     /// Decides what it can of `pending`; whether to go on.
@@ -237,8 +277,14 @@ impl ToolCallParser {
                     self.state = State::Text;
                     return true;
                 }
-                (sep, close) if !end && [sep, close].into_iter().flatten().any(|p| p.starts_with(rest)) => {
-                    return false;
+                (sep, close) if [sep, close].into_iter().flatten().any(|p| p.starts_with(rest)) => {
+                    if end {
+                        // The output ends inside the markup after a call: it is dropped.
+                        self.pending.clear();
+                        self.held.clear();
+                        self.state = State::Text;
+                    }
+                    return end;
                 }
                 _ => {
                     self.held.clear();

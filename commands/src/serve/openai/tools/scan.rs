@@ -87,6 +87,24 @@ impl CallScan {
         self.name.as_deref()
     }
 
+    /// The function's name as far as it was read: whole once complete, else what its string holds so far
+    /// (an escape cut short left out), empty before its string starts.
+    pub fn name_so_far(&self) -> String {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        if !(self.slot == Slot::InValue && self.field == Field::Name && self.string) {
+            return String::new();
+        }
+        let text = &self.raw[self.start..];
+        (1..=text.len())
+            .rev()
+            .filter(|&end| text.is_char_boundary(end))
+            .take(7)
+            .find_map(|end| serde_json::from_str::<String>(&format!("{}\"", &text[..end])).ok())
+            .unwrap_or_default()
+    }
+
     /// The arguments' text read so far from byte `from` on, while they are an object or array (written
     /// out as they arrive); `None` before they start, or when they are another value (see [`Self::arguments`]).
     pub fn arguments_from(&self, from: usize) -> Option<&str> {
@@ -230,5 +248,31 @@ impl CallScan {
             Field::Other => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_so_far_is_what_its_string_holds() {
+        let cases = [
+            ("{", ""),
+            ("{\"na", ""),
+            ("{\"name\": ", ""),
+            ("{\"name\": \"", ""),
+            ("{\"name\": \"get_w", "get_w"),
+            ("{\"name\": \"a\\", "a"),
+            ("{\"name\": \"a\\u00e", "a"),
+            ("{\"name\": \"a\\u00e9b", "a\u{e9}b"),
+            ("{\"name\": \"f\", \"argu", "f"),
+            ("{\"arguments\": {\"name\": \"x", ""),
+        ];
+        for (text, name) in cases {
+            let mut scan = CallScan::new();
+            assert_eq!(scan.feed(text), Scanned::Open, "{text:?}");
+            assert_eq!(scan.name_so_far(), name, "{text:?}");
+        }
     }
 }

@@ -117,6 +117,13 @@ pub struct Tools {
     pub prompt: Option<String>,
 }
 
+impl Tools {
+    /// Whether the answer must be calls (`required`, a named function), not text or calls (`auto`).
+    pub fn forced(&self) -> bool {
+        self.choice != Choice::Auto
+    }
+}
+
 /// The request fields about tools, as sent.
 #[derive(Debug, Default, Deserialize)]
 pub struct ToolFields {

@@ -11,14 +11,19 @@ struct Answer {
     open: bool,
 }
 
-/// The answer of `chunks` fed one after the other.
+/// The answer of `chunks` fed one after the other, the model having ended it.
 fn parse(format: ToolCallFormat, chunks: &[&str]) -> Answer {
-    let mut p = ToolCallParser::new(format);
+    parse_read(Reading { format, forced: false }, chunks, false)
+}
+
+/// The answer of `chunks` fed one after the other, read this way and `cut` short or not.
+fn parse_read(reading: Reading, chunks: &[&str], cut: bool) -> Answer {
+    let mut p = ToolCallParser::new(reading);
     let mut pieces = Vec::new();
     for c in chunks {
         pieces.extend(p.feed(c));
     }
-    pieces.extend(p.finish());
+    pieces.extend(p.finish(cut));
     let mut content = String::new();
     let mut calls: Vec<(String, String)> = Vec::new();
     for piece in pieces {
@@ -126,12 +131,62 @@ fn mistral_calls_are_a_list_after_the_marker() {
 
 #[test]
 fn arguments_stream_as_they_arrive() {
-    let mut p = ToolCallParser::new(Hermes);
+    let mut p = ToolCallParser::new(Reading { format: Hermes, forced: false });
     assert_eq!(p.feed("Hi <tool_"), vec![Piece::Content("Hi".into())]);
     assert_eq!(p.feed("call>{\"name\": \"f\""), vec![Piece::Call { index: 0, name: "f".into() }]);
     assert_eq!(p.feed(", \"arguments\": {\"a\""), vec![Piece::Arguments { index: 0, text: "{\"a\"".into() }]);
     assert_eq!(p.feed(": 1}}</tool_call>"), vec![Piece::Arguments { index: 0, text: ": 1}".into() }]);
     assert!(!p.is_open());
-    assert_eq!(p.finish(), vec![]);
+    assert_eq!(p.finish(false), vec![]);
     assert_eq!(p.calls(), 1);
+}
+
+/// The answer of `text` cut short, read this way, checked to be the same however the text is split.
+fn cut_all_ways(reading: Reading, text: &str) -> Answer {
+    let whole = parse_read(reading, &[text], true);
+    for (i, _) in text.char_indices().skip(1) {
+        assert_eq!(parse_read(reading, &[&text[..i], &text[i..]], true), whole, "split at {i} of {text:?}");
+    }
+    whole
+}
+
+fn open_call(content: &str, name: &str, arguments: &str) -> Answer {
+    let arguments = serde_json::from_str(arguments).unwrap_or(Value::String(arguments.into()));
+    Answer { content: content.into(), calls: vec![(name.into(), arguments)], open: true }
+}
+
+#[test]
+fn a_cut_output_ends_with_the_call_it_began() {
+    let auto = Reading { format: Hermes, forced: false };
+    let cases = [
+        ("Hi <tool_call>", open_call("Hi", "", "")),
+        ("Hi <tool_call>\n{\"na", open_call("Hi", "", "")),
+        ("Hi <tool_call>\n{\"name\": \"get_wea", open_call("Hi", "get_wea", "")),
+        ("<tool_call>\n{\"name\": \"f\", \"argu", open_call("", "f", "")),
+        ("<tool_call>{\"arguments\": {\"a\": 1}, \"na", open_call("", "", "{\"a\": 1}")),
+    ];
+    for (text, want) in cases {
+        assert_eq!(cut_all_ways(auto, text), want, "{text:?}");
+    }
+    // A marker's first characters may still be text, unless the answer is forced calls.
+    assert_eq!(cut_all_ways(auto, "Hi <tool_c"), answer("Hi <tool_c", &[]));
+    assert_eq!(cut_all_ways(Reading { format: Hermes, forced: true }, "<tool_c"), open_call("", "", ""));
+    let forced = Reading { format: Mistral, forced: true };
+    for text in ["[", "[TOOL_CALLS]", "[TOOL_CALLS] [", "[TOOL_CALLS][{\"name\""] {
+        assert_eq!(cut_all_ways(forced, text), open_call("", "", ""), "{text:?}");
+    }
+    // After a separator, the next call has begun.
+    let two = cut_all_ways(forced, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, ");
+    assert_eq!((two.calls.len(), two.calls[1].0.as_str(), two.open), (2, "", true));
+}
+
+#[test]
+fn markup_closing_the_last_call_is_never_content() {
+    let call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}";
+    for tail in ["", "\n", "\n</tool", "\n</tool_call"] {
+        for cut in [false, true] {
+            let got = parse_read(Reading { format: Hermes, forced: false }, &[call, tail], cut);
+            assert_eq!(got, answer("", &[("f", json!({}))]), "{tail:?}, cut: {cut}");
+        }
+    }
 }
