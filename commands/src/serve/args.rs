@@ -192,7 +192,7 @@ pub struct ServeArgs {
     #[arg(long, env = "TGI_CORS_ALLOW_ORIGIN", value_name = "ORIGIN", value_delimiter = ',')]
     pub cors_allow_origin: Vec<String>,
 
-    /// How tool calls are read out of chat answers and written when a call is forced: `hermes` (`<tool_call>`
+    /// How tool calls are read out of chat answers and written in the grammar they follow: `hermes` (`<tool_call>`
     /// tags), `llama3_json` (the answer is `{"name": ..., "parameters": ...}`) or `mistral` (`[TOOL_CALLS]`)
     /// [default: the family the chat template's markup shows; hermes, the default tool prompt's format, for a
     /// template that shows none].

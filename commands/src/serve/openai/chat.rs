@@ -10,8 +10,8 @@ use tgi_engines::scheduler::{Finished, TokenEvent};
 use tgi_engines::text::chat::Message;
 
 use super::common::{token_logprob, usage, Checked, Meta};
-use super::tools::grammar::forced_calls;
-use super::tools::{prompt, Reading, Reply, StreamedCalls, ToolCallFormat, ToolError};
+use super::tools::grammar::calls;
+use super::tools::{prompt, Markers, Reading, Reply, StreamedCalls, ToolCallFormat, ToolError};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
@@ -128,15 +128,20 @@ pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, Api
     }
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
-    let calls = tools
+    let family = tools
         .as_ref()
         .map(|_| state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source())));
-    let offered = tools.as_ref().zip(calls);
-    if let Some(forced) = offered.and_then(|(t, f)| forced_calls(f, t)) {
-        if format.is_some() {
-            return Err(ValidationError::from(ToolError::WithGrammar).into());
+    let offered = tools.as_ref().zip(family);
+    if let Some((t, f)) = offered {
+        match (&format, t.forced()) {
+            (Some(_), true) => return Err(ValidationError::from(ToolError::WithGrammar).into()),
+            // The answer follows `response_format`; its calls, if any, are read unforced.
+            (Some(_), false) => {}
+            (None, _) => {
+                let markers = Markers::find(f, state.lexicon.tokenizer());
+                checked.constrain(state, "tools", &calls(f, t, &markers))?;
+            }
         }
-        checked.constrain(state, "tools", &forced)?;
     }
     let text = prompt::render(template, &req.messages, offered, req.chat_template_kwargs.as_ref())
         .map_err(|e| ApiError::Template(e.to_string()))?;

@@ -45,12 +45,37 @@ fn auto_reads_calls_out_of_the_answer() {
     assert_eq!((&call["type"], &call["function"]["name"]), (&json!("function"), &json!("get_weather")));
     let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(args, json!({"city": "Paris"}));
-    // The test template reads no `tools`: the default prompt lists them in a system turn; nothing is forced.
+    // The test template reads no `tools`: the default prompt lists them in a system turn.
     let req = &s.submitted()[0];
     let prompt = super::lexicon().tokenizer.decode(&req.prompt_ids, false).unwrap();
     assert!(prompt.starts_with("system: You may call one or more functions"), "{prompt}");
     assert!(prompt.contains("\"name\":\"get_weather\"") && prompt.contains("<tool_call>"), "{prompt}");
-    assert!(req.constraint.is_none());
+}
+
+#[test]
+fn auto_calls_follow_the_schema_once_their_marker_appears() {
+    let s = server();
+    let rome = json!({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"enum": ["Rome"]}}, "required": ["city"], "additionalProperties": false}}});
+    assert_eq!(post(s.addr, "/v1/chat/completions", &chat(json!({"tools": [rome]}))).status, 200);
+    let constraint = s.submitted()[0].constraint.clone().expect("auto answers carry the lazy grammar");
+    // Whether the grammar lets the model write `text` (in the bundled vocabulary's tokens).
+    let writes = |text: &str| {
+        let c = constraint.clone();
+        let ids = super::lexicon().tokenizer.encode(text, false, false).unwrap();
+        ids.iter().all(|&id| c.mask().unwrap().allows(id) && c.commit(id).is_ok())
+    };
+    let call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+    assert!(writes("Once upon a time, a <tool and a {\"city\": 1}."), "free text");
+    assert!(writes(&format!("Let me check.\n{call}")));
+    assert!(
+        !writes(&format!("Let me check.\n{}", call.replace("Rome", "Paris"))),
+        "the schema, once the marker appears"
+    );
+    assert!(!writes("Let me check.\n<tool_call>\nthe weather"), "a call, once the marker appears");
+    // With a `response_format`, the answer follows it, and calls are read as written.
+    let format = json!({"tools": [rome], "response_format": {"type": "json_object"}});
+    assert_eq!(post(s.addr, "/v1/chat/completions", &chat(format)).status, 200);
 }
 
 #[test]

@@ -81,6 +81,13 @@ impl ToolCallFormat {
         }
     }
 
+    /// The marker the calls follow (each call for Hermes, the list for Mistral), on which `auto` grammars
+    /// trigger; none for Llama 3, whose calls are the whole answer.
+    pub fn marker(self) -> Option<&'static str> {
+        let syntax = self.syntax();
+        syntax.open.first().copied().filter(|_| !syntax.at_start_only)
+    }
+
     /// The key of a call object that holds the arguments.
     fn arguments_key(self) -> &'static str {
         match self {
