@@ -4,8 +4,11 @@
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
+use tgi_engines::constraint::{GrammarConfig, NumberDigits};
 use tgi_engines::model::Quantize;
 
+use super::byte_size::ByteSize;
+use super::grammar::{DEFAULT_QUEUE, DEFAULT_THREADS, DEFAULT_TIMEOUT_SECS};
 use super::log::LogFormat;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheSize;
@@ -179,6 +182,60 @@ pub struct ServeArgs {
         requires = "response_cache_size"
     )]
     pub response_cache_ttl: f64,
+
+    /// Largest grammar a request may bring (`grammar`, `response_format`, a forced tool call), in bytes or with a
+    /// unit: a JSON schema (about its size as compact JSON), a regular expression or a Lark grammar. Larger ones
+    /// are refused with 422 before compiling.
+    #[arg(long, env = "TGI_GRAMMAR_MAX_BYTES", value_name = "SIZE",
+          default_value_t = ByteSize(GrammarConfig::default().limits.max_bytes))]
+    pub grammar_max_bytes: ByteSize,
+
+    /// Deepest nesting of a JSON schema in a grammar, counted in JSON levels (every object and array); deeper
+    /// ones are refused with 422 before compiling.
+    #[arg(long, env = "TGI_GRAMMAR_MAX_DEPTH", value_name = "N",
+          default_value_t = GrammarConfig::default().limits.max_depth)]
+    pub grammar_max_depth: usize,
+
+    /// Most choices a grammar may offer in all: a JSON schema's properties, enum values, anyOf/oneOf/allOf
+    /// branches (multiplied inside allOf), type lists and $refs, or a Lark grammar's `|` alternatives. It bounds
+    /// the parser's work per token (up to 4 Earley items per choice in a row, and the row limit is set to fit),
+    /// so that an admitted grammar never fails mid-generation on it; more are refused with 422 before compiling.
+    #[arg(long, env = "TGI_GRAMMAR_MAX_CHOICES", value_name = "N",
+          default_value_t = GrammarConfig::default().limits.max_choices)]
+    pub grammar_max_choices: usize,
+
+    /// Seconds a grammar may take to compile (a slower one is refused with 422; it still finishes on its thread,
+    /// and is cached), and may wait for a free compile thread (a longer wait is refused with 429).
+    #[arg(long, env = "TGI_GRAMMAR_COMPILE_TIMEOUT", value_name = "SECS", default_value_t = DEFAULT_TIMEOUT_SECS)]
+    pub grammar_compile_timeout: f64,
+
+    /// Threads that compile grammars, apart from the threads serving HTTP, each with a stack sized for the
+    /// grammar bounds.
+    #[arg(long, env = "TGI_GRAMMAR_COMPILE_THREADS", value_name = "N", default_value_t = DEFAULT_THREADS)]
+    pub grammar_compile_threads: usize,
+
+    /// Grammars that may wait for a compile thread; more are refused with 429.
+    #[arg(long, env = "TGI_GRAMMAR_COMPILE_QUEUE", value_name = "N", default_value_t = DEFAULT_QUEUE)]
+    pub grammar_compile_queue: usize,
+
+    /// Memory for compiled grammars kept for reuse, in bytes or with a unit; least recently used out first. An
+    /// entry counts as its lexer's automaton plus 128 bytes per byte of the grammar's text (an over-estimate);
+    /// requests use copies, so evicting one never affects a request.
+    #[arg(long, env = "TGI_GRAMMAR_CACHE_SIZE", value_name = "SIZE",
+          default_value_t = ByteSize(GrammarConfig::default().cache_bytes))]
+    pub grammar_cache_size: ByteSize,
+
+    /// Most digits before the point of a JSON number a schema leaves unbounded (1 to 15), so that numbers always
+    /// end; the schema's own minimum or maximum take precedence.
+    #[arg(long, env = "TGI_GRAMMAR_INTEGER_DIGITS", value_name = "N",
+          default_value_t = NumberDigits::default().integer())]
+    pub grammar_integer_digits: u32,
+
+    /// Most digits after the point of a JSON number a schema leaves unbounded (0 to 10, the most llguidance
+    /// 1.9 can bound); the schema's own multipleOf takes precedence.
+    #[arg(long, env = "TGI_GRAMMAR_FRACTION_DIGITS", value_name = "N",
+          default_value_t = NumberDigits::default().fraction())]
+    pub grammar_fraction_digits: u32,
 
     /// Do not share KV cache blocks between requests with a common prompt prefix.
     #[arg(long, env = "TGI_NO_PREFIX_CACHING")]

@@ -1,7 +1,6 @@
 //! The seam between HTTP and the engine: [`Backend`] runs validated requests, [`Lexicon`] turns text
 //! into tokens and back, and [`ChannelSink`] carries a request's events to the task serving it.
 
-use tgi_engines::constraint::{ConstraintError, GrammarCompiler};
 use tgi_engines::model::LoadedModel;
 use tgi_engines::scheduler::{Event, EventSink, Request, SchedulerHandle, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
@@ -32,8 +31,10 @@ pub trait Lexicon: Send + Sync {
     fn tokenizer(&self) -> &Tokenizer;
     /// The chat template, when the model ships one.
     fn chat_template(&self) -> Option<&ChatTemplate>;
-    /// The compiler of grammars over the model's vocabulary (built on first use).
-    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError>;
+    /// Entries of the model's logits (at least the tokenizer's vocabulary).
+    fn vocab_size(&self) -> usize;
+    /// The tokens that end generation.
+    fn eos(&self) -> &[u32];
 
     /// A token's text on its own (invalid UTF-8 replaced), for token lists.
     fn piece(&self, id: u32) -> String {
@@ -56,8 +57,12 @@ impl Lexicon for LoadedModel {
         self.chat_template.as_ref()
     }
 
-    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
-        LoadedModel::grammars(self)
+    fn vocab_size(&self) -> usize {
+        self.model.config().vocab
+    }
+
+    fn eos(&self) -> &[u32] {
+        &self.eos
     }
 }
 

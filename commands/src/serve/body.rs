@@ -137,10 +137,16 @@ async fn drain(mut body: Incoming) {
     }
 }
 
+/// How deep serde_json lets a request body nest (its recursion limit, which keeps parsing off the stack's end).
+const MAX_BODY_NESTING: usize = 128;
+
 /// Parses a JSON request body, telling malformed JSON from JSON of the wrong shape.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => ApiError::JsonData(e.to_string()),
+        _ if e.to_string().starts_with("recursion limit exceeded") => {
+            ApiError::JsonSyntax(format!("{e}: the body nests more than {MAX_BODY_NESTING} levels deep"))
+        }
         _ => ApiError::JsonSyntax(e.to_string()),
     })
 }
@@ -160,5 +166,8 @@ mod tests {
         assert!(matches!(parse::<T>(b"{\"a\": \"x\"}"), Err(ApiError::JsonData(_))));
         assert!(matches!(parse::<T>(b"{}"), Err(ApiError::JsonData(_))));
         assert_eq!(parse::<T>(b"{\"a\": 3}").unwrap().a, 3);
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let Err(ApiError::JsonSyntax(msg)) = parse::<serde_json::Value>(deep.as_bytes()) else { panic!("refused") };
+        assert!(msg.ends_with("the body nests more than 128 levels deep"), "{msg}");
     }
 }

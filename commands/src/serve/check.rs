@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use tgi_engines::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use tgi_engines::scheduler::{EventSink, Request, SchedulerConfig, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
@@ -62,8 +61,9 @@ impl RequestChecker {
             tool_call_parser: settings.tool_call_parser,
             kv_budget: sizes.kv_budget.to_string(),
         };
-        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template, grammars: GrammarCell::default() });
-        let state = AppState::new(Arc::new(NoEngine), lexicon, sizes.limits, settings.access.clone(), model);
+        let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template });
+        let state = AppState::new(Arc::new(NoEngine), lexicon, sizes.limits, settings.access.clone(), model)
+            .with_grammars(settings.grammar);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(RequestChecker { state: Arc::new(state), runtime })
     }
@@ -93,7 +93,6 @@ impl RequestChecker {
 struct CheckerLexicon {
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
-    grammars: GrammarCell,
 }
 
 impl Lexicon for CheckerLexicon {
@@ -105,9 +104,12 @@ impl Lexicon for CheckerLexicon {
         self.chat_template.as_ref()
     }
 
-    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
-        let t = &self.tokenizer;
-        self.grammars.get(t, t.vocab_size(), t.eos_ids())
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
+    fn eos(&self) -> &[u32] {
+        self.tokenizer.eos_ids()
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tgi_engines::constraint::Compiled;
+use tgi_engines::constraint::{CacheStats as GrammarCacheStats, Compiled};
 use tgi_engines::scheduler::{Histogram, Stats};
 
 use super::error::ApiError;
@@ -46,6 +46,15 @@ struct Requests {
     max_new_tokens: Histogram,
     grammar_compile: Histogram,
     grammar_cache_hits: u64,
+}
+
+/// What the caches hold, for `/metrics`.
+#[derive(Clone, Copy, Debug)]
+pub struct Caches<'a> {
+    /// The response cache, when on.
+    pub response: Option<&'a CacheStats>,
+    /// The compiled-grammar cache, once a grammar was compiled.
+    pub grammar: Option<GrammarCacheStats>,
 }
 
 /// Where one request's time went, for the `x-*-time` headers.
@@ -100,14 +109,8 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of the request metrics, the requests `in_flight` (holding a
-    /// `--max-concurrent-requests` permit), the engine's `stats` and the response cache's.
-    pub fn render(
-        &self,
-        stats: &Stats,
-        limits: &RequestLimits,
-        in_flight: usize,
-        cache: Option<&CacheStats>,
-    ) -> String {
+    /// `--max-concurrent-requests` permit), the engine's `stats` and the caches'.
+    pub fn render(&self, stats: &Stats, limits: &RequestLimits, in_flight: usize, caches: Caches<'_>) -> String {
         let mut out = Exposition::default();
         self.with(|r| {
             out.counter("tgi_request_count", "Total number of requests", &[], r.count as f64);
@@ -138,6 +141,10 @@ impl Metrics {
             let help = "Grammars found compiled in the cache";
             out.counter("tgi_grammar_cache_hits", help, &[], r.grammar_cache_hits as f64);
         });
+        let grammars = caches.grammar.unwrap_or_default();
+        out.gauge("tgi_grammar_cache_entries", "Compiled grammars kept for reuse", grammars.entries as f64);
+        let help = "Estimated bytes of the compiled grammars kept (--grammar-cache-size bounds it)";
+        out.gauge("tgi_grammar_cache_bytes", help, grammars.bytes as f64);
         out.gauge("tgi_request_in_flight", "Requests being served (queued or running)", in_flight as f64);
         out.gauge("tgi_queue_size", "Current queue size", stats.queue_size as f64);
         out.gauge("tgi_batch_current_size", "Current batch size", stats.batch_size as f64);
@@ -181,7 +188,7 @@ impl Metrics {
             stats.cancelled as f64,
         );
         speculation(&mut out, stats);
-        if let Some(c) = cache {
+        if let Some(c) = caches.response {
             response_cache(&mut out, c);
         }
         out.text
@@ -441,7 +448,9 @@ mod tests {
         assert_eq!(timings.per_token, Duration::from_millis(5));
         drop(Tracker::new(m.clone()));
         let cache = CacheStats { hits: 3, ..CacheStats::default() };
-        let text = m.render(&empty_stats(), &limits, 2, Some(&cache));
+        let grammar = Some(GrammarCacheStats { entries: 3, bytes: 4096 });
+        let text = m.render(&empty_stats(), &limits, 2, Caches { response: Some(&cache), grammar });
+        assert!(text.contains("tgi_grammar_cache_entries 3\n") && text.contains("tgi_grammar_cache_bytes 4096\n"));
         assert!(text.contains("tgi_request_count 2\n"), "{text}");
         assert!(text.contains("tgi_request_failure{err=\"cancelled\"} 1\n"));
         assert!(text.contains("tgi_request_input_length_bucket{le=\"0.12\"} 0\n"), "{text}");

@@ -13,6 +13,7 @@ mod args;
 mod backend;
 mod body;
 mod budget;
+mod byte_size;
 mod check;
 mod config;
 mod connections;

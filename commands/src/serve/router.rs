@@ -19,6 +19,7 @@ use super::backend::ChannelSink;
 use super::body::{self, HttpResponse, ResponseBody};
 use super::error::ApiError;
 use super::head;
+use super::metrics::Caches;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::response_cache::Directive;
 use super::state::AppState;
@@ -225,15 +226,16 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Resu
         Handler::Health => health(state).await,
         Handler::Compat => tgi::compat(state, body::parse(raw)?).await,
         Handler::Generate => tgi::generate(state, body::parse(raw)?).await,
-        Handler::GenerateStream => Ok(tgi::generate_stream(state, body::parse(raw)?)),
+        Handler::GenerateStream => Ok(tgi::generate_stream(state, body::parse(raw)?).await),
         Handler::Tokenize => tgi::tokenize(state, body::parse(raw)?),
-        Handler::ChatTokenize => openai::chat_tokenize(state, body::parse(raw)?),
+        Handler::ChatTokenize => openai::chat_tokenize(state, body::parse(raw)?).await,
         Handler::Invocations => sagemaker::invocations(state, raw).await,
         Handler::Info => Ok(tgi::info(state)),
         Handler::Metrics => {
             let cache = state.response_cache.as_ref().map(|c| c.stats());
             let in_flight = state.limits.max_concurrent_requests.saturating_sub(state.permits.available_permits());
-            let text = state.metrics.render(&state.backend.stats(), &state.limits, in_flight, cache.as_ref());
+            let caches = Caches { response: cache.as_ref(), grammar: state.grammars.cache_stats() };
+            let text = state.metrics.render(&state.backend.stats(), &state.limits, in_flight, caches);
             Ok(body::response(StatusCode::OK, "text/plain; version=0.0.4", text))
         }
         Handler::Chat => openai::chat(state, body::parse(raw)?).await,

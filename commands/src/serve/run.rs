@@ -116,7 +116,8 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         summary.push_str(&format!("\nresponse cache: {}, entries served for {} s", c.size, c.ttl.as_secs_f64()));
     }
     let state = AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served)
-        .with_response_cache(settings.response_cache.map(ResponseCache::new));
+        .with_response_cache(settings.response_cache.map(ResponseCache::new))
+        .with_grammars(settings.grammar);
     let limits = ConnectionLimits {
         max_connections: connections::fit_open_files(settings.max_connections),
         grace: settings.shutdown_timeout,

@@ -10,9 +10,11 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use anyhow::Result;
+use tgi_engines::constraint::{GrammarConfig, GrammarLimits, NumberDigits};
 
 use super::args::ServeArgs;
 use super::config;
+use super::grammar::GrammarSettings;
 use super::log::LogFormat;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheConfig;
@@ -80,6 +82,8 @@ pub struct ServeSettings {
     pub prefix_caching: bool,
     /// The tool-call format of chat answers, when set (else the chat template's family).
     pub tool_call_parser: Option<ToolCallFormat>,
+    /// How grammars are bounded, compiled and cached.
+    pub grammar: GrammarSettings,
     /// Speculative decoding, when on (validated; the draft model or heads load after the target).
     pub speculation: Option<SpeculationPlan>,
     /// How the settings were resolved (the profile applied, or its baseline), for the startup log.
@@ -108,6 +112,10 @@ impl ServeSettings {
             ("--max-batch-prefill-tokens", args.max_batch_prefill_tokens),
             ("--max-batch-size", args.max_batch_size.unwrap_or(1)),
             ("--max-input-tokens", args.max_input_tokens.unwrap_or(1)),
+            ("--grammar-max-depth", args.grammar_max_depth),
+            ("--grammar-max-choices", args.grammar_max_choices),
+            ("--grammar-compile-threads", args.grammar_compile_threads),
+            ("--grammar-compile-queue", args.grammar_compile_queue),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(InputError(format!("{flag} must be at least 1")));
@@ -140,6 +148,7 @@ impl ServeSettings {
         if !(args.waiting_served_ratio.is_finite() && args.waiting_served_ratio >= 0.0) {
             return bad("--waiting-served-ratio must be a non-negative number");
         }
+        let grammar = grammar_settings(&args)?;
         let mut args = args;
         let medusa_model = take_medusa_model(&mut args.model)?;
         let speculation = SpeculationPlan::from_args(&args, medusa_model.as_deref())?;
@@ -172,10 +181,32 @@ impl ServeSettings {
             max_waiting_tokens: args.max_waiting_tokens,
             prefix_caching: !args.no_prefix_caching,
             tool_call_parser: args.tool_call_parser,
+            grammar,
             speculation,
             notes,
         })
     }
+}
+
+/// The grammar flags, checked (the positive counts are checked with the others).
+fn grammar_settings(args: &ServeArgs) -> Result<GrammarSettings, InputError> {
+    if !(args.grammar_compile_timeout.is_finite() && args.grammar_compile_timeout > 0.0) {
+        return Err(InputError("--grammar-compile-timeout must be a positive number of seconds".into()));
+    }
+    let digits = NumberDigits::new(args.grammar_integer_digits, args.grammar_fraction_digits)
+        .map_err(|e| InputError(format!("--grammar-integer-digits, --grammar-fraction-digits: {e}")))?;
+    let limits = GrammarLimits {
+        max_bytes: args.grammar_max_bytes.0,
+        max_depth: args.grammar_max_depth,
+        max_choices: args.grammar_max_choices,
+        ..GrammarLimits::default()
+    };
+    Ok(GrammarSettings {
+        config: GrammarConfig { limits, digits, cache_bytes: args.grammar_cache_size.0 },
+        threads: args.grammar_compile_threads,
+        queue: args.grammar_compile_queue,
+        timeout: Duration::from_secs_f64(args.grammar_compile_timeout),
+    })
 }
 
 #[cfg(test)]
@@ -214,6 +245,12 @@ pub(crate) mod tests {
         assert_eq!((s.body_timeout, s.max_connections), (Duration::from_secs(30), 512));
         assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
         assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty() && s.tool_call_parser.is_none());
+        assert_eq!(s.grammar, GrammarSettings::default(), "the grammar flags default to the engine's defaults");
+        let g = settings(&["--grammar-max-bytes=64KiB", "--grammar-cache-size=8MB", "--grammar-fraction-digits=3"])
+            .unwrap()
+            .grammar;
+        assert_eq!((g.config.limits.max_bytes, g.config.cache_bytes), (64 << 10, 8_000_000));
+        assert_eq!(g.config.digits, NumberDigits::new(15, 3).unwrap());
         let s = settings(&[
             "--no-prefix-caching",
             "--request-timeout=2.5",
@@ -271,6 +308,14 @@ pub(crate) mod tests {
         assert!(err(&["--drain-delay=-1"]).contains("--drain-delay"));
         assert!(err(&["--response-cache-size=8", "--response-cache-ttl=0"]).contains("--response-cache-ttl"));
         assert!(err(&["--speculate=2", "--ngram-min=4"]).contains("--speculate"));
+        assert!(err(&["--grammar-compile-timeout=0"]).contains("--grammar-compile-timeout"));
+        assert!(err(&["--grammar-fraction-digits=11"]).contains("at most 10"));
+        assert!(err(&["--grammar-integer-digits=0"]).contains("between 1 and 15"));
+        for flag in
+            ["--grammar-max-depth", "--grammar-max-choices", "--grammar-compile-threads", "--grammar-compile-queue"]
+        {
+            assert!(err(&[flag, "0"]).contains(&format!("{flag} must be at least 1")), "{flag}");
+        }
     }
 
     #[test]

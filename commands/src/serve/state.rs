@@ -9,6 +9,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::backend::{Backend, Lexicon};
 use super::error::ApiError;
+use super::grammar::{GrammarSettings, Grammars};
 use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
 use super::openai::tools::ToolCallFormat;
@@ -40,6 +41,8 @@ pub struct AppState {
     pub draining: AtomicBool,
     /// The response cache, when `--response-cache-size` turns it on.
     pub response_cache: Option<Arc<ResponseCache>>,
+    /// The grammar compiler and its threads.
+    pub grammars: Grammars,
 }
 
 /// Whether the server is stopping: begun once by the accept loop, awaited by body reads (a request
@@ -118,7 +121,14 @@ impl AppState {
             stopping: Stopping::new(),
             draining: AtomicBool::new(false),
             response_cache: None,
+            grammars: Grammars::new(GrammarSettings::default()),
         }
+    }
+
+    /// The state with grammars compiled this way.
+    pub fn with_grammars(mut self, settings: GrammarSettings) -> Self {
+        self.grammars = Grammars::new(settings);
+        self
     }
 
     /// The state with this response cache.

@@ -108,6 +108,28 @@ impl Constraint {
         m.validate_tokens(draft).unwrap_or(0)
     }
 
+    /// Steps a copy through up to `tokens` tokens, the lowest allowed id each time (special tokens aside), so
+    /// that a limit the first steps would hit (an Earley row too large) shows before the request starts.
+    pub fn probe(&self, tokens: usize) -> Result<(), ConstraintError> {
+        let mut m = self.lock().deep_clone();
+        let env = m.tok_env().map_err(|e| ConstraintError::Enforce(e.to_string()))?;
+        for _ in 0..tokens {
+            if m.is_stopped() {
+                break;
+            }
+            let mask = m.compute_mask().map_err(|e| ConstraintError::Enforce(e.to_string()))?;
+            let mut next = None;
+            mask.iter_set_entries(|t| {
+                if next.is_none() && !env.tok_trie().is_special_token(t as u32) {
+                    next = Some(t as u32);
+                }
+            });
+            let Some(token) = next else { break };
+            m.consume_token(token).map_err(|e| ConstraintError::Enforce(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// Whether the grammar has ended (only end-of-sequence can follow).
     pub fn is_finished(&self) -> bool {
         self.lock().is_stopped()
@@ -116,15 +138,18 @@ impl Constraint {
 
 #[cfg(test)]
 mod tests {
-    use crate::constraint::testing::stories;
-    use crate::constraint::{Grammar, GrammarCompiler};
+    use crate::constraint::testing::{compiler, stories};
+    use crate::constraint::{Constraint, Grammar, GrammarLimits};
+
+    fn compile(grammar: Grammar) -> Constraint {
+        compiler().compile(&GrammarLimits::default().check(grammar).unwrap()).unwrap().0
+    }
 
     /// Greedy decoding under `grammar` with logits that prefer ids in `order` (earlier is likelier), until
     /// the grammar ends; returns the text.
     fn decode(grammar: Grammar, prefer: &str) -> String {
         let tok = stories();
-        let c = GrammarCompiler::new(&tok, 512, tok.eos_ids()).unwrap();
-        let (con, _) = c.compile(&grammar).unwrap();
+        let con = compile(grammar);
         let wanted = tok.encode(prefer, false, false).unwrap();
         let mut out = Vec::new();
         for step in 0..200 {
@@ -169,8 +194,7 @@ mod tests {
     #[test]
     fn the_best_allowed_token_stands_in_for_a_forbidden_one() {
         let tok = stories();
-        let c = GrammarCompiler::new(&tok, 512, tok.eos_ids()).unwrap();
-        let (con, _) = c.compile(&Grammar::Regex("a|b".into())).unwrap();
+        let con = compile(Grammar::Regex("a|b".into()));
         let id = |piece: &[u8]| (0..512).find(|&i| tok.token_to_piece(i) == piece).unwrap();
         let mask = con.mask().unwrap();
         let mut row = vec![f32::NEG_INFINITY; 512];
@@ -186,8 +210,7 @@ mod tests {
     #[test]
     fn drafts_are_cut_where_the_grammar_rejects_them() {
         let tok = stories();
-        let c = GrammarCompiler::new(&tok, 512, tok.eos_ids()).unwrap();
-        let (con, _) = c.compile(&Grammar::Regex("ab+".into())).unwrap();
+        let con = compile(Grammar::Regex("ab+".into()));
         let id = |piece: &[u8]| (0..512).find(|&i| tok.token_to_piece(i) == piece).unwrap();
         let (a, b) = (id(b"a"), id(b"b"));
         let copy = con.clone();

@@ -1,13 +1,21 @@
-//! Constrained decoding: the grammar a request's output must match, compiled by llguidance against the
-//! model's vocabulary ([`GrammarCompiler`]), and the per-sequence [`Constraint`] that masks each step's
-//! logits to the tokens the grammar allows (end-of-sequence only where the grammar accepts).
+//! Constrained decoding: the grammar a request's output must match, checked against bounds before anything
+//! recurses on it ([`GrammarLimits`]), compiled by llguidance against the model's vocabulary
+//! ([`GrammarCompiler`]), and the per-sequence [`Constraint`] that masks each step's logits to the tokens the
+//! grammar allows (end-of-sequence only where the grammar accepts).
 
+mod any_json;
+mod cache;
+mod census;
 mod compiler;
+mod lark;
+mod limits;
 mod matcher;
+mod numbers;
 mod vocabulary;
 
 #[cfg(test)]
 mod testing {
+    use super::{Constraint, Grammar, GrammarCompiler, GrammarConfig, GrammarLimits};
     use crate::text::tokenizer::Tokenizer;
 
     /// The bundled stories260K tokenizer (SentencePiece with byte fallback, 512 ids).
@@ -15,10 +23,49 @@ mod testing {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/stories260k/hf/tokenizer.json");
         Tokenizer::from_tokenizer_json(&root).expect("bundled tokenizer loads")
     }
+
+    /// A compiler over [`stories`] with the default configuration.
+    pub fn compiler() -> GrammarCompiler {
+        let tok = stories();
+        GrammarCompiler::new(&tok, 512, tok.eos_ids(), &GrammarConfig::default()).unwrap()
+    }
+
+    /// Whether `grammar` accepts `text` whole, on [`stories`]'s vocabulary.
+    pub fn accepts(c: &GrammarCompiler, grammar: &Grammar, text: &str) -> bool {
+        let checked = GrammarLimits::default().check(grammar.clone()).unwrap();
+        let (constraint, _) = c.compile(&checked).unwrap();
+        follows(&constraint, text)
+    }
+
+    /// Whether `constraint` lets `text` through and then end, spelled with the longest allowed tokens.
+    pub fn follows(constraint: &Constraint, text: &str) -> bool {
+        let tok = stories();
+        let mut rest = text.as_bytes();
+        while !rest.is_empty() {
+            if constraint.is_finished() {
+                return false;
+            }
+            let Ok(mask) = constraint.mask() else { return false };
+            let longest = (0..tok.vocab_size() as u32)
+                .filter(|&t| mask.allows(t))
+                .map(|t| (t, tok.token_to_piece(t)))
+                .filter(|(_, piece)| !piece.is_empty() && rest.starts_with(piece))
+                .max_by_key(|(_, piece)| piece.len());
+            let Some((t, piece)) = longest else { return false };
+            if constraint.commit(t).is_err() {
+                return false;
+            }
+            rest = &rest[piece.len()..];
+        }
+        constraint.is_finished() || constraint.mask().is_ok_and(|m| tok.eos_ids().iter().any(|&e| m.allows(e)))
+    }
 }
 
-pub use compiler::{laid_out, Compiled, GrammarCell, GrammarCompiler};
+pub use cache::CacheStats;
+pub use compiler::{laid_out, Compiled, GrammarCell, GrammarCompiler, GrammarConfig};
+pub use limits::{Bound, CheckError, CheckedGrammar, GrammarLimits};
 pub use matcher::{Constraint, Mask};
+pub use numbers::NumberDigits;
 
 /// What a request's output must match, as the HTTP layer parsed it (compiled by [`GrammarCompiler`]).
 #[derive(Clone, Debug, PartialEq)]

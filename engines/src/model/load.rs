@@ -14,7 +14,6 @@ use super::decoder::Decoder;
 use super::insitu::{self, Plan, Quantize};
 use super::weights::{Naming, Weights};
 use super::{awq, bnb, ModelError};
-use crate::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use crate::convert::metadata::llama3_rope_factors;
 use crate::convert::preset::ModelShape;
 use crate::device::{ComputeDType, DeviceSpec};
@@ -53,15 +52,6 @@ pub struct LoadedModel {
     pub chat_template: Option<ChatTemplate>,
     /// Tokens that end generation.
     pub eos: Vec<u32>,
-    /// The grammar compiler over this vocabulary, built on first use.
-    grammars: GrammarCell,
-}
-
-impl LoadedModel {
-    /// The grammar compiler over this model's vocabulary (built on the first call, then shared).
-    pub fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
-        self.grammars.get(&self.tokenizer, self.model.config().vocab, &self.eos)
-    }
 }
 
 /// Loads `model`: a `.gguf` file, a checkpoint directory, or a hub id (see [`resolve`]).
@@ -117,7 +107,7 @@ fn load_hf(
     eos.extend(&hf.eos_token_ids);
     eos.sort_unstable();
     eos.dedup();
-    Ok(LoadedModel { model, tokenizer, chat_template, eos, grammars: GrammarCell::default() })
+    Ok(LoadedModel { model, tokenizer, chat_template, eos })
 }
 
 fn load_gguf(
@@ -148,7 +138,7 @@ fn load_gguf(
     let weights = in_situ(weights, opts, &cfg, tied, true)?;
     let factors = weights.host_vector("rope_freqs.weight")?;
     let model = Decoder::load(&weights, cfg, factors, opts.kv_dtype)?;
-    Ok(LoadedModel { model, tokenizer, chat_template, eos, grammars: GrammarCell::default() })
+    Ok(LoadedModel { model, tokenizer, chat_template, eos })
 }
 
 /// Refuses quantization configurations the engine cannot run (bitsandbytes 8-bit LLM.int8; AWQ other than

@@ -8,10 +8,20 @@ use serde_json::json;
 
 use super::tests::{check, events, model, request, settled, sink};
 use super::*;
-use crate::constraint::Grammar;
+use crate::constraint::{Constraint, Grammar, GrammarCompiler, GrammarConfig, GrammarLimits};
 use crate::model::LoadedModel;
 use crate::sampling::{FinishReason, SamplingParams};
 use crate::speculative::SpeculationConfig;
+
+/// A grammar compiler over `m`'s vocabulary.
+fn compiler(m: &LoadedModel) -> GrammarCompiler {
+    GrammarCompiler::new(&m.tokenizer, m.model.config().vocab, &m.eos, &GrammarConfig::default()).unwrap()
+}
+
+/// `grammar` compiled by `c`.
+fn constrain(c: &GrammarCompiler, grammar: &Grammar) -> Constraint {
+    c.compile(&GrammarLimits::default().check(grammar.clone()).unwrap()).unwrap().0
+}
 
 /// The grammars the requests take in turn (`None`: unconstrained).
 fn grammars() -> Vec<Option<Grammar>> {
@@ -43,7 +53,7 @@ fn grammars() -> Vec<Option<Grammar>> {
 /// second greedy one on another prompt.
 fn requests(m: &LoadedModel, sampling: bool) -> Vec<(Request, Option<Grammar>)> {
     let prompts = ["Once upon a time", "Lily and Tom went to the park. They saw", "The cat said", "One day"];
-    let compiler = m.grammars().unwrap();
+    let compiler = compiler(m);
     let mut out = Vec::new();
     for (i, g) in grammars().into_iter().enumerate() {
         for sampled in [false, true] {
@@ -52,7 +62,7 @@ fn requests(m: &LoadedModel, sampling: bool) -> Vec<(Request, Option<Grammar>)> 
             if sampled && sampling {
                 r.params = SamplingParams { temperature: 1.0, seed: Some(i as u64), ..SamplingParams::greedy() };
             }
-            r.constraint = g.as_ref().map(|g| compiler.compile(g).unwrap().0);
+            r.constraint = g.as_ref().map(|g| constrain(&compiler, g));
             out.push((r, g.clone()));
         }
     }
@@ -135,7 +145,7 @@ fn a_finished_grammar_ends_the_output_even_when_eos_is_ignored() {
     let h = Scheduler::start(m.clone(), SchedulerConfig::default()).unwrap();
     let mut r = request(m.tokenizer.encode("Once upon a time", true, false).unwrap(), 50);
     r.ignore_eos = true;
-    r.constraint = Some(m.grammars().unwrap().compile(&Grammar::Regex("yes|no".into())).unwrap().0);
+    r.constraint = Some(constrain(&compiler(&m), &Grammar::Regex("yes|no".into())));
     let (s, rx) = sink(None);
     h.submit(r, s).unwrap();
     let got = events(&rx);
@@ -155,7 +165,7 @@ fn penalties_that_overflow_every_allowed_logit_keep_the_output_in_the_grammar() 
     for temperature in [0.0, 1.0] {
         let mut r = request(m.tokenizer.encode("Café, é é", true, false).unwrap(), 20);
         r.params = SamplingParams { temperature, repetition_penalty: Some(3e38), seed: Some(1), ..r.params };
-        r.constraint = Some(m.grammars().unwrap().compile(&grammar).unwrap().0);
+        r.constraint = Some(constrain(&compiler(&m), &grammar));
         let (s, rx) = sink(None);
         h.submit(r, s).unwrap();
         let got = events(&rx);

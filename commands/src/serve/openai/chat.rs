@@ -42,7 +42,7 @@ pub(super) struct Valid {
 pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpResponse, ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
-    let valid = validate(state, &req).map_err(|e| fail(state, &mut tracker, e))?;
+    let valid = validate(state, &req).await.map_err(|e| fail(state, &mut tracker, e))?;
     let requests = valid.checked.requests(state, std::slice::from_ref(&valid.budget), valid.checked.n, false);
     tracker.queued(valid.budget.ids.len(), valid.budget.max_new_tokens, requests.len());
     let running = submit(state, requests, permit).map_err(|e| fail(state, &mut tracker, e))?;
@@ -105,7 +105,7 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
 }
 
 /// Checks the request, renders the conversation and fits it into the limits.
-pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
+pub(super) async fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
     if req.messages.is_empty() {
         return Err(ValidationError::EmptyMessages.into());
     }
@@ -124,7 +124,7 @@ pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, Api
     let mut checked = req.sampling.check(&state.limits, logprobs, top)?;
     let format = req.response_format.as_ref().map(|f| grammar::parse("response_format", f)).transpose()?.flatten();
     if let Some(g) = &format {
-        checked.constrain(state, "response_format", g)?;
+        checked.constrain(state, "response_format", g.clone()).await?;
     }
     let template =
         state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
@@ -139,7 +139,7 @@ pub(super) fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, Api
             (Some(_), false) => {}
             (None, _) => {
                 let markers = Markers::find(f, state.lexicon.tokenizer());
-                checked.constrain(state, "tools", &calls(f, t, &markers))?;
+                checked.constrain(state, "tools", calls(f, t, &markers)).await?;
             }
         }
     }

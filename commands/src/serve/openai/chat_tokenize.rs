@@ -14,8 +14,8 @@ use crate::serve::tgi::types::{ChatTokenizeResponse, SimpleToken};
 
 /// `POST /chat_tokenize`: each token of the templated text with its span in characters (TGI's
 /// offsets), and the text itself.
-pub fn chat_tokenize(state: &AppState, req: ChatRequest) -> Result<HttpResponse, ApiError> {
-    let valid = validate(state, &req)?;
+pub async fn chat_tokenize(state: &AppState, req: ChatRequest) -> Result<HttpResponse, ApiError> {
+    let valid = validate(state, &req).await?;
     let (text, ids) = (&valid.text, &valid.budget.ids);
     let tokens = ids
         .iter()

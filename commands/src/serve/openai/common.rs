@@ -116,8 +116,8 @@ impl Sampling {
 impl Checked {
     /// Constrains every choice's output to `grammar` (`response_format`, a forced tool call; `param` names
     /// the field in errors); a grammar the engine cannot compile or enforce is refused here.
-    pub fn constrain(&mut self, state: &AppState, param: &'static str, grammar: &Grammar) -> Result<(), ApiError> {
-        self.constraint = Some(grammar::compile(state, param, grammar)?);
+    pub async fn constrain(&mut self, state: &AppState, param: &'static str, grammar: Grammar) -> Result<(), ApiError> {
+        self.constraint = Some(grammar::compile(state, param, grammar).await?);
         Ok(())
     }
 

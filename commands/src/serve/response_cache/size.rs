@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::serve::byte_size::number_and_unit;
+
 /// How much the response cache holds: entries (`1000`) or bytes (`64MB`, `1GiB`, `512KiB`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheSize {
@@ -17,37 +19,15 @@ pub enum CacheSize {
 #[error("`{0}` is not a positive number of entries or a size such as 64MB, 512KiB or 1GiB")]
 pub struct BadCacheSize(String);
 
-/// Byte units, longest first so that `MiB` is not read as `B`.
-const UNITS: &[(&str, usize)] = &[
-    ("KiB", 1 << 10),
-    ("MiB", 1 << 20),
-    ("GiB", 1 << 30),
-    ("KB", 1_000),
-    ("MB", 1_000_000),
-    ("GB", 1_000_000_000),
-    ("K", 1 << 10),
-    ("M", 1 << 20),
-    ("G", 1 << 30),
-    ("B", 1),
-];
-
 impl FromStr for CacheSize {
     type Err = BadCacheSize;
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         let bad = || BadCacheSize(raw.to_string());
-        let s = raw.trim();
-        let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-        let n: usize = digits.parse().map_err(|_| bad())?;
-        if n == 0 {
-            return Err(bad());
+        match number_and_unit(raw).ok_or_else(bad)? {
+            (n, None) => Ok(CacheSize::Entries(n)),
+            (n, Some(scale)) => n.checked_mul(scale).map(CacheSize::Bytes).ok_or_else(bad),
         }
-        let unit = unit.trim();
-        if unit.is_empty() {
-            return Ok(CacheSize::Entries(n));
-        }
-        let (_, scale) = UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit)).ok_or_else(bad)?;
-        n.checked_mul(*scale).map(CacheSize::Bytes).ok_or_else(bad)
     }
 }
 

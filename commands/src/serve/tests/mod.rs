@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tgi_engines::constraint::{ConstraintError, GrammarCell, GrammarCompiler};
 use tgi_engines::sampling::FinishReason;
 use tgi_engines::sampling::StopMatcher;
 use tgi_engines::scheduler::{
@@ -49,7 +48,6 @@ pub(super) struct TestLexicon {
     template: ChatTemplate,
     /// Calls of [`Lexicon::tokenizer`], to tell whether a request cost tokenizing work.
     tokenizer_calls: AtomicU64,
-    grammars: GrammarCell,
 }
 
 impl Lexicon for TestLexicon {
@@ -62,9 +60,12 @@ impl Lexicon for TestLexicon {
         Some(&self.template)
     }
 
-    fn grammars(&self) -> Result<&GrammarCompiler, ConstraintError> {
-        let t = &self.tokenizer;
-        self.grammars.get(t, t.vocab_size(), t.eos_ids())
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
+    fn eos(&self) -> &[u32] {
+        self.tokenizer.eos_ids()
     }
 }
 
@@ -84,7 +85,6 @@ fn new_lexicon() -> TestLexicon {
         tokenizer: Tokenizer::from_gguf(&file).unwrap(),
         template: ChatTemplate::new(template, Some("<s>".into()), Some("</s>".into())).unwrap(),
         tokenizer_calls: AtomicU64::new(0),
-        grammars: GrammarCell::default(),
     }
 }
 

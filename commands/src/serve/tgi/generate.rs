@@ -28,14 +28,14 @@ pub async fn generate(state: &Arc<AppState>, req: GenerateRequest) -> Result<Htt
 }
 
 /// `POST /generate_stream`.
-pub fn generate_stream(state: &Arc<AppState>, req: GenerateRequest) -> HttpResponse {
-    start_stream(state, &req)
+pub async fn generate_stream(state: &Arc<AppState>, req: GenerateRequest) -> HttpResponse {
+    start_stream(state, &req).await
 }
 
 /// `POST /`: `/generate` wrapped in a list, or `/generate_stream` when `stream` is true.
 pub async fn compat(state: &Arc<AppState>, req: GenerateRequest) -> Result<HttpResponse, ApiError> {
     if req.stream {
-        return Ok(start_stream(state, &req));
+        return Ok(start_stream(state, &req).await);
     }
     let (response, h) = run(state, &req).await?;
     let mut out = body::json(StatusCode::OK, &[response]);
@@ -47,7 +47,7 @@ pub async fn compat(state: &Arc<AppState>, req: GenerateRequest) -> Result<HttpR
 async fn run(state: &Arc<AppState>, req: &GenerateRequest) -> Result<(GenerateResponse, HeaderMap), ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
-    let valid = validate(state, req, false).map_err(|e| fail(state, &mut tracker, e.into()))?;
+    let valid = validate(state, req, false).await.map_err(|e| fail(state, &mut tracker, e))?;
     tracker.queued(valid.input_ids.len(), valid.max_new_tokens, valid.requests.len());
     let running = submit(state, valid.requests.clone(), permit).map_err(|e| fail(state, &mut tracker, e))?;
     let (mut candidates, timings) = collect(state, running, &mut tracker).await?;
@@ -128,16 +128,18 @@ fn top_tokens(lex: &dyn Lexicon, top: &[(u32, f32)]) -> Vec<Token> {
 }
 
 /// Starts a TGI stream: failures before generation (overload, validation) are its only event.
-fn start_stream(state: &Arc<AppState>, req: &GenerateRequest) -> HttpResponse {
+async fn start_stream(state: &Arc<AppState>, req: &GenerateRequest) -> HttpResponse {
     let (mut response, tx) = event_stream();
     headers::start(response.headers_mut(), &state.model.compute_type, req.inputs.chars().count());
     let mut tracker = Tracker::new(state.metrics.clone());
-    let started = state.permit().and_then(|permit| {
-        let valid = validate(state, req, true)?;
+    let started = async {
+        let permit = state.permit()?;
+        let valid = validate(state, req, true).await?;
         tracker.queued(valid.input_ids.len(), valid.max_new_tokens, 1);
         let running = submit(state, valid.requests.clone(), permit)?;
-        Ok((valid, running))
-    });
+        Ok::<_, ApiError>((valid, running))
+    }
+    .await;
     match started {
         Ok((valid, running)) => {
             let format = TgiStream {

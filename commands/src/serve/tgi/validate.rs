@@ -4,7 +4,9 @@ use tgi_engines::sampling::{FloatParam, SamplingError, SamplingParams};
 use tgi_engines::scheduler::Request;
 
 use super::types::GenerateRequest;
-use crate::serve::error::ValidationError;
+use tgi_engines::constraint::Grammar;
+
+use crate::serve::error::{ApiError, ValidationError};
 use crate::serve::grammar;
 use crate::serve::limits::tokenize;
 use crate::serve::request_id::RequestId;
@@ -29,8 +31,24 @@ pub struct ValidGenerate {
     pub prefix: Option<String>,
 }
 
-/// Validates `req` for a streaming or a non-streaming route.
-pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result<ValidGenerate, ValidationError> {
+/// Validates `req` for a streaming or a non-streaming route, its grammar compiled last (off the HTTP threads).
+pub async fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result<ValidGenerate, ApiError> {
+    let (mut valid, grammar) = check(state, req, stream)?;
+    if let Some(g) = grammar {
+        let constraint = grammar::compile(state, "grammar", g).await?;
+        for r in &mut valid.requests {
+            r.constraint = Some(constraint.clone());
+        }
+    }
+    Ok(valid)
+}
+
+/// Everything but compiling the grammar, which comes back to be compiled.
+fn check(
+    state: &AppState,
+    req: &GenerateRequest,
+    stream: bool,
+) -> Result<(ValidGenerate, Option<Grammar>), ValidationError> {
     let p = &req.parameters;
     let limits = &state.limits;
     let best_of = p.best_of.unwrap_or(1);
@@ -96,7 +114,6 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
     limits.check_truncate(p.truncate)?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &req.inputs, req.add_special_tokens)?;
     let budget = limits.fit(ids, p.truncate, p.max_new_tokens.map(|n| n as usize))?;
-    let constraint = grammar.map(|g| grammar::compile(state, "grammar", &g)).transpose()?;
     let request = Request {
         prompt_ids: budget.ids.clone(),
         params: SamplingParams { top_logprobs: top_n as usize, ..params },
@@ -105,10 +122,10 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
         ignore_eos: false,
         prompt_logprobs: decoder_input_details,
         cache_salt: state.access.cache_salt(),
-        constraint,
+        constraint: None,
         request_id: RequestId::current(),
     };
-    Ok(ValidGenerate {
+    let valid = ValidGenerate {
         requests: vec![request; best_of],
         input_ids: budget.ids,
         max_new_tokens: budget.max_new_tokens,
@@ -116,5 +133,6 @@ pub fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result
         details: p.details.unwrap_or(false) || decoder_input_details,
         decoder_input_details,
         prefix: p.return_full_text.unwrap_or(false).then(|| req.inputs.clone()),
-    })
+    };
+    Ok((valid, grammar))
 }

@@ -90,7 +90,7 @@ mod tests {
     use llguidance::{Matcher, ParserFactory};
     use serde_json::{json, Value};
 
-    use tgi_engines::constraint::GrammarCompiler;
+    use tgi_engines::constraint::{GrammarCompiler, GrammarConfig, GrammarLimits};
     use tgi_engines::text::tokenizer::Tokenizer;
 
     use super::*;
@@ -235,8 +235,8 @@ mod tests {
         let tokenizer = Tokenizer::from_tokenizer_json(&mistral_like(dir.path())).unwrap();
         let grammar = calls(Mistral, &tools(json!("required"), false), &Markers::find(Mistral, &tokenizer));
         let vocab = tokenizer.vocab_size();
-        let compiler = GrammarCompiler::new(&tokenizer, vocab, tokenizer.eos_ids()).unwrap();
-        let (constraint, _) = compiler.compile(&grammar).unwrap();
+        let compiler = GrammarCompiler::new(&tokenizer, vocab, tokenizer.eos_ids(), &GrammarConfig::default()).unwrap();
+        let (constraint, _) = compiler.compile(&GrammarLimits::default().check(grammar).unwrap()).unwrap();
         let allowed = |c: &tgi_engines::constraint::Constraint| {
             let mask = c.mask().unwrap();
             (0..vocab as u32).filter(|&id| mask.allows(id)).collect::<Vec<_>>()

@@ -1,12 +1,18 @@
 //! The grammar a request asks its output to match, read once from TGI's `parameters.grammar` or OpenAI's
 //! `response_format` (which also takes TGI's shapes), and compiled against the served model into the
-//! constraint its engine requests carry. A grammar that does not compile, or uses what the engine cannot
-//! enforce, is a 422: never a silently unconstrained answer.
+//! constraint its engine requests carry ([`compile`], off the HTTP threads). A grammar that does not
+//! compile, uses what the engine cannot enforce or exceeds a bound is a 422: never a silently unconstrained
+//! answer.
+
+mod compile;
+mod pool;
 
 use serde_json::Value;
 use tgi_engines::constraint::{Constraint, Grammar};
 
-use super::error::ValidationError;
+pub use compile::{GrammarSettings, Grammars, DEFAULT_QUEUE, DEFAULT_THREADS, DEFAULT_TIMEOUT_SECS};
+
+use super::error::{ApiError, ValidationError};
 use super::state::AppState;
 
 /// Reads a grammar field: `param` names it in errors (`grammar` or `response_format`). Accepted shapes:
@@ -83,10 +89,8 @@ fn json_schema(config: &Value, openai: bool) -> Result<Grammar, String> {
 }
 
 /// Compiles `grammar` for the served model (or finds it compiled), counting the time in `/metrics`.
-pub fn compile(state: &AppState, param: &'static str, grammar: &Grammar) -> Result<Constraint, ValidationError> {
-    let bad = |message: String| ValidationError::Grammar { param, message };
-    let compiler = state.lexicon.grammars().map_err(|e| bad(e.to_string()))?;
-    let (constraint, compiled) = compiler.compile(grammar).map_err(|e| bad(e.to_string()))?;
+pub async fn compile(state: &AppState, param: &'static str, grammar: Grammar) -> Result<Constraint, ApiError> {
+    let (constraint, compiled) = state.grammars.compile(state.lexicon.clone(), param, grammar).await?;
     state.metrics.grammar_compiled(compiled);
     Ok(constraint)
 }
