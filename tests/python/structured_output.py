@@ -7,7 +7,7 @@ output helpers get valid objects.
 Usage: structured_output.py URL CORPUS.json [--max-tokens N]
 Prints one line of counts per kind and exits non-zero on the first violation. An output cut by the token limit
 (`finish_reason: length`) cannot be checked and is counted apart (a tiny story model at temperature 1 may write
-a number's digits or a free key until the limit); more than a quarter of them fails the run.
+free keys and strings until the limit; numbers the server bounds); more than a quarter of them fails the run.
 """
 
 import argparse
