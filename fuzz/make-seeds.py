@@ -182,6 +182,24 @@ def main() -> None:
     for i, (chunking, stream) in enumerate([(0, tgi_stream), (7, openai_stream), (200, errors)]):
         seed("sse", f"seed-{i}", bytes([chunking]) + stream)
 
+    # grammar: the first byte picks a JSON schema (0), a regular expression (1) or a Lark grammar (2).
+    schemas = [
+        {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
+                                          "score": {"type": "number", "minimum": 0}}, "required": ["name"]},
+        {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"},
+                                                                      "maxItems": 3}}}}, "$ref": "#/$defs/node"},
+        {"anyOf": [{"enum": ["a", "b", 3, None]}, {"type": "array", "prefixItems": [{"type": "boolean"}]}],
+         "allOf": [{"oneOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"type": "null"}]}]},
+    ]
+    grammars = [bytes([0]) + json.dumps(s).encode() for s in schemas] + [
+        bytes([1]) + rb"(yes|no), [0-9]{3}(\.[0-9]+)?",
+        bytes([1]) + rb"(a+)+$|[^\s\S]|\p{L}{2,5}",
+        bytes([2]) + b'start: "n=" num ("," num)*\nnum: %json {"type": "number"}\n',
+        bytes([2]) + b'start: greeting | other\ngreeting: "hi" | "hello" // a comment\nother: /[a-z]{1,4}/ "!"\n',
+    ]
+    for i, g in enumerate(grammars):
+        seed("grammar", f"seed-{i}", g)
+
 
 if __name__ == "__main__":
     main()
