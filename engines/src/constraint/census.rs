@@ -58,14 +58,11 @@ impl Census {
 /// Measures the schema `root` (and everything in it: choices are counted in any object, which can only
 /// over-count); why it is refused, if it is.
 pub fn schema(root: &Value, limits: &GrammarLimits, census: &mut Census) -> Result<(), Refusal> {
-    let before = census.refs.len();
-    walk(root, limits, census)?;
-    if census.refs.len() > before {
-        if let Some(target) = census.refs.iter().find(|t| loops(root, t)) {
-            return Err(Refusal::RefCycle(target.clone()));
-        }
+    let targets = walk(root, limits, census)?;
+    match targets.into_iter().find(|t| loops(root, t)) {
+        Some(target) => Err(Refusal::RefCycle(target.to_string())),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Whether following `target` through schemas that are only a `$ref` (and annotations) comes back to one.
@@ -83,8 +80,9 @@ fn loops(root: &Value, target: &str) -> bool {
     true
 }
 
-/// The walk of [`schema`]: sizes, depth, choices and `$ref` targets.
-fn walk(root: &Value, limits: &GrammarLimits, census: &mut Census) -> Result<(), Bound> {
+/// The walk of [`schema`]: sizes, depth, choices and `$ref` targets; the targets in `root`.
+fn walk<'a>(root: &'a Value, limits: &GrammarLimits, census: &mut Census) -> Result<HashSet<&'a str>, Bound> {
+    let mut targets = HashSet::new();
     let mut stack = vec![(root, 1usize)];
     while let Some((value, depth)) = stack.pop() {
         if depth > limits.max_depth {
@@ -95,7 +93,9 @@ fn walk(root: &Value, limits: &GrammarLimits, census: &mut Census) -> Result<(),
                 let keys: usize = map.keys().map(|k| k.len() + 4).sum();
                 census.add(2 + keys, choices(value), limits)?;
                 if let Some(Value::String(target)) = map.get("$ref") {
-                    census.refs.insert(target.clone());
+                    if targets.insert(target.as_str()) {
+                        census.refs.insert(target.clone());
+                    }
                     if census.refs.len() > limits.max_refs {
                         return Err(Bound::Refs);
                     }
@@ -111,7 +111,7 @@ fn walk(root: &Value, limits: &GrammarLimits, census: &mut Census) -> Result<(),
             Value::Bool(_) | Value::Null => census.add(5, 0, limits)?,
         }
     }
-    Ok(())
+    Ok(targets)
 }
 
 /// Measures the Lark grammar `text`: its bytes, its `|` alternatives and the schemas after `%json`. A
