@@ -154,15 +154,19 @@ fn health_answers_while_eight_heavy_grammars_compile() {
 
 #[test]
 fn a_grammar_slower_than_the_compile_timeout_is_a_422_naming_it() {
-    let server = Server::start(&["--grammar-compile-timeout", "0.1"]);
+    // 700 required properties compile in about 0.2 s on a quiet Zen 5 core (the most the bounds let through),
+    // four times the timeout; load only makes compiling slower.
+    let server = Server::start(&["--grammar-compile-timeout", "0.05"]);
     let url = server.url("/generate");
     let body = |schema: Value| {
         json!({"inputs": "Once", "parameters": {"max_new_tokens": 2, "grammar": {"type": "json", "value": schema}}})
             .to_string()
     };
-    // The compile threads and the vocabulary are ready before the slow grammar comes.
-    assert_eq!(post(&url, &body(json!({"type": "boolean"}))).0, 200);
+    // The compile threads and the vocabulary are ready before the slow grammar comes: a trivial grammar is
+    // admitted once they are (the first may still be building them when its 0.05 s are up).
+    let ready = (0..20).any(|_| post(&url, &body(json!({"type": "boolean"}))).0 == 200);
+    assert!(ready, "a boolean grammar was never admitted within 0.05 s");
     let (status, text) = post(&url, &body(properties("slow", 700, true)));
     assert_eq!(status, 422, "{text}");
-    assert!(text.contains("--grammar-compile-timeout") && text.contains("0.1 s"), "{text}");
+    assert!(text.contains("--grammar-compile-timeout") && text.contains("0.05 s"), "{text}");
 }

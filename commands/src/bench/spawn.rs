@@ -28,7 +28,8 @@ fn stop_child() {
 }
 
 impl LocalServer {
-    /// Starts `tgi serve --model MODEL --hostname 127.0.0.1 --port P EXTRA...` and waits up to `wait` for `/health`.
+    /// Starts `tgi serve --model MODEL --hostname 127.0.0.1 --port 0 EXTRA...`, reads back the port it reports,
+    /// and waits up to `wait` for `/health`.
     pub fn start(model: Option<&str>, extra: &[String], wait: Duration, quiet: bool) -> Result<LocalServer> {
         let exe = std::env::current_exe().context("cannot find the tgi executable")?;
         let mut cmd = Command::new(exe);
