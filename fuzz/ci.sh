@@ -7,19 +7,22 @@
 #
 # FUZZ_SANITIZER: address (default) or none (faster to build and run, catches only panics,
 # aborts, hangs and out-of-memory; Rust code without `unsafe` needs no more).
+# FUZZ_TARGET_DIR: the build directory (default fuzz/target); .ci/run keeps it outside the checkout, where
+# the dependencies' nightly build is reused by the next clone.
 set -euo pipefail
 
 cd "$(dirname "$0")"
 seconds=${FUZZ_SECONDS:-30}
 sanitizer=${FUZZ_SANITIZER:-address}
 artifacts=$(realpath -m "${FUZZ_ARTIFACTS:-artifacts}")
+target_dir=$(realpath -m "${FUZZ_TARGET_DIR:-target}")
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
 start=$(date +%s)
-cargo +nightly fuzz build -O -s "$sanitizer"
+cargo +nightly fuzz build -O -s "$sanitizer" --target-dir "$target_dir"
 echo "fuzz: built every target in $(($(date +%s) - start)) s"
 
 work=$(mktemp -d)
@@ -32,7 +35,7 @@ for target in $(cargo +nightly fuzz list); do
     cp -r "corpus/$target" "$work/$target"
     mkdir -p "$artifacts/$target"
     log="$work/$target.log"
-    if cargo +nightly fuzz run -O -s "$sanitizer" "$target" "$work/$target" -- \
+    if cargo +nightly fuzz run -O -s "$sanitizer" --target-dir "$target_dir" "$target" "$work/$target" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$artifacts/$target/" -print_final_stats=1 >"$log" 2>&1; then
         echo "fuzz: $target: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
