@@ -183,6 +183,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         v["output_layer"] = m.model.output_layer().to_string().into();
         if args.model.device == DeviceSpec::Cpu {
             v["cpu_kernels"] = tgi_engines::kernels::backend().name().into();
+            let r = m.model.repacked();
+            v["repacked"] =
+                serde_json::json!({"matrices": r.matrices, "bytes": r.bytes, "ms": r.took.as_secs_f64() * 1e3});
         }
         writeln!(out, "{v}")?;
     } else {

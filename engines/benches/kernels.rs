@@ -2,11 +2,13 @@
 //! and batching speed-up for TinyLlama-1.1B shapes. Set RAYON_NUM_THREADS to size the pool;
 //! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table (`awq`: AWQ, group 128, zero point);
 //! `KERNELS_SHAPES=2304x9216` sets the rows×cols shapes; `KERNELS_BACKENDS=avx2,avx512-vnni` picks the
-//! instruction-set levels compared (default: every one this CPU has but the scalar one).
+//! instruction-set levels compared (default: every one this CPU has but the scalar one). A level with an
+//! interleaved layout for the type (`Interleaved::pack`) gets a second row, `LEVEL+il`, with the repacked weights.
 
 use std::time::{Duration, Instant};
 
 use tgi_engines::kernels::awq::{self, AwqMatrix};
+use tgi_engines::kernels::interleaved::Interleaved;
 use tgi_engines::kernels::{backend, matmul_with, Backend, WeightView};
 use tgi_formats::awq::AwqTensor;
 use tgi_formats::quant::quantize_row;
@@ -121,12 +123,22 @@ fn main() {
                         start.elapsed().as_secs_f64() * 1e3
                     );
                     let bytes = m.buffers().iter().map(|b| b.len()).sum();
-                    row(b, name, rows, cols, bytes, &ns, |x, n, y| awq::matmul_with(b, &m, x, n, y));
+                    row(b.name(), name, rows, cols, bytes, &ns, |x, n, y| awq::matmul_with(b, &m, x, n, y));
                 } else {
                     let ty = GgmlType::parse(name).expect("type");
                     let data = weights(ty, rows, cols);
                     let w = WeightView::new(ty, rows, cols, &data).unwrap();
-                    row(b, ty.ggml_name(), rows, cols, data.len(), &ns, |x, n, y| matmul_with(b, w, x, n, y));
+                    row(b.name(), ty.ggml_name(), rows, cols, data.len(), &ns, |x, n, y| matmul_with(b, w, x, n, y));
+                    if let Some(p) = Interleaved::pack(b, w, |_| {}) {
+                        let level = format!("{}+il", b.name());
+                        println!(
+                            "{level:<12} {:<6} {:>12} repacked in {:.1} ms",
+                            ty.ggml_name(),
+                            format!("{rows}×{cols}"),
+                            p.took().as_secs_f64() * 1e3
+                        );
+                        row(&level, ty.ggml_name(), rows, cols, p.bytes().len(), &ns, |x, n, y| p.matmul(x, n, y));
+                    }
                 }
             }
         }
@@ -135,7 +147,7 @@ fn main() {
 
 /// Times `f(x, n, y)` for each activation row count `n` and prints a table row for each.
 fn row(
-    backend: Backend,
+    level: &str,
     name: &str,
     rows: usize,
     cols: usize,
@@ -157,7 +169,7 @@ fn row(
         };
         println!(
             "{:<12} {:<6} {:>12} {:>5} {:>11.1} {:>8.1} {:>9}",
-            backend.name(),
+            level,
             name,
             format!("{rows}×{cols}"),
             n,

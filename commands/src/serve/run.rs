@@ -89,6 +89,7 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         None => None,
     };
     let output_layer = loaded.model.output_layer().to_string();
+    let repacked = loaded.model.repacked();
     let model = Arc::new(loaded);
     let cfg = SchedulerConfig {
         max_batch_size: sizes.max_batch_size,
@@ -112,6 +113,9 @@ fn start(settings: &ServeSettings) -> Result<Started> {
     };
     let mut summary = summary(&served, &settings.model.device.describe(), &sizes, &cfg, inputs.kv_bytes_per_token);
     summary.push_str(&format!("\n{output_layer}"));
+    if repacked.matrices > 0 {
+        summary.push_str(&format!("\n{repacked}"));
+    }
     if let Some(c) = &settings.response_cache {
         summary.push_str(&format!("\nresponse cache: {}, entries served for {} s", c.size, c.ttl.as_secs_f64()));
     }

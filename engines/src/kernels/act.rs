@@ -112,7 +112,7 @@ pub(crate) fn q8_into(x: &[f32], q: &mut [u8]) -> f32 {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     for (q, &v) in q.iter_mut().zip(x) {
-        *q = (v * id).round_ties_even() as i32 as i8 as u8;
+        *q = nearest_int(v * id) as i8 as u8;
     }
     amax / 127.0
 }

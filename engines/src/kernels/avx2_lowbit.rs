@@ -8,7 +8,7 @@
 use std::arch::x86_64::*;
 
 use super::act::{Q8_1_BYTES, Q8_K_BYTES};
-use super::avx2::{dispatch, f16_at, hsum_ps, legacy_n, load, nibbles32, Avx2, LegacyBlock};
+use super::avx2::{dispatch, f16_at, hsum_ps, legacy_n, load, nibbles32, Avx2, LegacyBlock, Mac};
 
 dispatch!(
     "avx2,fma,f16c",;
@@ -16,7 +16,7 @@ dispatch!(
     q4_1 => q4_1_n
 );
 dispatch!(
-    "avx2,fma,f16c",;
+    "avx2,fma,f16c", Avx2;
     /// Q5_0 weights · Q8_0 activations.
     q5_0 => q5_0_n
 );
@@ -102,10 +102,16 @@ impl LegacyBlock for Q5_0Block {
     }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0_n<const N: usize>(w: *const u8, x: *const u8, xs: usize, cols: usize, out: &mut [f32]) {
-    legacy_n::<Avx2, Q5_0Block, N>(w, x, xs, cols, out)
+/// Q5_0 weights on the level `M`.
+#[inline(always)]
+pub(super) unsafe fn q5_0_n<M: Mac, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    cols: usize,
+    out: &mut [f32],
+) {
+    legacy_n::<M, Q5_0Block, N>(w, x, xs, cols, out)
 }
 
 #[inline]

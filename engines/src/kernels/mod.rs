@@ -11,6 +11,8 @@ mod avx2_lowbit;
 pub mod awq;
 pub mod bnb4;
 mod dense;
+pub mod gated;
+pub mod interleaved;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -301,6 +303,14 @@ impl SyncPtr {
     #[inline]
     unsafe fn write(self, k: usize, v: f32) {
         self.0.add(k).write(v)
+    }
+
+    /// The address of element `k`.
+    ///
+    /// Safety: `k` is inside the buffer.
+    #[inline]
+    unsafe fn at(self, k: usize) -> *mut f32 {
+        self.0.add(k)
     }
 }
 

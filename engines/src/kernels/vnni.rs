@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 use tgi_formats::GgmlType;
 
 use super::avx2::{dispatch, packed_pair, packed_scales, q4_0_n, q4_k_n, q5_k_n, q6_k_n, q8_0_n, Mac, RowDot};
+use super::avx2_lowbit::q5_0_n;
 
 /// Defines the [`Mac`] `$mac` over the VNNI intrinsics `$dpwssd` and `$dpbusd`.
 macro_rules! vnni_mac {
@@ -77,6 +78,8 @@ macro_rules! level {
                 q8_0 => q8_0_n);
             dispatch!($feat, $mac; /// Q4_0 weights · Q8_0 activations.
                 q4_0 => q4_0_n);
+            dispatch!($feat, $mac; /// Q5_0 weights · Q8_0 activations.
+                q5_0 => q5_0_n);
             dispatch!($feat, $mac; /// Q4_K weights · Q8_K activations.
                 q4_k => q4_k_n);
             dispatch!($feat, $mac; /// Q5_K weights · Q8_K activations.
@@ -89,6 +92,7 @@ macro_rules! level {
                 Some(match ty {
                     GgmlType::Q8_0 => q8_0,
                     GgmlType::Q4_0 => q4_0,
+                    GgmlType::Q5_0 => q5_0,
                     GgmlType::Q4_K => q4_k,
                     GgmlType::Q5_K => q5_k,
                     GgmlType::Q6_K => q6_k,

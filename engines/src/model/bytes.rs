@@ -73,6 +73,23 @@ impl WeightBytes {
         }
     }
 
+    /// Tells the OS that `part` of these bytes (a subslice) will not be read again soon, as it was copied elsewhere:
+    /// for mapped bytes its whole pages leave the process's resident set, and are read back from the file if ever
+    /// touched again. Owned bytes stay as they are.
+    pub fn release(&self, part: &[u8]) {
+        let WeightBytes::Mapped { ptr, len, .. } = self else { return };
+        let (lo, hi) = (part.as_ptr() as usize, part.as_ptr() as usize + part.len());
+        assert!(lo >= *ptr as usize && hi <= *ptr as usize + len, "release: the part is not inside these bytes");
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let (start, end) = (lo.next_multiple_of(page), hi / page * page);
+        if end > start {
+            // SAFETY: the range is whole pages of a read-only file map that `owner` keeps mapped; dropping them
+            // only makes the next read fault them in from the file again, with the same contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+
     /// Pins the bytes in RAM (`mlock`) so the OS never pages them out.
     pub fn lock(&self) -> std::io::Result<()> {
         lock(self.as_slice())

@@ -8,7 +8,7 @@ use candle_nn::ops::rms_norm;
 use super::config::DecoderConfig;
 use super::embedding::Embedding;
 use super::family::Family;
-use super::linear::Linear;
+use super::linear::{Linear, Repacked};
 use super::mlp::{Mlp, MlpNames};
 use super::moe::Moe;
 use super::rope::Rope;
@@ -203,6 +203,11 @@ impl Decoder {
     /// What the output layer (`lm_head`) became at load, for the startup log.
     pub fn output_layer(&self) -> &OutputLayer {
         &self.output
+    }
+
+    /// What load repacked into the interleaved layout (nothing where the CPU level has none, or on a GPU).
+    pub fn repacked(&self) -> Repacked {
+        Repacked::of(self.linears())
     }
 
     /// The element type of the KV caches this model makes.

@@ -7,14 +7,7 @@ use tgi_formats::hf::Architecture;
 use super::mlp::MlpNames;
 use super::moe::MoeNames;
 
-/// The MLP's activation on the gate projection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activation {
-    /// SiLU (SwiGLU): Llama, Mistral, Qwen.
-    Silu,
-    /// GELU, tanh approximation (GeGLU): Gemma.
-    GeluTanh,
-}
+pub use crate::kernels::gated::Activation;
 
 /// The structure of one family's decoder layer and embedding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

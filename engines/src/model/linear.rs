@@ -11,12 +11,15 @@ use super::bnb::Bnb4Tensor;
 use super::bytes::{self, WeightBytes};
 use crate::kernels::awq::{self, AwqMatrix};
 use crate::kernels::bnb4::{self, Bnb4View};
+use crate::kernels::interleaved::Interleaved;
 use crate::kernels::{self, WeightView};
 
 /// A weight matrix in the form its device computes with.
 enum Weight {
     /// Stored bytes multiplied by the host kernels.
     Host { ty: GgmlType, bytes: WeightBytes },
+    /// Stored bytes repacked at load into the interleaved layout of the host kernels' level.
+    Interleaved(Interleaved),
     /// bitsandbytes 4-bit codes multiplied by the host kernels.
     Bnb4(Bnb4Tensor),
     /// AWQ 4-bit codes, repacked at load, multiplied by the host kernels.
@@ -50,7 +53,11 @@ impl Linear {
         host: bool,
     ) -> candle_core::Result<Self> {
         let weight = if host {
-            Weight::Host { ty, bytes }
+            let view = WeightView::new(ty, rows, cols, bytes.as_slice()).map_err(candle_core::Error::msg)?;
+            match Interleaved::pack(kernels::backend(), view, |part| bytes.release(part)) {
+                Some(packed) => Weight::Interleaved(packed),
+                None => Weight::Host { ty, bytes },
+            }
         } else if ty.is_quantized() {
             let q = candle_core::quantized::ggml_file::qtensor_from_ggml(
                 candle_ggml(ty),
@@ -121,7 +128,15 @@ impl Linear {
         match &self.weight {
             Weight::Host { ty, .. } => *ty == GgmlType::F32,
             Weight::Dense(w) => w.dtype() == candle_core::DType::F32,
-            Weight::Bnb4(_) | Weight::Awq(_) | Weight::Quant(_) => false,
+            Weight::Interleaved(_) | Weight::Bnb4(_) | Weight::Awq(_) | Weight::Quant(_) => false,
+        }
+    }
+
+    /// The interleaved matrix the weights were repacked into at load, if they were.
+    pub fn interleaved(&self) -> Option<&Interleaved> {
+        match &self.weight {
+            Weight::Interleaved(p) => Some(p),
+            _ => None,
         }
     }
 
@@ -129,6 +144,7 @@ impl Linear {
     pub fn lock(&self) -> std::io::Result<()> {
         match &self.weight {
             Weight::Host { bytes, .. } => bytes.lock(),
+            Weight::Interleaved(p) => bytes::lock(p.bytes()),
             Weight::Bnb4(t) => t.packed.lock(),
             Weight::Awq(m) => m.buffers().into_iter().try_for_each(bytes::lock),
             _ => Ok(()),
@@ -142,6 +158,7 @@ impl Linear {
                 let view = WeightView { ty: *ty, rows: self.rows, cols: self.cols, data: bytes.as_slice() };
                 x.contiguous()?.apply_op1_no_bwd(&HostMatmul(view))?
             }
+            Weight::Interleaved(p) => x.contiguous()?.apply_op1_no_bwd(&HostInterleaved(p, self.rows, self.cols))?,
             Weight::Bnb4(t) => {
                 let view = Bnb4View::new(self.rows, self.cols, t.blocksize, t.packed.as_slice(), &t.absmax, &t.code)
                     .map_err(candle_core::Error::msg)?;
@@ -155,6 +172,41 @@ impl Linear {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
         }
+    }
+}
+
+/// What load repacked into the interleaved layout, for the startup log.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Repacked {
+    /// Matrices repacked.
+    pub matrices: usize,
+    /// Their bytes (as many as stored).
+    pub bytes: usize,
+    /// The time packing took, all matrices together.
+    pub took: std::time::Duration,
+}
+
+impl Repacked {
+    /// The sum over `linears`.
+    pub fn of<'a>(linears: impl Iterator<Item = &'a Linear>) -> Repacked {
+        linears.filter_map(Linear::interleaved).fold(Repacked::default(), |r, p| Repacked {
+            matrices: r.matrices + 1,
+            bytes: r.bytes + p.bytes().len(),
+            took: r.took + p.took(),
+        })
+    }
+}
+
+impl std::fmt::Display for Repacked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "weights repacked for the {} kernels: {} matrices, {:.1} MiB, in {} ms",
+            kernels::backend().name(),
+            self.matrices,
+            self.bytes as f64 / (1 << 20) as f64,
+            self.took.as_millis()
+        )
     }
 }
 
@@ -201,6 +253,19 @@ impl CustomOp1 for HostMatmul<'_> {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let w = self.0;
         host_fwd(storage, layout, w.rows, w.cols, |x, n, y| kernels::matmul(w, x, n, y))
+    }
+}
+
+/// The interleaved host kernel as a candle op over an f32 activation tensor: the matrix, its rows and columns.
+struct HostInterleaved<'a>(&'a Interleaved, usize, usize);
+
+impl CustomOp1 for HostInterleaved<'_> {
+    fn name(&self) -> &'static str {
+        "tgi-host-interleaved"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        host_fwd(storage, layout, self.1, self.2, |x, n, y| self.0.matmul(x, n, y))
     }
 }
 

@@ -1,12 +1,13 @@
 //! The gated MLP (SwiGLU, GeGLU): `down(act(gate(x)) * up(x))`, a decoder layer's MLP or one expert of a mixture;
 //! gate and up are two projections or one fused one (Phi-3's `gate_up_proj`, gate rows first).
 
-use candle_core::Tensor;
+use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
 use super::family::Activation;
 use super::linear::Linear;
 use super::weights::Weights;
 use super::ModelError;
+use crate::kernels::gated::gated;
 
 /// Hugging Face names of a gated MLP's projections under its prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,11 +74,16 @@ impl Mlp {
                 (y.narrow(1, 0, self.inner)?.contiguous()?, y.narrow(1, self.inner, self.inner)?.contiguous()?)
             }
         };
-        let g = match act {
-            Activation::Silu => candle_nn::ops::silu(&g)?,
-            Activation::GeluTanh => g.gelu()?,
+        let gated = if g.device().is_cpu() && g.dtype() == DType::F32 {
+            g.contiguous()?.apply_op2_no_bwd(&u.contiguous()?, &HostGated(act))?
+        } else {
+            let g = match act {
+                Activation::Silu => candle_nn::ops::silu(&g)?,
+                Activation::GeluTanh => g.gelu()?,
+            };
+            (g * u)?
         };
-        self.down.forward(&(g * u)?)
+        self.down.forward(&gated)
     }
 
     /// The projections.
@@ -86,5 +92,35 @@ impl Mlp {
             GateUp::Split { gate, up } => vec![gate, up, &self.down],
             GateUp::Fused(l) => vec![l, &self.down],
         }
+    }
+}
+
+/// `act(g) · u` on host f32 tensors of one shape, by the vectorized kernel.
+struct HostGated(Activation);
+
+impl CustomOp2 for HostGated {
+    fn name(&self) -> &'static str {
+        "tgi-host-gated"
+    }
+
+    fn cpu_fwd(
+        &self,
+        g: &CpuStorage,
+        gl: &Layout,
+        u: &CpuStorage,
+        ul: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(g), CpuStorage::F32(u)) = (g, u) else {
+            candle_core::bail!("the gated activation expects f32 gate and up rows")
+        };
+        let (Some((g0, g1)), Some((u0, u1))) = (gl.contiguous_offsets(), ul.contiguous_offsets()) else {
+            candle_core::bail!("the gated activation expects contiguous rows")
+        };
+        if gl.dims() != ul.dims() {
+            candle_core::bail!("gate {:?} and up {:?} differ in shape", gl.dims(), ul.dims())
+        }
+        let mut y = g[g0..g1].to_vec();
+        gated(self.0, &mut y, &u[u0..u1]);
+        Ok((CpuStorage::F32(y), gl.shape().clone()))
     }
 }

@@ -20,7 +20,7 @@ pub use config::{gemma_27b, gemma_windows, DecoderConfig, LongRope, RopeStyle, G
 pub use decoder::{Decoder, Rows};
 pub use family::{Activation, Family};
 pub use insitu::Quantize;
-pub use linear::Linear;
+pub use linear::{Linear, Repacked};
 pub use load::{load, LoadOptions, LoadedModel};
 pub use moe::route;
 pub use weights::OutputLayer;

@@ -1,0 +1,283 @@
+//! The AVX-512 VNNI kernels over one interleaved group of 16 weight rows. Legacy types: activation rows in tiles of
+//! up to 8, each block's 8 weight vectors unpacked once per tile, 8 `vpdpbusd` and one FMA per block and
+//! activation row. K-quants: tiles of up to 4, each sub-block's integer sums scaled by the rows' six-bit scales in
+//! integers, the mins through `vpdpwssd` against the activations' 16-value sums, two FMAs per super-block.
+
+use std::arch::x86_64::*;
+
+use super::layout::{K_QUANTS, K_SCALES, Q6_QUANTS, Q6_SCALES};
+use super::{Kind, ROWS, X_LEGACY_BYTES};
+use crate::kernels::act::Q8_K_BYTES;
+
+/// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
+/// size (4 or 8).
+macro_rules! with_rows {
+    (4, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1 => $f::<$($pre)* 1> $args,
+            2 => $f::<$($pre)* 2> $args,
+            3 => $f::<$($pre)* 3> $args,
+            _ => $f::<$($pre)* 4> $args,
+        }
+    };
+    (8, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
+            5 => $f::<$($pre)* 5> $args,
+            6 => $f::<$($pre)* 6> $args,
+            7 => $f::<$($pre)* 7> $args,
+            _ => $f::<$($pre)* 8> $args,
+        }
+    };
+}
+
+/// Activation rows per tile of the legacy kernels.
+const TILE: usize = 8;
+/// Activation rows per tile of the K-quant kernels (their integer sums take four registers a row).
+const TILE_K: usize = 4;
+
+/// The 16 outputs of one group for each of the `n` activation rows: `y` points at output `(0, first row)` of the
+/// n×`rows` result.
+///
+/// Safety: the CPU has AVX-512 F/BW/VL/VNNI; `w` is one group of `nb` blocks in `kind`'s layout, `x` holds `n`
+/// activation rows of `xs` bytes (`nb` blocks each) and `y` has `n` rows of `rows` floats from which 16 are
+/// written per row.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, nb: usize, y: *mut f32, rows: usize) {
+    debug_assert!(w.len() == nb * kind.group_block_bytes() && x.len() >= n * xs);
+    let step = if kind.is_k() { TILE_K } else { TILE };
+    let mut i = 0;
+    while i < n {
+        let (w, x, y) = (w.as_ptr(), x.as_ptr().add(i * xs), y.add(i * rows));
+        let t = (n - i).min(step);
+        match kind {
+            Kind::Q8_0 => with_rows!(8, t, tile[Q8_0,](w, x, xs, nb, y, rows)),
+            Kind::Q4_0 => with_rows!(8, t, tile[Q4_0,](w, x, xs, nb, y, rows)),
+            Kind::Q5_0 => with_rows!(8, t, tile[Q5_0,](w, x, xs, nb, y, rows)),
+            Kind::Q4_K => with_rows!(4, t, k_tile[false,](w, x, xs, nb, y, rows)),
+            Kind::Q5_K => with_rows!(4, t, k_tile[true,](w, x, xs, nb, y, rows)),
+            Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows)),
+        }
+        i += step;
+    }
+}
+
+/// `N` activation rows (Q8_K) against a Q6_K group: the six-bit quants unsigned, each 16-column sub-block's sum
+/// scaled by its i8 scale, and 32·Σ scale·(sub-block sum of the activations) taken out through `vpdpwssd`.
+#[inline(always)]
+unsafe fn q6_tile<const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usize, y: *mut f32, rows: usize) {
+    let gb = Kind::Q6_K.group_block_bytes();
+    let (m4, b4, b5) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10), _mm512_set1_epi8(0x20));
+    let zero = _mm512_setzero_si512();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for b in 0..nb {
+        let wb = w.add(b * gb);
+        let q = wb.add(Q6_QUANTS);
+        let masks = q.add(2 * 16 * 64) as *const u64;
+        let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
+        let scale = |s: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(wb.add(Q6_SCALES + ROWS * s).cast()));
+        let mut isum = [zero; N];
+        for h in 0..2 {
+            for quad in 0..4 {
+                let (mut lo, mut hi) = ([zero; N], [zero; N]);
+                for k in 4 * quad..4 * quad + 4 {
+                    let v = _mm512_loadu_si512(q.add(64 * (16 * h + k)).cast());
+                    let m = masks.add(4 * (16 * h + k));
+                    let wl = _mm512_and_si512(v, m4);
+                    let wl = _mm512_mask_add_epi8(wl, m.read_unaligned(), wl, b4);
+                    let wl = _mm512_mask_add_epi8(wl, m.add(1).read_unaligned(), wl, b5);
+                    let wh = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                    let wh = _mm512_mask_add_epi8(wh, m.add(2).read_unaligned(), wh, b4);
+                    let wh = _mm512_mask_add_epi8(wh, m.add(3).read_unaligned(), wh, b5);
+                    for j in 0..N {
+                        let xq = xb[j].add(4 + 128 * h + 4 * k);
+                        lo[j] = _mm512_dpbusd_epi32(lo[j], wl, _mm512_set1_epi32((xq as *const i32).read_unaligned()));
+                        let xh = xq.add(64) as *const i32;
+                        hi[j] = _mm512_dpbusd_epi32(hi[j], wh, _mm512_set1_epi32(xh.read_unaligned()));
+                    }
+                }
+                let (sl, sh) = (scale(8 * h + quad), scale(8 * h + 4 + quad));
+                for j in 0..N {
+                    let scaled = _mm512_add_epi32(_mm512_mullo_epi32(lo[j], sl), _mm512_mullo_epi32(hi[j], sh));
+                    isum[j] = _mm512_add_epi32(isum[j], scaled);
+                }
+            }
+        }
+        // The offset: 32·Σ scale·(16-column sum), scales paired as i16 against the sums' pairs.
+        let mut offset = [zero; N];
+        for k in 0..8 {
+            let pair = _mm512_or_si512(
+                _mm512_and_si512(scale(2 * k), _mm512_set1_epi32(0xFFFF)),
+                _mm512_slli_epi32::<16>(scale(2 * k + 1)),
+            );
+            for j in 0..N {
+                let sums = (xb[j].add(260 + 4 * k) as *const i32).read_unaligned();
+                offset[j] = _mm512_dpwssd_epi32(offset[j], pair, _mm512_set1_epi32(sums));
+            }
+        }
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(wb.cast()));
+        for j in 0..N {
+            let dx = _mm512_set1_ps((xb[j] as *const f32).read_unaligned());
+            let total = _mm512_sub_epi32(isum[j], _mm512_slli_epi32::<5>(offset[j]));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dx), acc[j]);
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        _mm512_storeu_ps(y.add(j * rows), *acc);
+    }
+}
+
+/// `N` activation rows (Q8_K) against a Q4_K group (Q5_K with `HIGH`): 16 outputs per row into `y`.
+#[inline(always)]
+unsafe fn k_tile<const HIGH: bool, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    nb: usize,
+    y: *mut f32,
+    rows: usize,
+) {
+    let gb = if HIGH { Kind::Q5_K } else { Kind::Q4_K }.group_block_bytes();
+    let (m4, bit) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
+    let zero = _mm512_setzero_si512();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for b in 0..nb {
+        let wb = w.add(b * gb);
+        let q = wb.add(K_QUANTS);
+        let masks = q.add(4 * 8 * 64) as *const u64;
+        let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
+        let mut isum = [zero; N];
+        for p in 0..4 {
+            let (mut lo, mut hi) = ([zero; N], [zero; N]);
+            for c in 0..8 {
+                let v = _mm512_loadu_si512(q.add(64 * (8 * p + c)).cast());
+                let mut wl = _mm512_and_si512(v, m4);
+                let mut wh = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                if HIGH {
+                    wl = _mm512_mask_add_epi8(wl, masks.add(8 * (2 * p) + c).read_unaligned(), wl, bit);
+                    wh = _mm512_mask_add_epi8(wh, masks.add(8 * (2 * p + 1) + c).read_unaligned(), wh, bit);
+                }
+                for j in 0..N {
+                    let xq = xb[j].add(4 + 64 * p + 4 * c);
+                    lo[j] = _mm512_dpbusd_epi32(lo[j], wl, _mm512_set1_epi32((xq as *const i32).read_unaligned()));
+                    let xh = xq.add(32) as *const i32;
+                    hi[j] = _mm512_dpbusd_epi32(hi[j], wh, _mm512_set1_epi32(xh.read_unaligned()));
+                }
+            }
+            let scale = |s: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(wb.add(K_SCALES + ROWS * s).cast()));
+            let (sl, sh) = (scale(2 * p), scale(2 * p + 1));
+            for j in 0..N {
+                let scaled = _mm512_add_epi32(_mm512_mullo_epi32(lo[j], sl), _mm512_mullo_epi32(hi[j], sh));
+                isum[j] = _mm512_add_epi32(isum[j], scaled);
+            }
+        }
+        // Σ min·(sum of the sub-block's activations): each min twice in an i32 lane, against the two 16-value sums.
+        let mut msum = [zero; N];
+        for s in 0..8 {
+            let m = _mm512_cvtepu8_epi32(_mm_loadu_si128(wb.add(K_SCALES + 8 * ROWS + ROWS * s).cast()));
+            let mm = _mm512_or_si512(m, _mm512_slli_epi32::<16>(m));
+            for j in 0..N {
+                let sums = (xb[j].add(260 + 4 * s) as *const i32).read_unaligned();
+                msum[j] = _mm512_dpwssd_epi32(msum[j], mm, _mm512_set1_epi32(sums));
+            }
+        }
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(wb.cast()));
+        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(wb.add(32).cast()));
+        for j in 0..N {
+            let dx = _mm512_set1_ps((xb[j] as *const f32).read_unaligned());
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(d, dx), acc[j]);
+            acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[j]), _mm512_mul_ps(dmin, dx), acc[j]);
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        _mm512_storeu_ps(y.add(j * rows), *acc);
+    }
+}
+
+/// How one packed type turns a group's block into 8 vectors of unsigned weight bytes (vector `g` columns
+/// `4g..4g + 4` of the 16 rows).
+trait Unpack {
+    /// The layout's parameters.
+    const KIND: Kind;
+    /// The weight vectors of the block whose quants start at `q` (after the 32 bytes of scales).
+    unsafe fn unpack(q: *const u8) -> [__m512i; 8];
+}
+
+/// Q8_0: the bytes as packed.
+struct Q8_0;
+
+impl Unpack for Q8_0 {
+    const KIND: Kind = Kind::Q8_0;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
+        std::array::from_fn(|g| _mm512_loadu_si512(q.add(64 * g).cast()))
+    }
+}
+
+/// Q4_0: low and high nibbles.
+struct Q4_0;
+
+impl Unpack for Q4_0 {
+    const KIND: Kind = Kind::Q4_0;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
+        nibbles(q)
+    }
+}
+
+/// The nibbles of the 4 chunks at `q`: low nibbles of chunk `c` as vector `c`, high ones as vector `4 + c`.
+#[inline(always)]
+unsafe fn nibbles(q: *const u8) -> [__m512i; 8] {
+    let m4 = _mm512_set1_epi8(0x0F);
+    let v: [__m512i; 4] = std::array::from_fn(|c| _mm512_loadu_si512(q.add(64 * c).cast()));
+    std::array::from_fn(|g| {
+        if g < 4 {
+            _mm512_and_si512(v[g], m4)
+        } else {
+            _mm512_and_si512(_mm512_srli_epi16::<4>(v[g - 4]), m4)
+        }
+    })
+}
+
+/// Q5_0: the nibbles plus 16 where the fifth bit is set.
+struct Q5_0;
+
+impl Unpack for Q5_0 {
+    const KIND: Kind = Kind::Q5_0;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
+        let masks = q.add(4 * 64) as *const u64;
+        let bit = _mm512_set1_epi8(0x10);
+        let v = nibbles(q);
+        std::array::from_fn(|g| _mm512_mask_add_epi8(v[g], masks.add(g).read_unaligned(), v[g], bit))
+    }
+}
+
+/// `N` activation rows against the group: 16 outputs per row into `y` (rows `rows` floats apart).
+#[inline(always)]
+unsafe fn tile<U: Unpack, const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usize, y: *mut f32, rows: usize) {
+    let offset = -U::KIND.offset();
+    let gb = U::KIND.group_block_bytes();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for b in 0..nb {
+        let wb = w.add(b * gb);
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(wb.cast()));
+        let wq = U::unpack(wb.add(32));
+        for (j, acc) in acc.iter_mut().enumerate() {
+            let xb = x.add(j * xs + b * X_LEGACY_BYTES);
+            let dx = (xb as *const f32).read_unaligned();
+            let sum = (xb.add(4) as *const i32).read_unaligned();
+            let xq = xb.add(8) as *const i32;
+            let mut s = _mm512_set1_epi32(offset * sum);
+            for (g, &wq) in wq.iter().enumerate() {
+                s = _mm512_dpbusd_epi32(s, wq, _mm512_set1_epi32(xq.add(g).read_unaligned()));
+            }
+            *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), *acc);
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        _mm512_storeu_ps(y.add(j * rows), *acc);
+    }
+}
+
+const _: () = assert!(ROWS == 16, "one 512-bit vector holds 4 columns of 16 rows");

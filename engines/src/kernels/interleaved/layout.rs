@@ -1,0 +1,234 @@
+//! Where each stored bit goes in a group's block of 16 rows.
+//!
+//! Legacy types (blocks of 32 columns):
+//! - the 16 rows' f16 scales (32 bytes);
+//! - `Q8_0`: 8 chunks of 64 bytes, chunk `c` holding columns `4c..4c + 4` of each row (row `r` at bytes
+//!   `4r..4r + 4`) as unsigned bytes, the quant plus 128;
+//! - `Q4_0`, `Q5_0`: 4 chunks of 64 bytes, chunk `c` holding each row's quant bytes `4c..4c + 4` as stored (low
+//!   nibbles columns `4c..4c + 4`, high nibbles `16 + 4c..`);
+//! - `Q5_0` also: 8 masks of 64 bits, mask `g` holding each row's fifth bits of columns `4g..4g + 4` (bit `4r + i`).
+//!
+//! K-quants (super-blocks of 256 columns, 8 sub-blocks of 32):
+//! - the rows' f16 `d`, then their f16 `dmin` (32 bytes each);
+//! - the six-bit scales unpacked to bytes, sub-block after sub-block, 16 rows each (128 bytes), then the mins;
+//! - the quants of each pair of sub-blocks `p` as 8 chunks of 64 bytes, chunk `c` holding each row's quant bytes
+//!   `32p + 4c..32p + 4c + 4` as stored (low nibbles sub-block `2p`, high nibbles `2p + 1`, columns `4c..4c + 4`);
+//! - `Q5_K` also: for each sub-block `s` and chunk `c`, a 64-bit mask of the fifth bits of its columns
+//!   `4c..4c + 4` (bit `4r + i`).
+//!
+//! Q6_K (super-blocks of 256 columns in two halves of 128, 16 sub-blocks of 16 with i8 scales):
+//! - the rows' f16 `d` (32 bytes), then the scales, sub-block after sub-block, 16 rows each (256 bytes);
+//! - the low four bits of each half `h` as 16 chunks of 64 bytes, chunk `k` holding each row's `ql` bytes
+//!   `64h + 4k..64h + 4k + 4` (low nibbles columns `128h + 4k..`, high nibbles `128h + 64 + 4k..`);
+//! - for each chunk, the high two bits as four 64-bit masks: bit 4 and bit 5 of its low nibbles' columns, then of
+//!   its high nibbles' columns (bit `4r + i`).
+
+use super::{Kind, ROWS};
+use crate::kernels::scalar::k4_scales_mins;
+
+/// Where a K-quant group block's quants start.
+pub(super) const K_QUANTS: usize = 64 + 2 * 8 * ROWS;
+/// Where a K-quant group block's unpacked scales start (the mins follow them).
+pub(super) const K_SCALES: usize = 64;
+/// Where a Q6_K group block's scales start.
+pub(super) const Q6_SCALES: usize = 32;
+/// Where a Q6_K group block's quants start (their masks follow them).
+pub(super) const Q6_QUANTS: usize = 32 + 16 * ROWS;
+
+/// The little-endian u32 at `at` of `b`.
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Packs one block of each of the group's 16 rows (`blocks[r]`, as stored) into `out`.
+pub(super) fn pack(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+    if kind == Kind::Q6_K {
+        return pack_q6(blocks, out);
+    }
+    if kind.is_k() {
+        return pack_k(kind, blocks, out);
+    }
+    let (scales, rest) = out.split_at_mut(32);
+    let quant_bytes = if kind == Kind::Q8_0 { 8 * 64 } else { 4 * 64 };
+    let (quants, masks) = rest.split_at_mut(quant_bytes);
+    let mut fifth = [0u64; 8];
+    for (r, block) in blocks.iter().enumerate() {
+        scales[2 * r..2 * r + 2].copy_from_slice(&block[0..2]);
+        let mut put = |c: usize, v: u32| quants[64 * c + 4 * r..64 * c + 4 * r + 4].copy_from_slice(&v.to_le_bytes());
+        match kind {
+            // q + 128 is q with its top bit flipped.
+            Kind::Q8_0 => (0..8).for_each(|c| put(c, word(block, 2 + 4 * c) ^ 0x8080_8080)),
+            Kind::Q4_0 => (0..4).for_each(|c| put(c, word(block, 2 + 4 * c))),
+            _ => {
+                (0..4).for_each(|c| put(c, word(block, 6 + 4 * c)));
+                let qh = word(block, 2) as u64;
+                for (g, m) in fifth.iter_mut().enumerate() {
+                    *m |= ((qh >> (4 * g)) & 0xF) << (4 * r);
+                }
+            }
+        }
+    }
+    if kind == Kind::Q5_0 {
+        for (mask, m) in masks.chunks_exact_mut(8).zip(fifth) {
+            mask.copy_from_slice(&m.to_le_bytes());
+        }
+    }
+}
+
+/// [`pack`] for the K-quants.
+fn pack_k(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+    let qs_at = if kind == Kind::Q4_K { 16 } else { 48 };
+    let (head, rest) = out.split_at_mut(K_QUANTS);
+    let (quants, masks) = rest.split_at_mut(4 * 8 * 64);
+    let mut fifth = [[0u64; 8]; 8];
+    for (r, block) in blocks.iter().enumerate() {
+        head[2 * r..2 * r + 2].copy_from_slice(&block[0..2]);
+        head[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&block[2..4]);
+        let (sc, m) = k4_scales_mins(&block[4..16]);
+        for s in 0..8 {
+            head[K_SCALES + ROWS * s + r] = sc[s];
+            head[K_SCALES + 8 * ROWS + ROWS * s + r] = m[s];
+        }
+        for p in 0..4 {
+            for c in 0..8 {
+                let at = 64 * (8 * p + c) + 4 * r;
+                quants[at..at + 4].copy_from_slice(&block[qs_at + 32 * p + 4 * c..][..4]);
+            }
+        }
+        if kind == Kind::Q5_K {
+            for (s, fifth) in fifth.iter_mut().enumerate() {
+                for (c, m) in fifth.iter_mut().enumerate() {
+                    for i in 0..4 {
+                        *m |= (((block[16 + 4 * c + i] >> s) & 1) as u64) << (4 * r + i);
+                    }
+                }
+            }
+        }
+    }
+    if kind == Kind::Q5_K {
+        for (mask, m) in masks.chunks_exact_mut(8).zip(fifth.iter().flatten()) {
+            mask.copy_from_slice(&m.to_le_bytes());
+        }
+    }
+}
+
+/// Writes row `r`'s stored block from a group's packed block.
+pub(super) fn unpack(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
+    if kind == Kind::Q6_K {
+        return unpack_q6(packed, r, out);
+    }
+    if kind.is_k() {
+        return unpack_k(kind, packed, r, out);
+    }
+    let (scales, rest) = packed.split_at(32);
+    out[0..2].copy_from_slice(&scales[2 * r..2 * r + 2]);
+    let quant = |c: usize| word(rest, 64 * c + 4 * r);
+    match kind {
+        Kind::Q8_0 => {
+            (0..8).for_each(|c| out[2 + 4 * c..6 + 4 * c].copy_from_slice(&(quant(c) ^ 0x8080_8080).to_le_bytes()))
+        }
+        Kind::Q4_0 => (0..4).for_each(|c| out[2 + 4 * c..6 + 4 * c].copy_from_slice(&quant(c).to_le_bytes())),
+        _ => {
+            (0..4).for_each(|c| out[6 + 4 * c..10 + 4 * c].copy_from_slice(&quant(c).to_le_bytes()));
+            let mut qh = 0u32;
+            for g in 0..8 {
+                let m = u64::from_le_bytes(rest[4 * 64 + 8 * g..][..8].try_into().expect("8 bytes"));
+                qh |= (((m >> (4 * r)) & 0xF) as u32) << (4 * g);
+            }
+            out[2..6].copy_from_slice(&qh.to_le_bytes());
+        }
+    }
+}
+
+/// [`unpack`] for the K-quants.
+fn unpack_k(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
+    let qs_at = if kind == Kind::Q4_K { 16 } else { 48 };
+    out[0..2].copy_from_slice(&packed[2 * r..2 * r + 2]);
+    out[2..4].copy_from_slice(&packed[32 + 2 * r..32 + 2 * r + 2]);
+    let sc: [u8; 8] = std::array::from_fn(|s| packed[K_SCALES + ROWS * s + r]);
+    let m: [u8; 8] = std::array::from_fn(|s| packed[K_SCALES + 8 * ROWS + ROWS * s + r]);
+    // The inverse of `k4_scales_mins`: sub-blocks 4..8 keep their high two bits in the top of bytes 0..8.
+    for j in 0..4 {
+        out[4 + j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+        out[8 + j] = m[j] | ((m[j + 4] >> 4) << 6);
+        out[12 + j] = (sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4);
+    }
+    let quants = &packed[K_QUANTS..];
+    for p in 0..4 {
+        for c in 0..8 {
+            out[qs_at + 32 * p + 4 * c..][..4].copy_from_slice(&quants[64 * (8 * p + c) + 4 * r..][..4]);
+        }
+    }
+    if kind == Kind::Q5_K {
+        let masks = &packed[K_QUANTS + 4 * 8 * 64..];
+        let qh = &mut out[16..48];
+        qh.fill(0);
+        for s in 0..8 {
+            for c in 0..8 {
+                let m = u64::from_le_bytes(masks[8 * (8 * s + c)..][..8].try_into().expect("8 bytes"));
+                for i in 0..4 {
+                    qh[4 * c + i] |= (((m >> (4 * r + i)) & 1) as u8) << s;
+                }
+            }
+        }
+    }
+}
+
+/// The two high bits of a Q6_K half's column `e` (0..128) from its `qh` bytes.
+fn q6_high(qh: &[u8], e: usize) -> u8 {
+    (qh[e % 32] >> (2 * (e / 32))) & 3
+}
+
+/// [`pack`] for Q6_K.
+fn pack_q6(blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+    let (head, rest) = out.split_at_mut(Q6_QUANTS);
+    let (quants, masks) = rest.split_at_mut(2 * 16 * 64);
+    let mut high = [[0u64; 4]; 32];
+    for (r, block) in blocks.iter().enumerate() {
+        head[2 * r..2 * r + 2].copy_from_slice(&block[208..210]);
+        for s in 0..16 {
+            head[Q6_SCALES + ROWS * s + r] = block[192 + s];
+        }
+        for h in 0..2 {
+            let qh = &block[128 + 32 * h..128 + 32 * h + 32];
+            for k in 0..16 {
+                let at = 64 * (16 * h + k) + 4 * r;
+                quants[at..at + 4].copy_from_slice(&block[64 * h + 4 * k..][..4]);
+                for i in 0..4 {
+                    let (lo, hi) = (q6_high(qh, 4 * k + i), q6_high(qh, 64 + 4 * k + i));
+                    let bits = [lo & 1, lo >> 1, hi & 1, hi >> 1];
+                    for (m, b) in high[16 * h + k].iter_mut().zip(bits) {
+                        *m |= (b as u64) << (4 * r + i);
+                    }
+                }
+            }
+        }
+    }
+    for (mask, m) in masks.chunks_exact_mut(8).zip(high.iter().flatten()) {
+        mask.copy_from_slice(&m.to_le_bytes());
+    }
+}
+
+/// [`unpack`] for Q6_K.
+fn unpack_q6(packed: &[u8], r: usize, out: &mut [u8]) {
+    out[208..210].copy_from_slice(&packed[2 * r..2 * r + 2]);
+    for s in 0..16 {
+        out[192 + s] = packed[Q6_SCALES + ROWS * s + r];
+    }
+    let quants = &packed[Q6_QUANTS..];
+    let masks = &quants[2 * 16 * 64..];
+    out[128..192].fill(0);
+    for h in 0..2 {
+        for k in 0..16 {
+            out[64 * h + 4 * k..][..4].copy_from_slice(&quants[64 * (16 * h + k) + 4 * r..][..4]);
+            let mask =
+                |q: usize| u64::from_le_bytes(masks[8 * (4 * (16 * h + k) + q)..][..8].try_into().expect("8 bytes"));
+            for i in 0..4 {
+                let bit = |q: usize| ((mask(q) >> (4 * r + i)) & 1) as u8;
+                for (e, two) in [(4 * k + i, bit(0) | bit(1) << 1), (64 + 4 * k + i, bit(2) | bit(3) << 1)] {
+                    out[128 + 32 * h + e % 32] |= two << (2 * (e / 32));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Weights repacked once at load into a row-interleaved layout for the AVX-512 VNNI level: 16 weight rows side
+//! by side, so that one 512-bit `vpdpbusd` multiplies four columns of 16 rows against four broadcast activation
+//! bytes, and the scales of 16 outputs apply in one vector operation. The same kernel serves prefill
+//! (activation rows in tiles, each weight block unpacked once per tile) and decode (one row).
+//!
+//! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
+//! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
+//! the legacy types' signed offset taken out of each block's integer sum, so that the integer sums equal ggml's
+//! exactly and only the order of the f32 accumulation differs from the row kernels.
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod layout;
+#[cfg(test)]
+mod tests;
+
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use tgi_formats::GgmlType;
+
+use super::act::{VecType, Q8_K_BYTES};
+use super::{trivial_product, with_quantized, Backend, SyncPtr, WeightView};
+
+/// Weight rows interleaved in one group.
+pub const ROWS: usize = 16;
+/// Stored bytes packed between two calls of [`Interleaved::pack`]'s `done`.
+const STRETCH: usize = 4 << 20;
+/// Bytes of one legacy activation block: f32 scale, i32 sum of the quants, 32 i8 quants.
+const X_LEGACY_BYTES: usize = 40;
+
+/// The packed types (named as GGML names them).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Q8_0,
+    Q4_0,
+    Q5_0,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+}
+
+impl Kind {
+    fn of(ty: GgmlType) -> Option<Kind> {
+        Some(match ty {
+            GgmlType::Q8_0 => Kind::Q8_0,
+            GgmlType::Q4_0 => Kind::Q4_0,
+            GgmlType::Q5_0 => Kind::Q5_0,
+            GgmlType::Q4_K => Kind::Q4_K,
+            GgmlType::Q5_K => Kind::Q5_K,
+            GgmlType::Q6_K => Kind::Q6_K,
+            _ => return None,
+        })
+    }
+
+    /// Whether the type is a 256-value K-quant (else a 32-value legacy type).
+    const fn is_k(self) -> bool {
+        matches!(self, Kind::Q4_K | Kind::Q5_K | Kind::Q6_K)
+    }
+
+    /// Values per block.
+    const fn values(self) -> usize {
+        if self.is_k() {
+            256
+        } else {
+            32
+        }
+    }
+
+    /// Bytes of one stored block.
+    const fn block_bytes(self) -> usize {
+        match self {
+            Kind::Q8_0 => 34,
+            Kind::Q4_0 => 18,
+            Kind::Q5_0 => 22,
+            Kind::Q4_K => 144,
+            Kind::Q5_K => 176,
+            Kind::Q6_K => 210,
+        }
+    }
+
+    /// Bytes of one group's block (see `layout`).
+    const fn group_block_bytes(self) -> usize {
+        match self {
+            Kind::Q8_0 | Kind::Q4_0 | Kind::Q5_0 | Kind::Q6_K => ROWS * self.block_bytes(),
+            Kind::Q4_K => layout::K_QUANTS + 4 * 8 * 64,
+            Kind::Q5_K => layout::K_QUANTS + 4 * 8 * 64 + 8 * 8 * 8,
+        }
+    }
+
+    /// What is added to a legacy type's signed quant to make it the unsigned weight byte.
+    const fn offset(self) -> i32 {
+        match self {
+            Kind::Q8_0 => 128,
+            Kind::Q4_0 => 8,
+            Kind::Q5_0 => 16,
+            Kind::Q4_K | Kind::Q5_K | Kind::Q6_K => 0,
+        }
+    }
+
+    /// Bytes of one quantized activation block.
+    const fn x_block_bytes(self) -> usize {
+        if self.is_k() {
+            Q8_K_BYTES
+        } else {
+            X_LEGACY_BYTES
+        }
+    }
+
+    /// Quantizes one activation row: ggml's Q8_K for the K-quants; for the legacy types ggml's Q8_0 (the same
+    /// f16-rounded scale and quants) laid out as f32 scale, i32 sum of the quants, 32 quants.
+    fn quantize_x(self, x: &[f32], dst: &mut [u8]) {
+        if self.is_k() {
+            return VecType::Q8K.quantize_row(x, dst);
+        }
+        for (x, out) in x.chunks_exact(32).zip(dst.chunks_exact_mut(X_LEGACY_BYTES)) {
+            let (d, q) = super::act::q8_block32(x);
+            let sum: i32 = q.iter().map(|&q| q as i32).sum();
+            out[0..4].copy_from_slice(&half::f16::from_f32(d).to_f32().to_le_bytes());
+            out[4..8].copy_from_slice(&sum.to_le_bytes());
+            for (o, &q) in out[8..].iter_mut().zip(&q) {
+                *o = q as u8;
+            }
+        }
+    }
+}
+
+/// A weight matrix in the interleaved layout (see the module documentation).
+pub struct Interleaved {
+    ty: GgmlType,
+    kind: Kind,
+    rows: usize,
+    cols: usize,
+    data: Vec<u8>,
+    took: Duration,
+}
+
+impl Interleaved {
+    /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (AVX-512 VNNI;
+    /// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; rows a multiple of 16). `done` is called with each stretch of the
+    /// stored bytes once it is packed (a few MiB at a time, in order, then all of it), so that the caller can let it
+    /// go.
+    pub fn pack(backend: Backend, w: WeightView<'_>, done: impl Fn(&[u8])) -> Option<Interleaved> {
+        let kind = Kind::of(w.ty)?;
+        if backend != Backend::Avx512 || !backend.supported() || w.rows == 0 || !w.rows.is_multiple_of(ROWS) {
+            return None;
+        }
+        let start = Instant::now();
+        let (nb, gb) = (w.cols / kind.values(), kind.group_block_bytes());
+        let mut data = vec![0u8; w.rows / ROWS * nb * gb];
+        let wb = w.row_bytes();
+        let batch = (STRETCH / (ROWS * wb)).max(1);
+        for (i, stretch) in data.chunks_mut(batch * nb * gb).enumerate() {
+            let first = i * batch;
+            stretch.par_chunks_mut(nb * gb).enumerate().for_each(|(g, dst)| {
+                let src = &w.data[(first + g) * ROWS * wb..(first + g + 1) * ROWS * wb];
+                for (b, out) in dst.chunks_exact_mut(gb).enumerate() {
+                    let blocks: [&[u8]; ROWS] =
+                        std::array::from_fn(|r| &src[r * wb + b * kind.block_bytes()..][..kind.block_bytes()]);
+                    layout::pack(kind, &blocks, out);
+                }
+            });
+            let groups = stretch.len() / (nb * gb);
+            done(&w.data[first * ROWS * wb..(first + groups) * ROWS * wb]);
+        }
+        // The whole of it too, for the caller's pages that straddle two stretches.
+        done(w.data);
+        Some(Interleaved { ty: w.ty, kind, rows: w.rows, cols: w.cols, data, took: start.elapsed() })
+    }
+
+    /// The stored GGML bytes back, row after row.
+    pub fn unpack(&self) -> Vec<u8> {
+        let (nb, gb, bytes) = (self.cols / self.kind.values(), self.kind.group_block_bytes(), self.kind.block_bytes());
+        let wb = nb * bytes;
+        let mut out = vec![0u8; self.rows * wb];
+        for (g, src) in self.data.chunks_exact(nb * gb).enumerate() {
+            for (b, packed) in src.chunks_exact(gb).enumerate() {
+                for r in 0..ROWS {
+                    let at = (g * ROWS + r) * wb + b * bytes;
+                    layout::unpack(self.kind, packed, r, &mut out[at..at + bytes]);
+                }
+            }
+        }
+        out
+    }
+
+    /// The weight type as stored.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// The packed bytes (as many as stored, but 3% more for Q4_K's and Q5_K's unpacked scales).
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// How long packing took.
+    pub fn took(&self) -> Duration {
+        self.took
+    }
+
+    /// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n (`x` n×cols, `y` n×rows), on the current rayon pool.
+    pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        if trivial_product(self.rows, self.cols, x, n, y) {
+            return;
+        }
+        let kind = self.kind;
+        let nb = self.cols / kind.values();
+        let xs = nb * kind.x_block_bytes();
+        with_quantized(
+            x,
+            n,
+            self.cols,
+            xs,
+            |x, d| kind.quantize_x(x, d),
+            |xq| {
+                let groups = self.rows / ROWS;
+                let gbytes = nb * kind.group_block_bytes();
+                let chunk = groups.div_ceil(rayon::current_num_threads().max(1) * 4).max(1);
+                let yp = SyncPtr(y.as_mut_ptr());
+                (0..groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
+                    for g in t * chunk..((t + 1) * chunk).min(groups) {
+                        let w = &self.data[g * gbytes..(g + 1) * gbytes];
+                        // SAFETY: `pack` only builds this layout where the CPU runs the AVX-512 VNNI level; `w` is one
+                        // group of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows with this task
+                        // the only writer of columns g·16..g·16 + 16 (the groups are split between tasks).
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            avx512::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
+                        };
+                        #[cfg(not(target_arch = "x86_64"))]
+                        let _ = (w, yp);
+                    }
+                });
+            },
+        );
+    }
+}

@@ -1,0 +1,90 @@
+use tgi_formats::quant::quantize_row;
+
+use super::*;
+use crate::kernels::matmul_with;
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn encode(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    let w = values(rows * cols, seed);
+    let mut data = vec![0u8; ty.bytes_for((rows * cols) as u64).unwrap() as usize];
+    quantize_row(ty, &w, &mut data).unwrap();
+    data
+}
+
+const TYPES: [GgmlType; 6] =
+    [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+
+/// Shapes with whole blocks of every type: (rows, cols) with cols a multiple of 256.
+const SHAPES: [(usize, usize); 3] = [(16, 256), (48, 512), (80, 768)];
+
+#[test]
+fn every_layout_round_trips_to_the_stored_bytes() {
+    if !Backend::Avx512.supported() {
+        eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        return;
+    }
+    for ty in TYPES {
+        for (rows, cols) in SHAPES {
+            let data = encode(ty, rows, cols, 7);
+            let w = WeightView::new(ty, rows, cols, &data).unwrap();
+            let packed = Interleaved::pack(Backend::Avx512, w, |_| {}).expect("a packable matrix");
+            let growth = packed.bytes().len() as f64 / data.len() as f64;
+            assert!((1.0..1.03).contains(&growth), "{ty:?}: the packed matrix is {growth}x the stored one");
+            assert!(packed.unpack() == data, "{ty:?} {rows}x{cols}: unpacked bytes differ");
+        }
+    }
+}
+
+#[test]
+fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
+    if !Backend::Avx512.supported() {
+        eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        return;
+    }
+    for ty in TYPES {
+        for (rows, cols) in SHAPES {
+            let data = encode(ty, rows, cols, 11);
+            let w = WeightView::new(ty, rows, cols, &data).unwrap();
+            let packed = Interleaved::pack(Backend::Avx512, w, |_| {}).unwrap();
+            for n in [1, 3, 4, 5, 8, 9, 17] {
+                let x: Vec<f32> = values(n * cols, 5 + n as u64).iter().map(|v| 3.0 * v).collect();
+                let mut reference = vec![f32::NAN; n * rows];
+                matmul_with(Backend::Scalar, w, &x, n, &mut reference);
+                let mut y = vec![f32::NAN; n * rows];
+                packed.matmul(&x, n, &mut y);
+                let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+                for (k, (&a, &b)) in y.iter().zip(&reference).enumerate() {
+                    assert!(
+                        (a as f64 - b as f64).abs() <= 1e-5 * scale,
+                        "{ty:?} {rows}x{cols} n={n}: element {k}: interleaved {a}, scalar {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn only_the_types_and_shapes_with_a_kernel_are_packed() {
+    let q8 = encode(GgmlType::Q8_0, 24, 32, 1);
+    let w = WeightView::new(GgmlType::Q8_0, 24, 32, &q8).unwrap();
+    assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "24 rows are not whole groups of 16");
+    let q8 = encode(GgmlType::Q8_0, 16, 32, 1);
+    let w = WeightView::new(GgmlType::Q8_0, 16, 32, &q8).unwrap();
+    assert!(Interleaved::pack(Backend::Avx2, w, |_| {}).is_none(), "the AVX2 level keeps the row kernels");
+    let q3k = encode(GgmlType::Q3_K, 16, 256, 1);
+    let w = WeightView::new(GgmlType::Q3_K, 16, 256, &q3k).unwrap();
+    assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "Q3_K keeps the row kernels");
+}
