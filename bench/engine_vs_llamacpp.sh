@@ -15,7 +15,9 @@
 # together; aggregate decode tok/s. Prints markdown tables with the ratio tgi / llama.cpp.
 #
 # Environment: SHAPE (a `make-checkpoint --shape`, default tinyllama-1.1b), TYPES (default "f16 q8_0 q4_k_m"), BATCH_TYPES ("q8_0 q4_k_m"; empty for none), THREADS (2), REPS (llama-bench
-# repetitions, 2), TGI (default target/release/tgi).
+# repetitions, 2), TGI (default target/release/tgi). An entry of TYPES or BATCH_TYPES may also be the path of a GGUF
+# file, measured as it is: e.g. TYPES="$(bash tests/gemma/fetch.sh)" for the published Gemma 3 270M Q4_K_M.
+# The CPU's model, family and flags are printed first.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 || "$1" == -h || "$1" == --help ]]; then
@@ -46,14 +48,21 @@ mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 log() { echo "[$(date +%T)] $*" >&2; }
 
-# The model files: checkpoint -> F16 GGUF -> quantized GGUFs, all made by tgi once.
+echo "CPU: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), family $(awk -F': ' '/^cpu family/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores, $THREADS threads"
+echo "flags: $(awk -F': ' '/^flags/ { print $2; exit }' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|fma|f16c|amx)' | tr '\n' ' ')"
+echo
+
+# The model files: checkpoint -> F16 GGUF -> quantized GGUFs, all made by tgi once (unless every entry is a file).
 F16=$WORK/$PREFIX-f16.gguf
-if [[ ! -f $F16 ]]; then
+made=false
+for t in $TYPES $BATCH_TYPES; do [[ -f $t ]] || made=true; done
+if $made && [[ ! -f $F16 ]]; then
     [[ -d $WORK/$SHAPE ]] || { log "making the checkpoint"; (cd "$ROOT" && cargo run --release -q -p tgi-make-checkpoint -- --shape "$SHAPE" -o "$WORK/$SHAPE"); }
     "$TGI" quantize "$WORK/$SHAPE" --type f16 -o "$F16" -q
 fi
 file_for() {
     local t=$1 f=$WORK/$PREFIX-$1.tgi.gguf
+    [[ -f $t ]] && { echo "$t"; return; }
     [[ $t == f16 ]] && { echo "$F16"; return; }
     [[ -f $f ]] || "$TGI" quantize "$F16" --type "$t" -o "$f" -q
     echo "$f"
@@ -93,6 +102,7 @@ for t in $TYPES; do
     python3 - "$t" "$pp_l" "$pp_t" "$tg_l" "$tg_t" "$rss_l" "$rss_t" "$rss_d" <<'PY'
 import sys
 t, ppl, ppt, tgl, tgt, rl, rt, rd = sys.argv[1:]
+t = t.rsplit("/", 1)[-1]
 ppl, ppt, tgl, tgt = map(float, (ppl, ppt, tgl, tgt))
 print(f"| {t} | {ppl:.1f} tok/s | {ppt:.1f} tok/s | {ppt/ppl:.2f} | {tgl:.1f} tok/s | {tgt:.1f} tok/s | {tgt/tgl:.2f} | {rl} / {max(int(rt), int(rd))} MB |")
 PY
@@ -112,6 +122,7 @@ for t in $BATCH_TYPES; do
     python3 - "$t" "$WORK/llama-bb.txt" "$WORK/tgi-bb.txt" <<'PY'
 import sys
 t, lf, tf = sys.argv[1:]
+t = t.rsplit("/", 1)[-1]
 read = lambda p: {int(b): float(s) for b, s in (l.split() for l in open(p) if l.strip())}
 l, g = read(lf), read(tf)
 for b in sorted(g):
