@@ -161,36 +161,33 @@ impl HfTokenizer {
 
 /// Checks a `TemplateProcessing` post-processor (also inside a `Sequence`) as the `tokenizers`
 /// crate's encoder assumes without checking: every special token of `single` and `pair` defined in
-/// `special_tokens` with as many ids as tokens, and `single` reading only sequence `A`.
+/// `special_tokens` with as many ids as tokens, and `single` reading only sequence `A`. The crate reads a
+/// post-processor by its fields, whatever its `type` says, so the fields decide here too.
 fn check_post_processor(v: &Value) -> Result<(), String> {
-    match v.get("type").and_then(Value::as_str) {
-        Some("Sequence") => {
-            v.get("processors").and_then(Value::as_array).into_iter().flatten().try_for_each(check_post_processor)
-        }
-        Some("TemplateProcessing") => {
-            let defined = v.get("special_tokens").and_then(Value::as_object);
-            for (name, template) in [("single", &v["single"]), ("pair", &v["pair"])] {
-                for piece in template.as_array().into_iter().flatten() {
-                    if let Some(id) = piece.pointer("/SpecialToken/id").and_then(Value::as_str) {
-                        let token = defined.and_then(|d| d.get(id)).ok_or_else(|| {
-                            format!(
-                                "post_processor: the {name} template's special token {id:?} is not in special_tokens"
-                            )
-                        })?;
-                        let count = |field| token.get(field).and_then(Value::as_array).map(Vec::len);
-                        if count("ids") != count("tokens") {
-                            return Err(format!("post_processor: special token {id:?} has not as many ids as tokens"));
-                        }
-                    }
-                    if name == "single" && piece.pointer("/Sequence/id").is_some_and(|s| s != "A") {
-                        return Err("post_processor: the single template may only read sequence A".into());
-                    }
+    if let Some(processors) = v.get("processors").and_then(Value::as_array) {
+        processors.iter().try_for_each(check_post_processor)?;
+    }
+    if ["single", "pair", "special_tokens"].iter().all(|f| v.get(f).is_none()) {
+        return Ok(());
+    }
+    let defined = v.get("special_tokens").and_then(Value::as_object);
+    for (name, template) in [("single", &v["single"]), ("pair", &v["pair"])] {
+        for piece in template.as_array().into_iter().flatten() {
+            if let Some(id) = piece.pointer("/SpecialToken/id").and_then(Value::as_str) {
+                let token = defined.and_then(|d| d.get(id)).ok_or_else(|| {
+                    format!("post_processor: the {name} template's special token {id:?} is not in special_tokens")
+                })?;
+                let count = |field| token.get(field).and_then(Value::as_array).map(Vec::len);
+                if count("ids") != count("tokens") {
+                    return Err(format!("post_processor: special token {id:?} has not as many ids as tokens"));
                 }
             }
-            Ok(())
+            if name == "single" && piece.pointer("/Sequence/id").is_some_and(|s| s != "A") {
+                return Err("post_processor: the single template may only read sequence A".into());
+            }
         }
-        _ => Ok(()),
     }
+    Ok(())
 }
 
 /// A JSON file's contents, `None` if it does not exist.
@@ -296,6 +293,9 @@ mod tests {
                    "special_tokens": {"<s>": {"id": "<s>", "ids": [1, 2], "tokens": ["<s>"]}}}]}),
             json!({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "B", "type_id": 0}}],
                    "pair": [], "special_tokens": {}}),
+            // A misspelt type is still read as a template (found by the hf_json fuzz target).
+            json!({"type": "TemplateProc[essing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}],
+                   "pair": [], "special_tokens": {"<s9": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}),
         ];
         for processor in bad {
             let dir = byte_level_dir();
