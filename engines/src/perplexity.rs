@@ -2,6 +2,8 @@
 //! `ctx` tokens, each starting with BOS, and only the second half of each chunk is scored, so that every
 //! scored token has at least `ctx / 2` tokens of context. Several chunks share each batched step.
 
+use rayon::prelude::*;
+
 use crate::kv::BlockTable;
 use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
 
@@ -126,16 +128,17 @@ pub fn perplexity_observed(
         let batch: Vec<SeqInput<'_>> = inputs
             .iter()
             .zip(&tables)
-            .map(|(t, table)| SeqInput { tokens: t, start: 0, table, logits: Logits::All })
+            .map(|(t, table)| SeqInput { tokens: t, start: 0, table, logits: Logits::From(first) })
             .collect();
         let logits = m.model.forward(&mut kv, &batch)?;
-        for ((&c, rows), _) in group.iter().zip(&logits).zip(&inputs) {
-            let vocab = rows.len() / ctx;
-            for j in first..ctx - 1 {
-                let target = tokens[c * ctx + j + 1];
-                let row = &rows[j * vocab..(j + 1) * vocab];
-                let lp = log_prob(row, target);
-                observe(row, target);
+        for (&c, rows) in group.iter().zip(&logits) {
+            let vocab = cfg.vocab;
+            let target = |j: usize| tokens[c * ctx + j + 1];
+            let row = |j: usize| &rows[(j - first) * vocab..(j - first + 1) * vocab];
+            // The rows' normalizers in parallel; summed in order, as before.
+            let lps: Vec<f64> = (first..ctx - 1).into_par_iter().map(|j| log_prob(row(j), target(j))).collect();
+            for (j, lp) in (first..ctx - 1).zip(lps) {
+                observe(row(j), target(j));
                 nll -= lp;
                 nll2 += lp * lp;
                 count += 1;

@@ -85,3 +85,25 @@ fn batched_equals_alone_in_any_composition() {
     let out = m.model.forward(&mut kv, &[SeqInput { tokens: PROMPTS[2], start: 0, table: &t2, logits: Logits::All }]);
     close(&out.unwrap()[0], &refs[2], "prompt 2 in reused blocks");
 }
+
+/// `Logits::From(k)` gives the rows of `Logits::All` from the `k`-th on, beside sequences that ask for others.
+#[test]
+fn logits_from_a_row_are_the_tail_of_all_rows() {
+    let m = stories();
+    let vocab = m.model.config().vocab;
+    let full = alone(&m, PROMPTS[1]);
+    let mut kv = cache(&m, 16);
+    let mut tables = vec![BlockTable::new(); 2];
+    kv.reserve(&mut tables[0], PROMPTS[1].len()).unwrap();
+    kv.reserve(&mut tables[1], PROMPTS[0].len()).unwrap();
+    for k in [0, 3, PROMPTS[1].len(), PROMPTS[1].len() + 2] {
+        let batch = [
+            SeqInput { tokens: PROMPTS[1], start: 0, table: &tables[0], logits: Logits::From(k) },
+            SeqInput { tokens: PROMPTS[0], start: 0, table: &tables[1], logits: Logits::Last },
+        ];
+        let out = m.model.forward(&mut kv, &batch).unwrap();
+        let from = k.min(PROMPTS[1].len());
+        close(&out[0], &full[from * vocab..], &format!("rows from {k}"));
+        assert_eq!(out[1].len(), vocab, "the other sequence's last row");
+    }
+}

@@ -289,6 +289,7 @@ impl Decoder {
                 Logits::Last if !rows.is_empty() => wanted.push(rows.end as u32 - 1),
                 Logits::Last => {}
                 Logits::All => wanted.extend(rows.start as u32..rows.end as u32),
+                Logits::From(k) => wanted.extend((rows.start + k).min(rows.end) as u32..rows.end as u32),
             }
             tokens.extend_from_slice(s.tokens);
             positions.extend(s.start..end);
@@ -359,6 +360,7 @@ impl Decoder {
                 Logits::None => 0,
                 Logits::Last => usize::from(!s.tokens.is_empty()),
                 Logits::All => s.tokens.len(),
+                Logits::From(k) => s.tokens.len().saturating_sub(k),
             };
             for _ in 0..take {
                 out.logits[i].extend_from_slice(rows.next().expect("one row per wanted position"));

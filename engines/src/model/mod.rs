@@ -104,8 +104,10 @@ pub enum Logits {
     None,
     /// The last new row's (to sample the next token).
     Last,
-    /// Every new row's (perplexity, speculative verification).
+    /// Every new row's (speculative verification).
     All,
+    /// The new rows' from the `k`-th on (perplexity, which scores the second half of each chunk).
+    From(usize),
 }
 
 /// One sequence's input to a step.
