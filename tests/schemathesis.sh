@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TGI=${TGI:-target/release/tgi}
+TGI=${TGI:-${CARGO_TARGET_DIR:-target}/release/tgi}
 ST=${SCHEMATHESIS:-schemathesis}
 MAX_TIME=${MAX_TIME:-150}
 MAX_EXAMPLES=${MAX_EXAMPLES:-400}

@@ -51,8 +51,11 @@ echo "files: $files"
 [ ! -e "$work/fs/bin/sh" ] || { echo "the image has a shell" >&2; exit 1; }
 # The image's environment, with the address a chroot on this host can reach and port 0: the kernel picks
 # a free port, which the server's log names.
+# The log exists before the server starts: a loaded machine may not run the background job's redirection
+# before the first read below.
+: >"$work/serve.log"
 env -i $(inspect '{{range .Config.Env}}{{.}} {{end}}') TGI_HOSTNAME=127.0.0.1 TGI_PORT=0 \
-    chroot --userspec=65532:65532 "$work/fs" /usr/local/bin/tgi serve 2>"$work/serve.log" &
+    chroot --userspec=65532:65532 "$work/fs" /usr/local/bin/tgi serve 2>>"$work/serve.log" &
 pid=$!
 fail() { echo "$1:" >&2; cat "$work/serve.log" >&2; exit 1; }
 port=

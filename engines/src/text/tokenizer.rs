@@ -32,11 +32,11 @@ pub enum TokenizerError {
         /// What is wrong with it.
         problem: String,
     },
-    /// `tokenizer.ggml.model` names a tokenizer other than `llama` or `gpt2`.
-    #[error("unsupported GGUF tokenizer model '{0}' (supported: llama, gpt2)")]
+    /// `tokenizer.ggml.model` names a tokenizer other than `llama`, `gpt2` or `gemma4`.
+    #[error("unsupported GGUF tokenizer model '{0}' (supported: llama, gpt2, gemma4)")]
     UnsupportedModel(String),
-    /// `tokenizer.ggml.pre` names a pre-tokenizer this engine does not implement.
-    #[error("unsupported GGUF pre-tokenizer '{0}' (supported: default, gpt-2, llama-bpe, qwen2 and their aliases)")]
+    /// `tokenizer.ggml.pre` names a pre-tokenizer llama.cpp does not know either.
+    #[error("unknown GGUF pre-tokenizer '{0}' (known: {names})", names = pretokenize::names())]
     UnsupportedPreTokenizer(String),
     /// Two vocabulary entries have the same text.
     #[error("duplicate token '{text}' in the vocabulary at ids {first} and {second}")]
@@ -202,9 +202,10 @@ mod tests {
         };
         assert_eq!(
             with("tokenizer.ggml.model", Value::String("t5".into())),
-            "unsupported GGUF tokenizer model 't5' (supported: llama, gpt2)"
+            "unsupported GGUF tokenizer model 't5' (supported: llama, gpt2, gemma4)"
         );
-        assert!(with("tokenizer.ggml.pre", Value::String("nope".into())).contains("'nope'"));
+        let unknown = with("tokenizer.ggml.pre", Value::String("nope".into()));
+        assert!(unknown.contains("'nope'") && unknown.contains("smollm") && unknown.contains("kimi-k2"), "{unknown}");
         assert!(with("tokenizer.ggml.merges", Value::U32(1)).contains("tokenizer.ggml.merges"));
         assert!(with("tokenizer.ggml.tokens", Value::strings(["a", "a"])).starts_with("duplicate token 'a'"));
         assert!(with("tokenizer.ggml.scores", Value::f32s([0.0])).contains("tokenizer.ggml.scores"));

@@ -29,7 +29,7 @@ impl Vocab {
                 }
                 Fragment::Text(range) => {
                     let text = &text[range];
-                    match self.model {
+                    match &self.model {
                         Model::Spm => {
                             let prefix = if self.add_space_prefix && after_special { " " } else { "" };
                             let escaped = format!("{prefix}{text}").replace(' ', "▁");
@@ -59,8 +59,9 @@ impl Vocab {
         Ok(if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
             text.as_bytes().to_vec()
         } else if a & attr::NORMAL != 0 {
-            match self.model {
+            match &self.model {
                 Model::Spm => text.replace('▁', " ").into_bytes(),
+                Model::Bpe(pre) if pre.escape_whitespaces => text.replace('▁', " ").into_bytes(),
                 Model::Bpe(_) => byte_decode(text),
             }
         } else if a & attr::BYTE != 0 {

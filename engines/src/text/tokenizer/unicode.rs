@@ -9,9 +9,12 @@ const LETTER: u8 = 1;
 const NUMBER: u8 = 2;
 const PUNCTUATION: u8 = 4;
 const WHITESPACE: u8 = 8;
+const MARK: u8 = 16;
+const SYMBOL: u8 = 32;
 
-/// The class of one code point: at most one of letter (`\p{L}`), number (`\p{N}`) and
-/// punctuation (`\p{P}`), plus whether it is whitespace (`\s`, Unicode `White_Space`).
+/// The class of one code point: at most one of letter (`\p{L}`), number (`\p{N}`), punctuation
+/// (`\p{P}`), mark (`\p{M}`) and symbol (`\p{S}`), plus whether it is whitespace (`\s`, Unicode
+/// `White_Space`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct CharClass(u8);
 
@@ -29,6 +32,16 @@ impl CharClass {
     /// `\p{P}`.
     pub(super) fn is_punctuation(self) -> bool {
         self.0 & PUNCTUATION != 0
+    }
+
+    /// `\p{M}`.
+    pub(super) fn is_mark(self) -> bool {
+        self.0 & MARK != 0
+    }
+
+    /// `\p{S}`.
+    pub(super) fn is_symbol(self) -> bool {
+        self.0 & SYMBOL != 0
     }
 
     /// `\s`.
@@ -52,7 +65,15 @@ fn table() -> &'static [u8] {
     static TABLE: OnceLock<Box<[u8]>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = vec![0u8; 0x11_0000].into_boxed_slice();
-        for (pattern, flag) in [(r"\p{L}", LETTER), (r"\p{N}", NUMBER), (r"\p{P}", PUNCTUATION), (r"\s", WHITESPACE)] {
+        let classes = [
+            (r"\p{L}", LETTER),
+            (r"\p{N}", NUMBER),
+            (r"\p{P}", PUNCTUATION),
+            (r"\p{M}", MARK),
+            (r"\p{S}", SYMBOL),
+            (r"\s", WHITESPACE),
+        ];
+        for (pattern, flag) in classes {
             let hir = regex_syntax::parse(pattern).expect("built-in Unicode class parses");
             let HirKind::Class(Class::Unicode(set)) = hir.kind() else {
                 unreachable!("{pattern} is a Unicode class");
@@ -65,6 +86,14 @@ fn table() -> &'static [u8] {
         }
         table
     })
+}
+
+/// Whether `c` is a Han character, by llama.cpp's ranges (`unicode_cpt_is_han`: the CJK unified
+/// ideographs, their extensions A-F and the compatibility ideographs).
+pub(super) fn is_han(c: char) -> bool {
+    matches!(c as u32,
+        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F | 0x2B740..=0x2B81F
+        | 0x2B820..=0x2CEAF | 0x2CEB0..=0x2EBEF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
 }
 
 /// GPT-2's printable stand-in for every byte: printable Latin-1 bytes stand for themselves, the
@@ -113,7 +142,9 @@ mod tests {
         assert!(class('a').is_letter() && class('Ж').is_letter() && class('我').is_letter());
         assert!(class('3').is_number() && class('½').is_number() && class('٣').is_number());
         assert!(class('!').is_punctuation() && class('、').is_punctuation());
-        assert!(!class('$').is_punctuation() && class('$').is_other());
+        assert!(!class('$').is_punctuation() && class('$').is_other() && class('$').is_symbol());
+        assert!(class('\u{301}').is_mark() && !class('\u{301}').is_letter() && class('🦙').is_symbol());
+        assert!(is_han('我') && is_han('\u{20000}') && !is_han('ア') && !is_han('a'));
         assert!(class('🦙').is_other() && class('\u{0378}').is_other());
         for ws in [' ', '\t', '\n', '\u{0B}', '\u{0C}', '\r', '\u{85}', '\u{A0}', '\u{3000}'] {
             assert!(class(ws).is_whitespace(), "{ws:?}");

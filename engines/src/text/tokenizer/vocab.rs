@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tgi_formats::gguf::{Array, Value};
 use tgi_formats::GgufFile;
 
-use super::pretokenize::PreTokenizer;
+use super::pretokenize::{PreTokenizer, PRE_TYPES};
 use super::TokenizerError;
 
 /// Token attribute bits (llama.cpp's `llama_token_attr`, the ones tokenization looks at).
@@ -26,11 +26,11 @@ pub(super) mod attr {
 }
 
 /// Which merge algorithm the vocabulary uses (`tokenizer.ggml.model`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Model {
     /// `llama`: SentencePiece-style BPE over characters, by piece score, with byte fallback.
     Spm,
-    /// `gpt2`: byte-level BPE by merge rank after pre-tokenization.
+    /// `gpt2` (and `gemma4`): BPE by merge rank after pre-tokenization.
     Bpe(PreTokenizer),
 }
 
@@ -75,35 +75,6 @@ pub(super) struct Vocab {
     /// Detokenization removes spaces before punctuation and contractions.
     pub clean_spaces: bool,
 }
-
-/// What a `tokenizer.ggml.pre` name selects.
-struct Pre {
-    names: &'static [&'static str],
-    split: PreTokenizer,
-    /// A word that is a token is not merged.
-    ignore_merges: bool,
-    /// BOS is added unless metadata says otherwise.
-    add_bos: bool,
-    /// Decoding cleans up spaces.
-    clean_spaces: bool,
-}
-
-/// The pre-tokenizers implemented, by llama.cpp's names for them.
-#[rustfmt::skip]
-const PRE_TOKENIZERS: &[Pre] = &[
-    Pre { names: &["default"], split: PreTokenizer::Default, ignore_merges: false, add_bos: false, clean_spaces: true },
-    Pre {
-        names: &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"],
-        split: PreTokenizer::Llama3, ignore_merges: true, add_bos: true, clean_spaces: true,
-    },
-    Pre { names: &["dbrx", "smaug-bpe"], split: PreTokenizer::Llama3, ignore_merges: false, add_bos: false, clean_spaces: true },
-    Pre {
-        names: &["gpt-2", "phi-2", "mpt", "olmo", "exaone4"],
-        split: PreTokenizer::Gpt2, ignore_merges: false, add_bos: false, clean_spaces: true,
-    },
-    Pre { names: &["qwen2", "deepseek-r1-qwen"], split: PreTokenizer::Qwen2, ignore_merges: false, add_bos: false, clean_spaces: false },
-    Pre { names: &["stablelm2", "megrez"], split: PreTokenizer::Qwen2, ignore_merges: false, add_bos: false, clean_spaces: true },
-];
 
 /// Texts marking end-of-generation tokens (made control tokens).
 #[rustfmt::skip]
@@ -198,32 +169,54 @@ impl Vocab {
         let meta = Meta(file);
         let model_name = meta.string("model")?.ok_or_else(|| Meta::bad("model", "is missing"))?;
         let pre_name = meta.string("pre")?;
-        let (model, ignore_merges, mut add_bos, clean_spaces) = match model_name {
-            "llama" => (Model::Spm, false, true, false),
+        let bpe = |name: &str| {
+            let pre = PRE_TYPES
+                .iter()
+                .find(|pre| pre.names.contains(&name))
+                .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
+            let split = PreTokenizer::new(pre).map_err(|e| Meta::bad("pre", &e))?;
+            Ok::<_, TokenizerError>((Model::Bpe(split), pre))
+        };
+        let (model, pre) = match model_name {
+            "llama" => (Model::Spm, None),
             "gpt2" => {
-                let name = pre_name.unwrap_or("default");
-                let pre = PRE_TOKENIZERS
-                    .iter()
-                    .find(|pre| pre.names.contains(&name))
-                    .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
-                (Model::Bpe(pre.split), pre.ignore_merges, pre.add_bos, pre.clean_spaces)
+                let name = pre_name.unwrap_or_else(|| {
+                    tracing::warn!(
+                        "tokenizer.ggml.pre is missing: using the default pre-tokenizer, which may degrade the output"
+                    );
+                    "default"
+                });
+                let (model, pre) = bpe(name)?;
+                (model, Some(pre))
+            }
+            // Gemma 4's SentencePiece-style BPE, whatever `pre` says.
+            "gemma4" => {
+                let (model, pre) = bpe("gemma4")?;
+                (model, Some(pre))
             }
             other => return Err(TokenizerError::UnsupportedModel(other.to_owned())),
         };
-        let add_space_prefix = meta.boolean("add_space_prefix")?.unwrap_or(model == Model::Spm);
+        let spm = matches!(model, Model::Spm);
+        let ignore_merges = pre.is_some_and(|p| p.ignore_merges);
+        let clean_spaces = pre.is_none_or(|p| p.clean_spaces) && !spm;
+        let no_bos = pre.is_some_and(|p| p.no_bos);
+        let mut add_bos = pre.is_none_or(|p| p.add_bos);
+        let add_space_prefix = meta.boolean("add_space_prefix")?.unwrap_or(spm);
 
         let (tokens, ids) = read_tokens(&meta)?;
         let n = tokens.len();
-        let merges = match model {
-            Model::Bpe(_) => read_merges(&meta)?,
-            Model::Spm => HashMap::new(),
-        };
+        let merges = if spm { HashMap::new() } else { read_merges(&meta)? };
 
         // Special ids: model defaults (dropped when outside the vocabulary), then metadata.
-        let (default_bos, default_eos) = if model == Model::Spm { (1, 2) } else { (11, 11) };
+        // Gemma 4 has none: its metadata names them.
+        let defaults = match model_name {
+            "llama" => Some((1, 2)),
+            "gpt2" => Some((11, 11)),
+            _ => None,
+        };
         let in_vocab = |id: u32| Some(id).filter(|&id| (id as usize) < n);
-        let bos = meta.id("bos_token_id", n).or(in_vocab(default_bos));
-        let eos = meta.id("eos_token_id", n).or(in_vocab(default_eos));
+        let bos = meta.id("bos_token_id", n).or(defaults.and_then(|(b, _)| in_vocab(b))).filter(|_| !no_bos);
+        let eos = meta.id("eos_token_id", n).or(defaults.and_then(|(_, e)| in_vocab(e)));
         add_bos = meta.boolean("add_bos_token")?.unwrap_or(add_bos);
         let add_eos = meta.boolean("add_eos_token")?.unwrap_or(false);
         if add_bos && bos.is_none() {
