@@ -136,3 +136,53 @@ fn gguf_py_agrees() {
         assert!(status.success(), "gguf-py check failed for {preset}");
     }
 }
+
+/// `tgi quantize` from an already quantized GGUF: refused without --allow-requantize (naming the flag); with it,
+/// tensors already of their target type are copied and the others decoded and encoded again. gguf-py checks both
+/// steps: its quantizers give our Q8_0 bytes from our decoded values (so the decoding is ggml's), and our Q4_0
+/// bytes from the same values.
+#[test]
+fn requantizing_needs_the_flag_and_decodes_as_ggml() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    quantize(&model("stories-distill-4l/hf"), "q8_0", &path("q8_0.gguf"));
+    let input = path("q8_0.gguf");
+    let requantize = |preset: &str, out: &Path, flag: bool| {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["quantize".as_ref(), input.as_os_str()];
+        args.extend(["--type".as_ref(), preset.as_ref(), "-o".as_ref(), out.as_os_str()]);
+        if flag {
+            args.push("--allow-requantize".as_ref());
+        }
+        common::tgi(args)
+    };
+    let refused = requantize("q4_0", &path("refused.gguf"), false);
+    common::assert_fails(&refused, 2, "--allow-requantize");
+    assert!(!path("refused.gguf").exists(), "no output is left behind");
+
+    let q4 = requantize("q4_0", &path("q4_0.gguf"), true);
+    let stderr = String::from_utf8_lossy(&q4.stderr);
+    assert!(q4.status.success() && stderr.contains("warning: requantizing"), "{stderr}");
+    let decoded = requantize("f32", &path("decoded.gguf"), true);
+    common::assert_ok(&decoded);
+    // Same type in and out: copied.
+    let same = requantize("q8_0", &path("same.gguf"), true);
+    assert!(!String::from_utf8_lossy(&same.stderr).contains("warning"), "nothing is requantized");
+    let (q8, copy) = (tensor_hashes(&path("q8_0.gguf")), tensor_hashes(&path("same.gguf")));
+    assert_eq!(q8, copy);
+
+    if std::env::var_os("TGI_SKIP_PYTHON").is_some() {
+        eprintln!("TGI_SKIP_PYTHON set: skipping the gguf-py checks");
+        return;
+    }
+    for quant in ["q8_0.gguf", "q4_0.gguf"] {
+        let status = Command::new("python3")
+            .arg(root().join("tests/python/check_gguf.py"))
+            .arg("--f32")
+            .arg(path("decoded.gguf"))
+            .arg("--quant")
+            .arg(path(quant))
+            .status()
+            .expect("python3 (install tests/python/requirements.txt, or set TGI_SKIP_PYTHON=1)");
+        assert!(status.success(), "gguf-py check failed for {quant} against the decoded values");
+    }
+}

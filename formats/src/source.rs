@@ -55,9 +55,9 @@ impl DType {
         }
     }
 
-    /// Whether `read_f32` can convert this dtype (F32, F16, BF16).
+    /// Whether `read_f32` can convert this dtype (F32, F16, BF16, and GGUF's block types, which it dequantizes).
     pub fn is_readable_as_f32(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+        matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::Ggml(_))
     }
 }
 
@@ -108,6 +108,16 @@ pub enum SourceError {
         name: String,
         /// Its dtype.
         dtype: DType,
+    },
+    /// A block-quantized tensor's bytes could not be decoded.
+    #[error("{}: tensor '{name}': {message}", file.display())]
+    Dequantize {
+        /// The file holding the tensor.
+        file: PathBuf,
+        /// The tensor.
+        name: String,
+        /// What the decoder said.
+        message: String,
     },
     /// A path that is neither a `.gguf` file, a `.safetensors` file nor a directory.
     #[error("{}: not a .gguf file, a .safetensors file or a checkpoint directory", path.display())]
@@ -200,9 +210,25 @@ impl TensorSource for GgufFile {
             .collect()
     }
 
+    /// Block-quantized tensors are dequantized as ggml's `dequantize_row_*` does.
     fn read_f32_into(&self, name: &str, out: &mut Vec<f32>) -> Result<(), SourceError> {
         let t = self.tensor(name).ok_or_else(|| not_found(self.path(), name))?;
-        bytes_to_f32(self.mmap(), self.tensor_data(t), DType::from_ggml(t.ty), self.path(), name, out)
+        let bytes = self.tensor_data(t);
+        if !t.ty.is_quantized() {
+            return bytes_to_f32(self.mmap(), bytes, DType::from_ggml(t.ty), self.path(), name, out);
+        }
+        let (block, size) = (t.ty.block_size(), t.ty.type_size());
+        out.resize(bytes.len() / size * block, 0.0); // every element is overwritten below
+        let blocks_per_slab = (SLAB / size).max(1);
+        for (src, dst) in bytes.chunks(blocks_per_slab * size).zip(out.chunks_mut(blocks_per_slab * block)) {
+            crate::quant::dequantize_row(t.ty, src, dst).map_err(|e| SourceError::Dequantize {
+                file: self.path().to_path_buf(),
+                name: name.to_owned(),
+                message: e.to_string(),
+            })?;
+            release_pages(self.mmap(), src);
+        }
+        Ok(())
     }
 
     fn raw_bytes(&self, name: &str) -> Result<&[u8], SourceError> {
@@ -241,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn gguf_source_reads_floats_and_reports_quantized() {
+    fn gguf_source_reads_floats_and_dequantizes_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.gguf");
         let f16s: Vec<u8> = [1.5f32, -2.0, 0.25].iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
@@ -251,7 +277,12 @@ mod tests {
         ];
         let mut w = GgufWriter::new(std::fs::File::create(&path).unwrap(), vec![], specs).unwrap();
         w.write_tensor("h", &f16s).unwrap();
-        w.write_tensor("q", &[0; 68]).unwrap();
+        // Two Q8_0 blocks: scale 0.5 (f16 0x3800) with quants 0..32, then scale 0 with anything.
+        let mut q = vec![0x00, 0x38];
+        q.extend(0..32u8);
+        q.extend([0, 0]);
+        q.extend([7u8; 32]);
+        w.write_tensor("q", &q).unwrap();
         w.finish().unwrap();
 
         let src = open(&path).unwrap();
@@ -261,9 +292,10 @@ mod tests {
         assert_eq!(metas[1].dtype, DType::Ggml(GgmlType::Q8_0));
         assert_eq!(src.read_f32("h").unwrap(), vec![1.5, -2.0, 0.25]);
         assert_eq!(src.raw_bytes("q").unwrap().len(), 68);
-        let e = src.read_f32("q").unwrap_err();
-        assert!(matches!(e, SourceError::NotFloat { .. }), "{e}");
-        assert!(e.to_string().contains("m.gguf: tensor 'q' is q8_0"), "{e}");
+        let q = src.read_f32("q").unwrap();
+        assert_eq!(q.len(), 64);
+        assert!(q[..32].iter().enumerate().all(|(i, &x)| x == i as f32 * 0.5), "{q:?}");
+        assert!(q[32..].iter().all(|&x| x == 0.0));
         let e = src.raw_bytes("nope").unwrap_err();
         assert!(e.to_string().ends_with("m.gguf: no tensor named 'nope'"), "{e}");
     }

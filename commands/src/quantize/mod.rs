@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgi_engines::convert::preset::{Preset, TypeOverrides};
-use tgi_engines::convert::{run_job, ExportPlan, Scratch};
+use tgi_engines::convert::{run_job, ConvertError, ExportPlan, Scratch};
 use tgi_engines::model::{DecoderConfig, ModelError};
 use tgi_formats::gguf::{GgufFile, GgufWriter};
 use tgi_formats::hf::{self, GgufVocab, ModelConfig};
@@ -60,9 +60,16 @@ tgi quantize models/stories-distill-4l/hf --format awq --calib-file calib.jsonl 
 tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o stories-awq-rtn")]
 pub struct QuantizeArgs {
     /// The model: a Hugging Face directory (or its model.safetensors, with config.json beside
-    /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file with
-    /// F32/F16/BF16 tensors.
+    /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file (F32/F16/BF16,
+    /// or already quantized with --allow-requantize).
     pub model: String,
+
+    /// GGUF input: requantize tensors that are already block-quantized to another type than their
+    /// target (decoded to f32, then encoded), as llama-quantize --allow-requantize does. Each step
+    /// adds its error to the last: start from F16/BF16 where you can. Tensors already of their
+    /// target type are copied as they are.
+    #[arg(long)]
+    pub allow_requantize: bool,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Gguf)]
@@ -247,9 +254,16 @@ impl Input {
         }
     }
 
-    fn plan(&self, preset: Preset, overrides: &TypeOverrides) -> Result<ExportPlan> {
+    fn plan(&self, preset: Preset, overrides: &TypeOverrides, allow_requantize: bool) -> Result<ExportPlan> {
         match self {
-            Input::Gguf { file, .. } => Ok(ExportPlan::from_gguf(file, preset, overrides)?),
+            Input::Gguf { file, .. } => match ExportPlan::from_gguf(file, preset, overrides, allow_requantize) {
+                Err(e @ ConvertError::Requantize { .. }) => Err(InputError(format!(
+                    "{e}. Pass --allow-requantize to requantize it anyway (as llama-quantize's flag of that name), \
+                     or start from the F16/BF16 checkpoint"
+                ))
+                .into()),
+                plan => Ok(plan?),
+            },
             Input::Hf { name, config, vocab, weights, .. } => {
                 let mut tensors = Vec::new();
                 for meta in weights.tensors() {
@@ -303,7 +317,20 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         patterns: args.tensor_types.iter().map(|r| (r.0.clone(), r.1)).collect(),
     };
     let input = Input::open(&args.model)?;
-    let plan = input.plan(preset, &overrides)?;
+    if args.allow_requantize && !matches!(input, Input::Gguf { .. }) {
+        return Err(InputError("--allow-requantize applies to a GGUF input only".into()).into());
+    }
+    let plan = input.plan(preset, &overrides, args.allow_requantize)?;
+    let requantized: Vec<&str> = plan.jobs.iter().filter(|j| j.requantizes()).map(|j| j.name.as_str()).collect();
+    if !requantized.is_empty() && !args.quiet {
+        eprintln!(
+            "warning: requantizing {} tensors that are already quantized (first: {}): the result is worse than \
+             quantizing the F16/BF16 checkpoint to {}",
+            requantized.len(),
+            requantized[0],
+            preset.name()
+        );
+    }
     let target = args
         .output
         .clone()
@@ -339,6 +366,7 @@ fn check_flags(args: &QuantizeArgs) -> Result<()> {
         (args.output_tensor_type.is_some(), "--output-tensor-type"),
         (args.token_embedding_type.is_some(), "--token-embedding-type"),
         (!args.tensor_types.is_empty(), "--tensor-type"),
+        (args.allow_requantize, "--allow-requantize"),
     ];
     let bnb = [
         (args.quant_type.is_some(), "--quant-type"),

@@ -35,6 +35,16 @@ pub enum ConvertError {
         /// Its stored type.
         dtype: String,
     },
+    /// A tensor already block-quantized to another type than its target, without leave to requantize.
+    #[error(
+        "tensor '{tensor}' is already quantized ({dtype}); requantizing it adds the new type's error to the old one's"
+    )]
+    Requantize {
+        /// The tensor.
+        tensor: String,
+        /// Its stored type.
+        dtype: String,
+    },
     /// A type chosen by an override whose block does not divide the row.
     #[error("tensor '{tensor}': rows of {row} values cannot be stored as {ty} (block of {})", ty.block_size())]
     TypeDoesNotFit {
@@ -107,6 +117,11 @@ pub struct TensorJob {
 }
 
 impl TensorJob {
+    /// Whether the job decodes block-quantized values to encode them as another type.
+    pub fn requantizes(&self) -> bool {
+        self.source_type.is_quantized() && self.target != self.source_type
+    }
+
     /// Number of values.
     pub fn elements(&self) -> u64 {
         self.dims.iter().product()
@@ -255,8 +270,15 @@ impl ExportPlan {
         Ok(ExportPlan { metadata, jobs })
     }
 
-    /// Plans the re-quantization of a GGUF file: its metadata kept, file type updated.
-    pub fn from_gguf(file: &GgufFile, preset: Preset, overrides: &TypeOverrides) -> Result<ExportPlan, ConvertError> {
+    /// Plans the re-quantization of a GGUF file: its metadata kept, file type updated. As in llama-quantize, a
+    /// tensor already of its target type is copied, and a block-quantized one of another type is decoded and
+    /// encoded again only with `allow_requantize`.
+    pub fn from_gguf(
+        file: &GgufFile,
+        preset: Preset,
+        overrides: &TypeOverrides,
+        allow_requantize: bool,
+    ) -> Result<ExportPlan, ConvertError> {
         let arch = file.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("llama").to_string();
         let get_u32 = |k: &str| file.get(&format!("{arch}.{k}")).and_then(|v| v.as_u64()).unwrap_or(0) as usize;
         let mut jobs: Vec<TensorJob> = file
@@ -284,13 +306,8 @@ impl ExportPlan {
             n_expert,
         };
         assign_types(&mut jobs, preset, overrides, shape)?;
-        for j in &jobs {
-            if j.target != j.source_type && !matches!(j.source_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
-                return Err(ConvertError::UnsupportedDType {
-                    tensor: j.name.clone(),
-                    dtype: j.source_type.to_string(),
-                });
-            }
+        if let Some(j) = jobs.iter().find(|j| j.requantizes()).filter(|_| !allow_requantize) {
+            return Err(ConvertError::Requantize { tensor: j.name.clone(), dtype: j.source_type.to_string() });
         }
         let mut metadata: Vec<(String, Value)> = file.metadata().to_vec();
         set_kv(&mut metadata, "general.quantization_version", Value::U32(2));
