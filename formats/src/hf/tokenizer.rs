@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::json::{read_json, Obj};
 use super::HfError;
+use crate::gguf::pre;
 
 /// GGUF token types (`tokenizer.ggml.token_type`).
 pub mod token_type {
@@ -83,6 +84,9 @@ struct AddedToken {
 struct BpeModel {
     #[serde(default)]
     byte_fallback: bool,
+    /// A word that is a token is taken whole (Llama 3), where the file says.
+    #[serde(default)]
+    ignore_merges: Option<bool>,
     vocab: HashMap<String, u32>,
     #[serde(default)]
     merges: Vec<Merge>,
@@ -98,21 +102,30 @@ enum Merge {
     Pair(String, String),
 }
 
-/// Split regexes of known byte-level pre-tokenizers and llama.cpp's `tokenizer.ggml.pre` for them.
-const KNOWN_SPLITS: [(&str, &str); 3] = [
-    (
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-        "llama-bpe",
-    ),
-    (
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-        "qwen2",
-    ),
+/// tokenizer.json Split regexes that llama.cpp runs in another, equivalent form: (tokenizer.json's, llama.cpp's).
+/// The `(?i:...)` contractions, which llama.cpp writes out case by case, are rewritten separately.
+#[rustfmt::skip]
+const REWRITTEN: [(&str, &str); 3] = [
+    // Tekken: cased words by category, which llama.cpp reads by lookahead.
     (
         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-        "tekken",
+        r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    // GPT-4o (Llama 4): the same, with contractions and numbers by three.
+    (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    // Ling (BailingMoE): possessive quantifiers as greedy ones.
+    (
+        r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
+        r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
     ),
 ];
+
+/// English contractions as tokenizer.json writes them, and as llama.cpp does.
+const CONTRACTIONS: (&str, &str) =
+    ("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])");
 
 impl GgufVocab {
     /// Builds the GGUF vocabulary from `tokenizer.json`, `tokenizer_config.json` and the model's
@@ -212,7 +225,9 @@ impl GgufVocab {
             // A space inside a merge part is written as U+0120, as llama.cpp's converter does.
             let join =
                 |(a, b): (String, String)| format!("{} {}", a.replace(' ', "\u{120}"), b.replace(' ', "\u{120}"));
-            let pre = byte_level_pre(tok.pre_tokenizer.as_ref()).map(str::to_string);
+            let ignore_merges = bpe.ignore_merges;
+            let clean_spaces = tokenizer_config.and_then(clean_up_spaces);
+            let pre = byte_level_pre(tok.pre_tokenizer.as_ref(), ignore_merges, clean_spaces).map(str::to_string);
             ("gpt2", pre, None, Some(merges.into_iter().map(join).collect()))
         } else {
             ("llama", None, Some(spm_scores(&tokens, &token_types, &merges)), None)
@@ -328,23 +343,47 @@ fn parts<'a>(v: Option<&'a Value>, list_key: &str) -> impl Iterator<Item = &'a V
     list.unwrap_or_default().into_iter()
 }
 
-/// llama.cpp's pre-tokenizer name for a byte-level tokenizer, from its Split regex: the
-/// converter hashes a test tokenization instead, but the regex is what tells the known ones apart.
-fn byte_level_pre(pre_tokenizer: Option<&Value>) -> Option<&'static str> {
-    let components: Vec<&Value> = parts(pre_tokenizer, "pretokenizers").collect();
-    let splits: Vec<Option<&str>> = components
-        .iter()
-        .filter(|p| type_of(p) == Some("Split"))
-        .map(|p| p.pointer("/pattern/Regex").and_then(Value::as_str))
-        .collect();
-    match splits.as_slice() {
-        [] => components
-            .iter()
-            .any(|p| type_of(p) == Some("ByteLevel") && p.get("use_regex").and_then(Value::as_bool).unwrap_or(true))
-            .then_some("gpt-2"),
-        [Some(regex)] => KNOWN_SPLITS.iter().find(|(r, _)| r == regex).map(|&(_, name)| name),
-        _ => None,
+/// llama.cpp's pre-tokenizer name for a byte-level tokenizer. llama.cpp's converter hashes a test tokenization;
+/// here the pre-tokenizer sequence (Split regexes, Digits, ByteLevel's own regex) is matched against the regexes
+/// of every known name, and among names with the same regexes the one whose whole-word lookup (tokenizer.json's
+/// `ignore_merges`) and space clean-up (tokenizer_config's `clean_up_tokenization_spaces`) agree, where the files
+/// say, is taken: those tokenize alike in llama.cpp. `None` when no name has this split.
+fn byte_level_pre(
+    pre_tokenizer: Option<&Value>,
+    ignore_merges: Option<bool>,
+    clean_spaces: Option<bool>,
+) -> Option<&'static str> {
+    let mut regexes: Vec<String> = Vec::new();
+    for p in parts(pre_tokenizer, "pretokenizers") {
+        let flag = |key: &str, default: bool| p.get(key).and_then(Value::as_bool).unwrap_or(default);
+        match type_of(p)? {
+            "Split" => {
+                let isolated = p.get("behavior").and_then(Value::as_str).is_none_or(|b| b == "Isolated");
+                if !isolated || flag("invert", false) {
+                    return None;
+                }
+                let regex = p.pointer("/pattern/Regex").and_then(Value::as_str)?;
+                let regex = REWRITTEN.iter().find(|(hf, _)| *hf == regex).map_or(regex, |&(_, llama)| llama);
+                regexes.push(regex.replace(CONTRACTIONS.0, CONTRACTIONS.1));
+            }
+            "Digits" => regexes.push(if flag("individual_digits", false) { r"\p{N}" } else { r"\p{N}+" }.into()),
+            "ByteLevel" if flag("use_regex", true) => regexes.push(pre::GPT2.into()),
+            "ByteLevel" => {}
+            _ => return None,
+        }
     }
+    let same_split: Vec<&pre::PreType> =
+        pre::PRE_TYPES.iter().filter(|t| t.byte_encode && t.regexes.iter().eq(regexes.iter())).collect();
+    let agrees = |t: &&&pre::PreType| {
+        ignore_merges.is_none_or(|m| m == t.ignore_merges) && clean_spaces.is_none_or(|c| c == t.clean_spaces)
+    };
+    same_split.iter().find(agrees).or(same_split.first()).map(|t| t.names[0])
+}
+
+/// tokenizer_config.json's `clean_up_tokenization_spaces`, where it says.
+fn clean_up_spaces(path: &Path) -> Option<bool> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str::<Value>(&text).ok()?.get("clean_up_tokenization_spaces")?.as_bool()
 }
 
 /// The special tokens a TemplateProcessing post-processor puts first and last in a single

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tgi_formats::gguf::{Array, Value};
 use tgi_formats::GgufFile;
 
-use super::pretokenize::{PreTokenizer, PRE_TYPES};
+use super::pretokenize::{self, PreTokenizer};
 use super::TokenizerError;
 
 /// Token attribute bits (llama.cpp's `llama_token_attr`, the ones tokenization looks at).
@@ -170,10 +170,8 @@ impl Vocab {
         let model_name = meta.string("model")?.ok_or_else(|| Meta::bad("model", "is missing"))?;
         let pre_name = meta.string("pre")?;
         let bpe = |name: &str| {
-            let pre = PRE_TYPES
-                .iter()
-                .find(|pre| pre.names.contains(&name))
-                .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
+            let pre =
+                pretokenize::find(name).ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
             let split = PreTokenizer::new(pre).map_err(|e| Meta::bad("pre", &e))?;
             Ok::<_, TokenizerError>((Model::Bpe(split), pre))
         };

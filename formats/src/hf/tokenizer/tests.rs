@@ -162,22 +162,52 @@ fn gpt2_fixture_without_tokenizer_config() {
 
 #[test]
 fn byte_level_pre_names() {
-    let pre = |json: &str| byte_level_pre(Some(&serde_json::from_str(json).unwrap()));
-    let split = |regex: &str| {
-        let regex = serde_json::to_string(regex).unwrap();
-        format!(
-            r#"{{"type": "Sequence", "pretokenizers": [{{"type": "Split", "pattern": {{"Regex": {regex}}}}},
-                {{"type": "ByteLevel", "use_regex": false}}]}}"#
-        )
+    let pre = |json: &str| byte_level_pre(Some(&serde_json::from_str(json).unwrap()), None, None);
+    let splits = |regexes: &[&str], byte_level: &str| {
+        let splits: Vec<String> = regexes
+            .iter()
+            .map(|r| {
+                format!(
+                    r#"{{"type": "Split", "pattern": {{"Regex": {}}}, "behavior": "Isolated"}},"#,
+                    serde_json::to_string(r).unwrap()
+                )
+            })
+            .collect();
+        format!(r#"{{"type": "Sequence", "pretokenizers": [{} {byte_level}]}}"#, splits.concat())
     };
-    for (regex, name) in KNOWN_SPLITS {
-        assert_eq!(pre(&split(regex)), Some(name));
+    let split = |regex: &str| splits(&[regex], r#"{"type": "ByteLevel", "use_regex": false}"#);
+    // The regexes as the families' tokenizer.json files write them.
+    let llama3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    let qwen2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    assert_eq!(pre(&split(llama3)), Some("llama-bpe"));
+    assert_eq!(pre(&split(qwen2)), Some("qwen2"));
+    for (hf, _) in REWRITTEN {
+        assert!(pre(&split(hf)).is_some(), "{hf}");
     }
+    assert_eq!(pre(&split(REWRITTEN[0].0)), Some("tekken"));
+    assert_eq!(pre(&split(REWRITTEN[1].0)), Some("gpt-4o"));
+    // DeepSeek V3: three splits before the byte-level step.
+    let deepseek_v3 = [
+        r"\p{N}{1,3}",
+        r"[一-龥぀-ゟ゠-ヿ]+",
+        r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
+    ];
+    assert_eq!(pre(&splits(&deepseek_v3, r#"{"type": "ByteLevel", "use_regex": false}"#)), Some("deepseek-v3"));
+    // StarCoder's kin: single digits, then ByteLevel's own regex; told apart by the space clean-up.
+    let digits = r#"{"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "ByteLevel"}]}"#;
+    let value: Value = serde_json::from_str(digits).unwrap();
+    assert_eq!(byte_level_pre(Some(&value), None, Some(true)), Some("starcoder"));
+    assert_eq!(byte_level_pre(Some(&value), None, Some(false)), Some("smollm"));
+    // Llama 3's split without whole-word lookup is DBRX's.
+    let value: Value = serde_json::from_str(&split(llama3)).unwrap();
+    assert_eq!(byte_level_pre(Some(&value), Some(false), None), Some("dbrx"));
+    assert_eq!(byte_level_pre(Some(&value), Some(true), None), Some("llama-bpe"));
     assert_eq!(pre(&split(r"\p{N}+")), None);
     assert_eq!(pre(r#"{"type": "ByteLevel", "use_regex": true}"#), Some("gpt-2"));
     assert_eq!(pre(r#"{"type": "ByteLevel"}"#), Some("gpt-2"));
     assert_eq!(pre(r#"{"type": "ByteLevel", "use_regex": false}"#), None);
-    assert_eq!(byte_level_pre(None), None);
+    assert_eq!(pre(r#"{"type": "Whitespace"}"#), None);
+    assert_eq!(byte_level_pre(None, None, None), None);
 }
 
 #[test]

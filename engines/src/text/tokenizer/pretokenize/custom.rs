@@ -101,16 +101,7 @@ fn llama3_family(s: &[char], digits: usize) -> Vec<usize> {
             words.emit(pos);
             continue;
         }
-        // \p{N}{1,digits}
-        if cls.is_number() {
-            pos = number_groups(s, pos, digits, &mut words);
-            continue;
-        }
-        pos = match other_run(s, pos) {
-            Some(end) => end,
-            None => whitespace_with_breaks(s, pos),
-        };
-        words.emit(pos);
+        pos = numbers_or_rest(s, pos, digits, &mut words);
     }
     words.lens
 }
@@ -141,15 +132,7 @@ pub(super) fn kimi_k2(s: &[char]) -> Vec<usize> {
             words.emit(pos);
             continue;
         }
-        if cls.is_number() {
-            pos = number_groups(s, pos, 3, &mut words);
-            continue;
-        }
-        pos = match other_run(s, pos) {
-            Some(end) => end,
-            None => whitespace_with_breaks(s, pos),
-        };
-        words.emit(pos);
+        pos = numbers_or_rest(s, pos, 3, &mut words);
     }
     words.lens
 }
@@ -184,6 +167,17 @@ fn run_end_while(mut start: usize, pred: impl Fn(usize) -> bool) -> usize {
         start += 1;
     }
     start
+}
+
+/// Llama 3's last alternatives at `pos`: `\p{N}{1,digits}`, ` ?[^\s\p{L}\p{N}]+[\r\n]*`, then whitespace. Emits
+/// the words and returns where the next one starts.
+fn numbers_or_rest(s: &[char], pos: usize, digits: usize, words: &mut Words) -> usize {
+    if is(s, pos, CharClass::is_number) {
+        return number_groups(s, pos, digits, words);
+    }
+    let end = other_run(s, pos).unwrap_or_else(|| whitespace_with_breaks(s, pos));
+    words.emit(end);
+    end
 }
 
 /// `\p{N}{1,digits}` repeated from `pos`: emits each group and returns the end of the numbers.

@@ -5,17 +5,12 @@
 
 mod custom;
 mod regex;
-mod types;
 
-pub(super) use types::{PreType, PRE_TYPES};
+pub(super) use tgi_formats::gguf::pre::{find, names};
+use tgi_formats::gguf::pre::{PreType, GPT2};
 
 use self::regex::SplitRegex;
 use super::unicode::byte_char;
-
-/// Every known `tokenizer.ggml.pre` name, comma-separated.
-pub(super) fn names() -> String {
-    PRE_TYPES.iter().flat_map(|p| p.names.iter().copied()).collect::<Vec<_>>().join(", ")
-}
 
 /// One split step.
 #[derive(Debug)]
@@ -33,7 +28,7 @@ impl Stage {
         const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
         const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
         Ok(match pattern {
-            types::GPT2 => Stage::Custom(custom::gpt2),
+            GPT2 => Stage::Custom(custom::gpt2),
             LLAMA3 => Stage::Custom(custom::llama3),
             QWEN2 => Stage::Custom(custom::qwen2),
             r"\p{Han}+" => Stage::Custom(custom::kimi_k2),
@@ -146,8 +141,7 @@ pub(super) mod tests {
 
     /// The words the pre-tokenizer named `name` makes of `text`, as UTF-8.
     fn pre_words(name: &str, text: &str) -> Vec<String> {
-        let pre = PRE_TYPES.iter().find(|p| p.names.contains(&name)).unwrap();
-        let pre = PreTokenizer::new(pre).unwrap();
+        let pre = PreTokenizer::new(find(name).unwrap()).unwrap();
         pre.split(text)
             .iter()
             .map(|w| {
@@ -163,7 +157,7 @@ pub(super) mod tests {
     #[test]
     fn every_pre_tokenizer_compiles_and_covers_its_text() {
         let text = "Hello, y'all! 我们 1234567 \t\n  x émoji 🦙 <sentinel:3> IMGIMGABZ ٣٤ ½";
-        for pre in PRE_TYPES {
+        for pre in tgi_formats::gguf::pre::PRE_TYPES {
             let tok = PreTokenizer::new(pre).unwrap_or_else(|e| panic!("{:?}: {e}", pre.names));
             let words = tok.split(text);
             let joined: String = words.concat();

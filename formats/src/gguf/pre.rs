@@ -1,8 +1,9 @@
-//! Every `tokenizer.ggml.pre` name llama.cpp accepts, with its split regexes and the settings that come with
-//! it (llama.cpp's `llm_tokenizer_bpe` and `llama_vocab::load`), and the regexes themselves.
+//! Every `tokenizer.ggml.pre` name llama.cpp 0c1e570 accepts, with its split regexes and the settings that come
+//! with it (llama.cpp's `llm_tokenizer_bpe` and `llama_vocab::load`). Names whose regexes and settings agree
+//! tokenize alike; the first of such names in [`PRE_TYPES`] is the one a converter writes.
 
 /// GPT-2's regex (matched by hand, as llama.cpp does).
-pub(super) const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+pub const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
 
 /// Llama 3's regex.
 #[rustfmt::skip]
@@ -217,10 +218,20 @@ const QWEN2: &[&str] = &[
     r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 ];
 
+/// The pre-tokenizer llama.cpp knows by `name`.
+pub fn find(name: &str) -> Option<&'static PreType> {
+    PRE_TYPES.iter().find(|p| p.names.contains(&name))
+}
+
+/// Every known name, comma-separated.
+pub fn names() -> String {
+    PRE_TYPES.iter().flat_map(|p| p.names.iter().copied()).collect::<Vec<_>>().join(", ")
+}
+
 /// What a `tokenizer.ggml.pre` name selects: llama.cpp's pre-tokenizer type and the vocabulary settings
 /// that come with the name.
 #[derive(Debug)]
-pub(in super::super) struct PreType {
+pub struct PreType {
     /// The names llama.cpp accepts for it.
     pub names: &'static [&'static str],
     /// The split regexes, applied in turn.
@@ -285,12 +296,13 @@ impl PreType {
     }
 }
 
-/// Every name llama.cpp 0c1e570 accepts for `tokenizer.ggml.pre`, in its order.
+/// Every name llama.cpp 0c1e570 accepts for `tokenizer.ggml.pre`, in its order but for the most common name of
+/// each split first.
 #[rustfmt::skip]
-pub(in super::super) const PRE_TYPES: &[PreType] = &[
+pub const PRE_TYPES: &[PreType] = &[
     pre(&["default"], DEFAULT),
     pre(&["minicpm5"], MINICPM5).whole_words(),
-    pre(&["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"], LLAMA3)
+    pre(&["llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"], LLAMA3)
         .whole_words().bos(),
     pre(&["deepseek-llm"], DEEPSEEK_LLM).raw_spaces(),
     pre(&["deepseek-coder"], DEEPSEEK_CODER).raw_spaces(),
@@ -298,15 +310,16 @@ pub(in super::super) const PRE_TYPES: &[PreType] = &[
     pre(&["spark2_5"], SPARK2_5).raw_spaces(),
     pre(&["youtu"], YOUTU).raw_spaces().whole_words(),
     pre(&["falcon"], FALCON),
-    pre(&["mpt"], &[GPT2]),
     pre(&["starcoder"], STARCODER),
     pre(&["gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert",
           "jina-v1-en", "jina-v2-code", "roberta-bpe", "exaone4"], &[GPT2]),
+    pre(&["mpt"], &[GPT2]),
     pre(&["jais-2"], JAIS2),
     pre(&["gemma4", "granite-embed-multi-311m"], GEMMA4).sentencepiece(),
     pre(&["sarvam-moe"], GEMMA4).sentencepiece().raw_spaces(),
     pre(&["whitespace"], WHITESPACE).utf8().raw_spaces(),
     pre(&["refact"], STARCODER),
+    pre(&["smollm"], STARCODER).raw_spaces(),
     pre(&["command-r"], STARCODER).raw_spaces(),
     pre(&["qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2"], QWEN2).raw_spaces(),
     pre(&["qwen35"], QWEN35).raw_spaces(),
@@ -318,7 +331,6 @@ pub(in super::super) const PRE_TYPES: &[PreType] = &[
     pre(&["glm4", "glm5"], LLAMA3).without_bos().whole_words(),
     pre(&["viking"], VIKING).raw_spaces(),
     pre(&["tekken"], TEKKEN).raw_spaces().whole_words().bos(),
-    pre(&["smollm"], STARCODER).raw_spaces(),
     pre(&["codeshell", "exaone", "minerva-7b", "mellum2"], STARCODER),
     pre(&["bloom", "gpt3-finnish"], PORO),
     pre(&["exaone-moe"], EXAONE_MOE),
