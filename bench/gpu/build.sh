@@ -20,6 +20,8 @@ venv=${1:-$HOME/.cache/tgi-cuda}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-cuda}
 export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90}
 export CUDARC_CUDA_VERSION=13000
+# candle-kernels compiles its CUDA sources with cudaforge, on half the cores unless told: all of them here.
+export CUDAFORGE_THREADS=${CUDAFORGE_THREADS:-$(nproc)}
 
 packages=(
     'nvidia-cuda-nvcc==13.0.*' 'nvidia-cuda-cccl==13.0.*' 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'
