@@ -314,6 +314,33 @@ fn chat_template_flag_gives_a_model_without_one_a_chat_route() {
     assert_eq!(r["choices"][0]["message"]["content"], want["text"]);
 }
 
+/// A model whose tokenizer_config carries a default and a `tool_use` template, served from its checkpoint
+/// and from the GGUF `tgi quantize` writes of it (as `tokenizer.chat_template.tool_use`): a request that
+/// offers tools is rendered with the tool-use template, as llama-server does, and others with the default.
+#[test]
+fn requests_with_tools_are_rendered_with_the_tool_use_template() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = chat_model(dir.path());
+    let cfg_path = hf.join("tokenizer_config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    let tool_use = "{% for t in tools %}[{{ t.function.name }}]{% endfor %}{{ messages[0].content }}";
+    cfg["chat_template"] =
+        json!([{"name": "default", "template": common::ZEPHYR}, {"name": "tool_use", "template": tool_use}]);
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let gguf = dir.path().join("model.gguf");
+    common::quantize(&hf, "f32", &gguf);
+    let tools = json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]);
+    let user = json!([{"role": "user", "content": "Hi"}]);
+    for model in [&hf, &gguf] {
+        let server = Server::start(&["-m", model.to_str().unwrap()]);
+        let url = server.url("/chat_tokenize");
+        let plain = post_json(&url, &json!({"messages": user}), 200);
+        assert_eq!(plain["templated_text"], "<|user|>\nHi</s><|assistant|>", "{}", model.display());
+        let with_tools = post_json(&url, &json!({"messages": user, "tools": tools}), 200);
+        assert_eq!(with_tools["templated_text"], "[get_weather]Hi", "{}", model.display());
+    }
+}
+
 #[test]
 fn json_logs_carry_the_request_id_it_echoes() {
     let server = Server::start(&["--log-format", "json"]);

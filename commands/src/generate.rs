@@ -140,7 +140,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     args.chat_template.apply(&mut m)?;
     let prompt_ids = if args.chat {
         let template =
-            m.chat_template.as_ref().ok_or_else(|| InputError("--chat: the model has no chat template".into()))?;
+            m.chat_templates.get(false).ok_or_else(|| InputError("--chat: the model has no chat template".into()))?;
         let mut messages = Vec::new();
         if let Some(system) = &args.system {
             messages.push(Message::new("system", system));

@@ -7,7 +7,7 @@ use tgi_engines::device::{ComputeDType, DeviceSpec};
 use tgi_engines::kernels::{self, Backend};
 use tgi_engines::kv::{KvDType, KvError};
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError, Quantize};
-use tgi_engines::text::chat::ChatTemplate;
+use tgi_engines::text::chat::{ChatTemplate, ChatTemplates};
 use tgi_formats::GgmlType;
 
 use crate::error::InputError;
@@ -152,7 +152,7 @@ pub struct ChatTemplateArg {
 }
 
 impl ChatTemplateArg {
-    /// Installs the given template on `m` (nothing when none was given).
+    /// Installs the given template on `m` for every request (nothing when none was given).
     pub fn apply(&self, m: &mut LoadedModel) -> Result<()> {
         let Some(arg) = &self.chat_template else {
             return Ok(());
@@ -170,7 +170,7 @@ impl ChatTemplateArg {
         let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&t.token_to_piece(id)).into_owned());
         let template = ChatTemplate::new(&source, text(t.bos_id()), text(t.eos_ids().first().copied()))
             .map_err(|e| InputError(format!("--chat-template: {e}")))?;
-        m.chat_template = Some(template);
+        m.chat_templates = ChatTemplates::only(template);
         Ok(())
     }
 }

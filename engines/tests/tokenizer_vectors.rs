@@ -82,6 +82,7 @@ vectors_test! {
     qwen2: committed "qwen2";
     gpt_2: committed "gpt-2";
     phi_3: committed "phi-3";
+    bert_bge: fetched "bert-bge";
     command_r: fetched "command-r";
     deepseek_coder: fetched "deepseek-coder";
     deepseek_llm: fetched "deepseek-llm";
@@ -135,4 +136,50 @@ fn special_tokens_and_bos() {
     assert_eq!(spm.encode("Hello", true, false).unwrap(), [1, 15043]);
     assert_eq!(spm.token_to_piece(15043), b" Hello");
     assert_eq!(spm.token_to_piece(3 + 0xE2), [0xE2]);
+}
+
+#[test]
+fn wordpiece_frames_text_with_cls_and_sep() {
+    let Some(path) = fetched("ggml-vocab-bert-bge.gguf") else { return };
+    let bert = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let words = bert.encode("Hello WORLD", false, false).unwrap();
+    assert_eq!(words, [7592, 2088]);
+    assert_eq!(bert.encode("Hello WORLD", true, false).unwrap(), [&[101][..], &words, &[102]].concat());
+    // [CLS] and [SEP] are control tokens; pieces are words with the space before them, as in llama.cpp.
+    assert_eq!(bert.decode(&[101, 7592, 2088, 102], true).unwrap(), " hello world");
+    assert_eq!(bert.encode("[CLS]x", false, true).unwrap()[0], 101);
+    assert_eq!(bert.encode("ᚠᚡᚢ", false, false).unwrap(), [100]);
+}
+
+/// A Unigram vocabulary (T5-style, with a precompiled character map) against SentencePiece itself: the ids
+/// `tests/llamacpp/ugm_reference.py` recorded for the inputs of llama.cpp's Llama 3 test vectors.
+#[test]
+fn unigram_matches_sentencepiece() {
+    let Some(path) = fetched("ggml-vocab-nomic-bert-moe.gguf") else { return };
+    let start = std::time::Instant::now();
+    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    eprintln!("{}: {} tokens loaded in {:.0?}", path.display(), tok.vocab_size(), start.elapsed());
+    let reference = std::fs::read_to_string(data("ugm-nomic-bert-moe.jsonl")).unwrap();
+    let mut failures = Vec::new();
+    for line in reference.lines() {
+        let case: serde_json::Value = serde_json::from_str(line).unwrap();
+        let text = case["text"].as_str().unwrap();
+        let want: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|i| i.as_u64().unwrap() as u32).collect();
+        let got = tok.encode(text, false, false).unwrap();
+        if got != want {
+            failures.push(format!("{text:?}\n  expected {want:?}\n  got      {got:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ:\n{}",
+        failures.len(),
+        reference.lines().count(),
+        failures.join("\n")
+    );
+    // This vocabulary asks for BOS (<s>) and EOS (</s>); as in llama.cpp, removing the BOS keeps the space.
+    let ids = tok.encode("Hello world", true, false).unwrap();
+    assert_eq!(ids, [0, 35378, 8999, 2]);
+    assert_eq!(tok.decode(&ids, true).unwrap(), " Hello world");
+    assert_eq!(tok.decode(&ids[1..], true).unwrap(), "Hello world");
 }

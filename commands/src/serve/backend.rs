@@ -29,8 +29,8 @@ impl Backend for SchedulerHandle {
 pub trait Lexicon: Send + Sync {
     /// The tokenizer.
     fn tokenizer(&self) -> &Tokenizer;
-    /// The chat template, when the model ships one.
-    fn chat_template(&self) -> Option<&ChatTemplate>;
+    /// The chat template for a request with or without tools, when the model ships one.
+    fn chat_template(&self, tools: bool) -> Option<&ChatTemplate>;
     /// Entries of the model's logits (at least the tokenizer's vocabulary).
     fn vocab_size(&self) -> usize;
     /// The tokens that end generation.
@@ -53,8 +53,8 @@ impl Lexicon for LoadedModel {
         &self.tokenizer
     }
 
-    fn chat_template(&self) -> Option<&ChatTemplate> {
-        self.chat_template.as_ref()
+    fn chat_template(&self, tools: bool) -> Option<&ChatTemplate> {
+        self.chat_templates.get(tools)
     }
 
     fn vocab_size(&self) -> usize {

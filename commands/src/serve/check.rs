@@ -100,7 +100,7 @@ impl Lexicon for CheckerLexicon {
         &self.tokenizer
     }
 
-    fn chat_template(&self) -> Option<&ChatTemplate> {
+    fn chat_template(&self, _tools: bool) -> Option<&ChatTemplate> {
         self.chat_template.as_ref()
     }
 

@@ -71,7 +71,7 @@ pub fn hf_metadata(name: &str, cfg: &ModelConfig, vocab: &GgufVocab, file_type: 
     kv
 }
 
-/// Appends the `tokenizer.ggml.*` keys (and the chat template).
+/// Appends the `tokenizer.ggml.*` keys (and the chat templates).
 fn vocab_metadata(v: &GgufVocab, kv: &mut Vec<(String, Value)>) {
     let mut put = |k: &str, val: Value| kv.push((k.to_string(), val));
     put("tokenizer.ggml.model", Value::String(v.model.clone()));
@@ -100,6 +100,13 @@ fn vocab_metadata(v: &GgufVocab, kv: &mut Vec<(String, Value)>) {
     }
     if let Some(b) = v.add_eos_token {
         put("tokenizer.ggml.add_eos_token", Value::Bool(b));
+    }
+    // As gguf-py's add_chat_template: the named templates, their names, then the default one.
+    for (name, t) in &v.named_chat_templates {
+        put(&format!("tokenizer.chat_template.{name}"), Value::String(t.clone()));
+    }
+    if !v.named_chat_templates.is_empty() {
+        put("tokenizer.chat_templates", Value::strings(v.named_chat_templates.keys().cloned()));
     }
     if let Some(t) = &v.chat_template {
         put("tokenizer.chat_template", Value::String(t.clone()));

@@ -18,7 +18,7 @@ use crate::convert::metadata::llama3_rope_factors;
 use crate::convert::preset::ModelShape;
 use crate::device::{ComputeDType, DeviceSpec};
 use crate::kv::KvDType;
-use crate::text::chat::ChatTemplate;
+use crate::text::chat::{ChatTemplate, ChatTemplates, TOOL_USE};
 use crate::text::tokenizer::Tokenizer;
 
 /// How to load a model.
@@ -48,8 +48,8 @@ pub struct LoadedModel {
     pub model: Decoder,
     /// Its tokenizer.
     pub tokenizer: Tokenizer,
-    /// Its chat template, if it ships one.
-    pub chat_template: Option<ChatTemplate>,
+    /// The chat templates it ships.
+    pub chat_templates: ChatTemplates,
     /// Tokens that end generation.
     pub eos: Vec<u32>,
 }
@@ -99,15 +99,16 @@ fn load_hf(
         .as_deref()
         .ok_or_else(|| ModelError::Config(format!("{}: no tokenizer.json beside the weights", files.root.display())))?;
     let tokenizer = Tokenizer::from_tokenizer_json(tj)?;
-    let chat_template = match GgufVocab::from_hf_files(tj, files.tokenizer_config.as_deref(), hf.vocab_size) {
-        Ok(vocab) => ChatTemplate::from_vocab(&vocab)?,
-        Err(_) => None, // a tokenizer GGUF cannot describe may still tokenize through tokenizers; no template then
+    let chat_templates = match GgufVocab::from_hf_files(tj, files.tokenizer_config.as_deref(), hf.vocab_size) {
+        Ok(vocab) => ChatTemplates::from_vocab(&vocab)?,
+        // A tokenizer GGUF cannot describe may still tokenize through tokenizers; no template then.
+        Err(_) => ChatTemplates::default(),
     };
     let mut eos = tokenizer.eos_ids().to_vec();
     eos.extend(&hf.eos_token_ids);
     eos.sort_unstable();
     eos.dedup();
-    Ok(LoadedModel { model, tokenizer, chat_template, eos })
+    Ok(LoadedModel { model, tokenizer, chat_templates, eos })
 }
 
 fn load_gguf(
@@ -122,14 +123,17 @@ fn load_gguf(
     let beside = path.with_file_name("tokenizer.json");
     let tokenizer =
         if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
-    let chat_template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
-        Some(source) => {
-            let text =
-                |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
-            Some(ChatTemplate::new(source, text(tokenizer.bos_id()), text(tokenizer.eos_ids().first().copied()))?)
-        }
-        None => None,
+    let template = |key: &str| {
+        let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
+        let source = file.get(key).and_then(|v| v.as_str());
+        source
+            .map(|s| ChatTemplate::new(s, text(tokenizer.bos_id()), text(tokenizer.eos_ids().first().copied())))
+            .transpose()
     };
+    let chat_templates = ChatTemplates::new(
+        template("tokenizer.chat_template")?,
+        template(&format!("tokenizer.chat_template.{TOOL_USE}"))?,
+    );
     let eos = tokenizer.eos_ids().to_vec();
     let naming = Naming::Gguf { arch: cfg.architecture, heads: cfg.heads, kv_heads: cfg.kv_heads };
     let source: Arc<dyn TensorSource> = file;
@@ -138,7 +142,7 @@ fn load_gguf(
     let weights = in_situ(weights, opts, &cfg, tied, true)?;
     let factors = weights.host_vector("rope_freqs.weight")?;
     let model = Decoder::load(&weights, cfg, factors, opts.kv_dtype)?;
-    Ok(LoadedModel { model, tokenizer, chat_template, eos })
+    Ok(LoadedModel { model, tokenizer, chat_templates, eos })
 }
 
 /// Refuses quantization configurations the engine cannot run (bitsandbytes 8-bit LLM.int8; AWQ other than

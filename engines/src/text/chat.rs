@@ -7,16 +7,16 @@
 mod compat;
 mod message;
 mod pyjson;
+mod templates;
 
 use std::sync::LazyLock;
 
 use chrono::{Local, NaiveDateTime};
+pub use message::{Content, ContentPart, FunctionCall, Message, ToolCall};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
 use regex::Regex;
-use tgi_formats::hf::GgufVocab;
-
-pub use message::{Content, ContentPart, FunctionCall, Message, ToolCall};
+pub use templates::{ChatTemplates, TOOL_USE};
 
 /// Why a chat template could not be compiled or rendered.
 #[derive(Debug, thiserror::Error)]
@@ -80,17 +80,6 @@ impl ChatTemplate {
     /// Whether the template reads the `tools` variable (renders the tools it is given itself).
     pub fn takes_tools(&self) -> bool {
         self.takes_tools
-    }
-
-    /// The template a vocabulary carries (tokenizer_config.json's `chat_template` or
-    /// `chat_template.jinja`, a GGUF's `tokenizer.chat_template`) with its BOS and EOS tokens;
-    /// `None` when it has no template.
-    pub fn from_vocab(vocab: &GgufVocab) -> Result<Option<Self>, ChatTemplateError> {
-        let Some(source) = &vocab.chat_template else {
-            return Ok(None);
-        };
-        let token = |id: Option<u32>| id.and_then(|id| vocab.tokens.get(id as usize)).cloned();
-        Self::new(source, token(vocab.bos_token_id), token(vocab.eos_token_id)).map(Some)
     }
 
     /// Fixes the time `strftime_now` formats (local time now by default), for reproducible prompts.

@@ -1,5 +1,5 @@
 //! The engine's tokenizer: llama.cpp's algorithms over a GGUF vocabulary (SentencePiece-style
-//! and byte-level BPE, special-token parsing, BOS/EOS handling), or the `tokenizers` crate over a
+//! and byte-level BPE, WordPiece, Unigram, special-token parsing, BOS/EOS handling), or the `tokenizers` crate over a
 //! Hugging Face `tokenizer.json`.
 
 mod bpe;
@@ -12,8 +12,10 @@ mod special;
 mod spm;
 #[cfg(test)]
 mod testvocab;
+mod ugm;
 mod unicode;
 mod vocab;
+mod wpm;
 
 use std::path::{Path, PathBuf};
 
@@ -32,8 +34,8 @@ pub enum TokenizerError {
         /// What is wrong with it.
         problem: String,
     },
-    /// `tokenizer.ggml.model` names a tokenizer other than `llama`, `gpt2` or `gemma4`.
-    #[error("unsupported GGUF tokenizer model '{0}' (supported: llama, gpt2, gemma4)")]
+    /// `tokenizer.ggml.model` names a tokenizer other than `llama`, `gpt2`, `gemma4`, `bert` or `t5`.
+    #[error("unsupported GGUF tokenizer model '{0}' (supported: llama, gpt2, gemma4, bert, t5)")]
     UnsupportedModel(String),
     /// `tokenizer.ggml.pre` names a pre-tokenizer llama.cpp does not know either.
     #[error("unknown GGUF pre-tokenizer '{0}' (known: {names})", names = pretokenize::names())]
@@ -201,8 +203,8 @@ mod tests {
             Tokenizer::from_gguf(&gguf(meta)).err().unwrap().to_string()
         };
         assert_eq!(
-            with("tokenizer.ggml.model", Value::String("t5".into())),
-            "unsupported GGUF tokenizer model 't5' (supported: llama, gpt2, gemma4)"
+            with("tokenizer.ggml.model", Value::String("rwkv".into())),
+            "unsupported GGUF tokenizer model 'rwkv' (supported: llama, gpt2, gemma4, bert, t5)"
         );
         let unknown = with("tokenizer.ggml.pre", Value::String("nope".into()));
         assert!(unknown.contains("'nope'") && unknown.contains("smollm") && unknown.contains("kimi-k2"), "{unknown}");

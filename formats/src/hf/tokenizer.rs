@@ -1,7 +1,7 @@
 //! The GGUF vocabulary (`tokenizer.ggml.*`) from a Hugging Face `tokenizer.json` and
 //! `tokenizer_config.json`, following what llama.cpp's `convert_hf_to_gguf.py` writes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -57,6 +57,9 @@ pub struct GgufVocab {
     pub add_eos_token: Option<bool>,
     /// The Jinja chat template.
     pub chat_template: Option<String>,
+    /// The other templates of a `[{name, template}]` list (`tool_use`, `rag`, ...) by name, each name with
+    /// every character but ASCII letters and digits made `_`, as gguf-py writes them.
+    pub named_chat_templates: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -150,8 +153,8 @@ impl GgufVocab {
     ///   `config.json` beside tokenizer.json (first of an `eos_token_id` list); ids outside the
     ///   vocabulary are dropped. `add_bos_token`/`add_eos_token` come from tokenizer_config, else
     ///   from a TemplateProcessing post-processor. The chat template is tokenizer_config's
-    ///   `chat_template` (the `default` entry of a list), else `chat_template.jinja` or
-    ///   `chat_template.json` beside tokenizer.json.
+    ///   `chat_template` (the `default` entry of a list, whose other entries are the named templates),
+    ///   else `chat_template.jinja` or `chat_template.json` beside tokenizer.json.
     pub fn from_hf_files(
         tokenizer_json: &Path,
         tokenizer_config: Option<&Path>,
@@ -247,6 +250,7 @@ impl GgufVocab {
             add_bos_token: None,
             add_eos_token: None,
             chat_template: None,
+            named_chat_templates: BTreeMap::new(),
         };
         let dir = tokenizer_json.parent().unwrap_or(Path::new("."));
         vocab.set_specials(tokenizer_config, dir, tok.post_processor.as_ref(), bpe.unk_token.as_deref())?;
@@ -315,10 +319,12 @@ impl GgufVocab {
         self.add_bos_token = flag("add_bos_token")?.or(first.map(|f| Some(f) == bos));
         self.add_eos_token = flag("add_eos_token")?.or(last.map(|l| Some(l) == eos));
 
-        self.chat_template = match tc.map(|tc| chat_template(&tc)).transpose()?.flatten() {
+        let mut templates = tc.map(|tc| chat_templates(&tc)).transpose()?.flatten().unwrap_or_default();
+        self.chat_template = match templates.remove("default") {
             Some(t) => Some(t),
-            None => sibling_chat_template(dir)?,
+            None => sibling_chat_templates(dir)?.and_then(|mut t| t.remove("default")),
         };
+        self.named_chat_templates = templates;
         Ok(())
     }
 }
@@ -421,35 +427,41 @@ fn spm_scores(tokens: &[String], types: &[i32], merges: &[(String, String)]) -> 
     scores
 }
 
-/// tokenizer_config's `chat_template`: a string, or the `default` entry of a `[{name, template}]` list.
-fn chat_template(tc: &Obj) -> Result<Option<String>, HfError> {
+/// tokenizer_config's `chat_template` by name: a string is the `default` one; in a `[{name, template}]` list,
+/// entries without a name or a template are skipped and names are made ASCII alphanumeric.
+fn chat_templates(tc: &Obj) -> Result<Option<BTreeMap<String, String>>, HfError> {
+    let default = |s: &String| BTreeMap::from([("default".to_owned(), s.clone())]);
     match tc.get("chat_template") {
         None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Array(list)) => Ok(list
-            .iter()
-            .find(|e| e.get("name").and_then(Value::as_str) == Some("default"))
-            .and_then(|e| e.get("template"))
-            .and_then(Value::as_str)
-            .map(str::to_string)),
+        Some(Value::String(s)) => Ok(Some(default(s))),
+        Some(Value::Array(list)) => Ok(Some(
+            list.iter()
+                .filter_map(|e| {
+                    let name = e.get("name")?.as_str()?;
+                    let template = e.get("template")?.as_str()?;
+                    let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+                    (!name.is_empty()).then(|| (name, template.to_owned()))
+                })
+                .collect(),
+        )),
         Some(_) => Err(tc.error("chat_template", "expected a string or a list of {name, template}")),
     }
 }
 
-/// The chat template transformers >= 4.47 saves beside the tokenizer: `chat_template.jinja`,
+/// The chat templates transformers >= 4.47 saves beside the tokenizer: `chat_template.jinja`,
 /// or `chat_template.json` with a `chat_template` field.
-fn sibling_chat_template(dir: &Path) -> Result<Option<String>, HfError> {
+fn sibling_chat_templates(dir: &Path) -> Result<Option<BTreeMap<String, String>>, HfError> {
     let jinja = dir.join("chat_template.jinja");
     if jinja.is_file() {
         let text = std::fs::read_to_string(&jinja).map_err(|source| HfError::Io { path: jinja, source })?;
-        return Ok(Some(text));
+        return Ok(Some(BTreeMap::from([("default".to_owned(), text)])));
     }
     let json = dir.join("chat_template.json");
     if !json.is_file() {
         return Ok(None);
     }
     let value = read_json(&json)?;
-    chat_template(&Obj::root(&json, &value)?)
+    chat_templates(&Obj::root(&json, &value)?)
 }
 
 #[cfg(test)]

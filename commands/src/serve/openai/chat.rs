@@ -126,8 +126,10 @@ pub(super) async fn validate(state: &AppState, req: &ChatRequest) -> Result<Vali
     if let Some(g) = &format {
         checked.constrain(state, "response_format", g.clone()).await?;
     }
-    let template =
-        state.lexicon.chat_template().ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
+    let template = state
+        .lexicon
+        .chat_template(tools.is_some())
+        .ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
     let family = tools
         .as_ref()
         .map(|_| state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source())));

@@ -56,7 +56,7 @@ impl Lexicon for TestLexicon {
         &self.tokenizer
     }
 
-    fn chat_template(&self) -> Option<&ChatTemplate> {
+    fn chat_template(&self, _tools: bool) -> Option<&ChatTemplate> {
         Some(&self.template)
     }
 

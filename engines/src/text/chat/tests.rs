@@ -100,29 +100,6 @@ fn generation_tags_render_their_body_with_their_whitespace_control() {
 }
 
 #[test]
-fn from_vocab_takes_template_and_special_tokens() {
-    let vocab = GgufVocab {
-        model: "gpt2".into(),
-        pre: None,
-        tokens: vec!["<bos>".into(), "<eos>".into()],
-        scores: None,
-        token_types: vec![3, 3],
-        merges: None,
-        bos_token_id: Some(0),
-        eos_token_id: Some(1),
-        unknown_token_id: None,
-        padding_token_id: None,
-        add_bos_token: None,
-        add_eos_token: None,
-        chat_template: Some("{{ bos_token }}{{ messages[0].content }}{{ eos_token }}".into()),
-    };
-    let template = ChatTemplate::from_vocab(&vocab).unwrap().unwrap();
-    assert_eq!(template.render(&[Message::new("user", "x")], false, &json!({})).unwrap(), "<bos>x<eos>");
-    let none = GgufVocab { chat_template: None, ..vocab };
-    assert!(ChatTemplate::from_vocab(&none).unwrap().is_none());
-}
-
-#[test]
 fn templates_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ChatTemplate>();

@@ -4,7 +4,7 @@
 use super::special::{partition, Fragment};
 use super::unicode::char_byte;
 use super::vocab::{attr, Model, Vocab};
-use super::{bpe, spm, TokenizerError};
+use super::{bpe, spm, ugm, wpm, TokenizerError};
 
 impl Vocab {
     /// Token ids of `text`; BOS/EOS as the vocabulary asks when `add_special`; control tokens
@@ -16,8 +16,13 @@ impl Vocab {
         parse_special: bool,
     ) -> Result<Vec<u32>, TokenizerError> {
         let mut out = Vec::new();
-        if add_special && self.add_bos {
-            out.extend(self.bos);
+        // WordPiece frames the text with BOS (BERT's [CLS]) and its separator whatever the flags say.
+        let (first, last) = match &self.model {
+            Model::Wpm(w) => (self.bos, w.sep),
+            _ => (self.bos.filter(|_| self.add_bos), self.eos.filter(|_| self.add_eos)),
+        };
+        if add_special {
+            out.extend(first);
         }
         // SPM prefixes a space to the text at the start and after every special token.
         let mut after_special = true;
@@ -36,13 +41,15 @@ impl Vocab {
                             spm::tokenize(self, &escaped, &mut out)?;
                         }
                         Model::Bpe(pre) => bpe::tokenize(self, pre, text, &mut out),
+                        Model::Wpm(w) => wpm::tokenize(self, w, text, &mut out),
+                        Model::Ugm(u) => ugm::tokenize(self, u, text, self.add_space_prefix, &mut out),
                     }
                     after_special = false;
                 }
             }
         }
-        if add_special && self.add_eos {
-            out.extend(self.eos);
+        if add_special {
+            out.extend(last);
         }
         Ok(out)
     }
@@ -60,7 +67,7 @@ impl Vocab {
             text.as_bytes().to_vec()
         } else if a & attr::NORMAL != 0 {
             match &self.model {
-                Model::Spm => text.replace('▁', " ").into_bytes(),
+                Model::Spm | Model::Wpm(_) | Model::Ugm(_) => text.replace('▁', " ").into_bytes(),
                 Model::Bpe(pre) if pre.escape_whitespaces => text.replace('▁', " ").into_bytes(),
                 Model::Bpe(_) => byte_decode(text),
             }

@@ -11,10 +11,11 @@ const PUNCTUATION: u8 = 4;
 const WHITESPACE: u8 = 8;
 const MARK: u8 = 16;
 const SYMBOL: u8 = 32;
+const CONTROL: u8 = 64;
 
 /// The class of one code point: at most one of letter (`\p{L}`), number (`\p{N}`), punctuation
-/// (`\p{P}`), mark (`\p{M}`) and symbol (`\p{S}`), plus whether it is whitespace (`\s`, Unicode
-/// `White_Space`).
+/// (`\p{P}`), mark (`\p{M}`), symbol (`\p{S}`) and control (`\p{C}` but unassigned), plus whether it
+/// is whitespace (`\s`, Unicode `White_Space`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct CharClass(u8);
 
@@ -42,6 +43,11 @@ impl CharClass {
     /// `\p{S}`.
     pub(super) fn is_symbol(self) -> bool {
         self.0 & SYMBOL != 0
+    }
+
+    /// `\p{Cc}`, `\p{Cf}` or `\p{Co}`: llama.cpp's control flag (unassigned code points are not).
+    pub(super) fn is_control(self) -> bool {
+        self.0 & CONTROL != 0
     }
 
     /// `\s`.
@@ -72,6 +78,7 @@ fn table() -> &'static [u8] {
             (r"\p{M}", MARK),
             (r"\p{S}", SYMBOL),
             (r"\s", WHITESPACE),
+            (r"[\p{Cc}\p{Cf}\p{Co}]", CONTROL),
         ];
         for (pattern, flag) in classes {
             let hir = regex_syntax::parse(pattern).expect("built-in Unicode class parses");
@@ -146,6 +153,8 @@ mod tests {
         assert!(class('\u{301}').is_mark() && !class('\u{301}').is_letter() && class('🦙').is_symbol());
         assert!(is_han('我') && is_han('\u{20000}') && !is_han('ア') && !is_han('a'));
         assert!(class('🦙').is_other() && class('\u{0378}').is_other());
+        assert!(class('\u{7}').is_control() && class('\u{200B}').is_control() && class('\u{E000}').is_control());
+        assert!(!class('\u{0378}').is_control() && !class('a').is_control());
         for ws in [' ', '\t', '\n', '\u{0B}', '\u{0C}', '\r', '\u{85}', '\u{A0}', '\u{3000}'] {
             assert!(class(ws).is_whitespace(), "{ws:?}");
         }

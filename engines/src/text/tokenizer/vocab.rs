@@ -7,6 +7,8 @@ use tgi_formats::gguf::{Array, Value};
 use tgi_formats::GgufFile;
 
 use super::pretokenize::{self, PreTokenizer};
+use super::ugm::Ugm;
+use super::wpm::Wpm;
 use super::TokenizerError;
 
 /// Token attribute bits (llama.cpp's `llama_token_attr`, the ones tokenization looks at).
@@ -23,6 +25,8 @@ pub(super) mod attr {
     pub const BYTE: u8 = 16;
     /// Whitespace after the token is dropped when it is matched in text.
     pub const RSTRIP: u8 = 32;
+    /// A token no text is tokenized to but Unigram's search.
+    pub const UNUSED: u8 = 64;
 }
 
 /// Which merge algorithm the vocabulary uses (`tokenizer.ggml.model`).
@@ -32,6 +36,10 @@ pub(super) enum Model {
     Spm,
     /// `gpt2` (and `gemma4`): BPE by merge rank after pre-tokenization.
     Bpe(PreTokenizer),
+    /// `bert`: WordPiece, the longest tokens first.
+    Wpm(Wpm),
+    /// `t5`: Unigram, the tokenization with the best score.
+    Ugm(Ugm),
 }
 
 /// One vocabulary entry.
@@ -169,6 +177,7 @@ impl Vocab {
         let meta = Meta(file);
         let model_name = meta.string("model")?.ok_or_else(|| Meta::bad("model", "is missing"))?;
         let pre_name = meta.string("pre")?;
+        let (tokens, ids) = read_tokens(&meta)?;
         let bpe = |name: &str| {
             let pre =
                 pretokenize::find(name).ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
@@ -192,31 +201,36 @@ impl Vocab {
                 let (model, pre) = bpe("gemma4")?;
                 (model, Some(pre))
             }
+            // WordPiece whatever `pre` says; its ids and options are read with the vocabulary's.
+            "bert" => (Model::Wpm(read_wpm(&meta, &tokens)?), None),
+            // Unigram whatever `pre` says.
+            "t5" => (Model::Ugm(read_ugm(&meta, &tokens)?), None),
             other => return Err(TokenizerError::UnsupportedModel(other.to_owned())),
         };
         let spm = matches!(model, Model::Spm);
+        let ugm = matches!(model, Model::Ugm(_));
         let ignore_merges = pre.is_some_and(|p| p.ignore_merges);
-        let clean_spaces = pre.is_none_or(|p| p.clean_spaces) && !spm;
+        let clean_spaces = pre.is_none_or(|p| p.clean_spaces) && !spm && !ugm;
         let no_bos = pre.is_some_and(|p| p.no_bos);
-        let mut add_bos = pre.is_none_or(|p| p.add_bos);
+        let mut add_bos = pre.is_none_or(|p| p.add_bos) && !ugm;
         let add_space_prefix = meta.boolean("add_space_prefix")?.unwrap_or(spm);
-
-        let (tokens, ids) = read_tokens(&meta)?;
         let n = tokens.len();
-        let merges = if spm { HashMap::new() } else { read_merges(&meta)? };
+        let merges = if pre.is_some() { read_merges(&meta)? } else { HashMap::new() };
 
         // Special ids: model defaults (dropped when outside the vocabulary), then metadata.
         // Gemma 4 has none: its metadata names them.
         let defaults = match model_name {
-            "llama" => Some((1, 2)),
-            "gpt2" => Some((11, 11)),
-            _ => None,
+            "llama" => (Some(1), Some(2)),
+            "gpt2" => (Some(11), Some(11)),
+            "bert" => (Some(101), None),
+            "t5" => (None, Some(1)),
+            _ => (None, None),
         };
-        let in_vocab = |id: u32| Some(id).filter(|&id| (id as usize) < n);
-        let bos = meta.id("bos_token_id", n).or(defaults.and_then(|(b, _)| in_vocab(b))).filter(|_| !no_bos);
-        let eos = meta.id("eos_token_id", n).or(defaults.and_then(|(_, e)| in_vocab(e)));
+        let in_vocab = |id: Option<u32>| id.filter(|&id| (id as usize) < n);
+        let bos = meta.id("bos_token_id", n).or(in_vocab(defaults.0)).filter(|_| !no_bos);
+        let eos = meta.id("eos_token_id", n).or(in_vocab(defaults.1));
         add_bos = meta.boolean("add_bos_token")?.unwrap_or(add_bos);
-        let add_eos = meta.boolean("add_eos_token")?.unwrap_or(false);
+        let add_eos = meta.boolean("add_eos_token")?.unwrap_or(ugm);
         if add_bos && bos.is_none() {
             return Err(Meta::bad("add_bos_token", "is true, but there is no BOS token"));
         }
@@ -358,12 +372,45 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), Tokeni
             2 => attr::UNKNOWN,
             3 => attr::CONTROL,
             4 => attr::USER_DEFINED,
+            5 => attr::UNUSED,
             6 => attr::BYTE,
-            _ => 0, // unused (5) and undefined types
+            _ => 0, // undefined types
         };
         tokens.push(Token { text, score, attr });
     }
     Ok((tokens, ids))
+}
+
+/// A WordPiece vocabulary's unknown and separator tokens (by default 100 and 102, BERT's) and its
+/// normalizer options.
+fn read_wpm(meta: &Meta, tokens: &[Token]) -> Result<Wpm, TokenizerError> {
+    let n = tokens.len();
+    let in_vocab = |id: u32| Some(id).filter(|&id| (id as usize) < n);
+    let unk = meta
+        .id("unknown_token_id", n)
+        .or(in_vocab(100))
+        .ok_or_else(|| Meta::bad("unknown_token_id", "is missing, and a WordPiece vocabulary needs one"))?;
+    let sep = meta.id("seperator_token_id", n).or(in_vocab(102));
+    let lowercase = meta.boolean("normalizer.lowercase")?.unwrap_or(true);
+    let strip_accents = meta.boolean("normalizer.strip_accents")?.unwrap_or(lowercase);
+    let max_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
+    Ok(Wpm { unk, sep, lowercase, strip_accents, max_len })
+}
+
+/// A Unigram vocabulary's unknown token (by default 2, T5's), character map and space handling.
+fn read_ugm(meta: &Meta, tokens: &[Token]) -> Result<Ugm, TokenizerError> {
+    let unk = meta
+        .id("unknown_token_id", tokens.len())
+        .or(Some(2).filter(|&id| id < tokens.len() as u32))
+        .ok_or_else(|| Meta::bad("unknown_token_id", "is missing, and a Unigram vocabulary needs one"))?;
+    let charsmap = match meta.array("precompiled_charsmap") {
+        None => None,
+        Some(Array::U8(bytes)) => Some(bytes.clone()),
+        Some(Array::I8(bytes)) => Some(bytes.iter().map(|&b| b as u8).collect()),
+        Some(_) => return Err(Meta::bad("precompiled_charsmap", "is not an array of bytes")),
+    };
+    let merge_spaces = meta.boolean("remove_extra_whitespaces")?.unwrap_or(false);
+    Ugm::new(tokens, charsmap.as_deref(), unk, merge_spaces)
 }
 
 /// BPE merge ranks from `merges`.

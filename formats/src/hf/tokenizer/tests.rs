@@ -225,7 +225,12 @@ fn merges_with_spaces_are_encoded() {
 fn chat_template_sources() {
     let tok = spm("[]", "");
     let list = r#"{"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]}"#;
-    assert_eq!(write(&tok, Some(list)).1.unwrap().chat_template.as_deref(), Some("D"));
+    let v = write(&tok, Some(list)).1.unwrap();
+    assert_eq!(v.chat_template.as_deref(), Some("D"));
+    assert_eq!(v.named_chat_templates, BTreeMap::from([("tool_use".to_owned(), "T".to_owned())]));
+    let odd =
+        r#"{"chat_template": [{"name": "tool use!", "template": "T"}, {"name": "", "template": "E"}, {"name": "x"}]}"#;
+    assert_eq!(write(&tok, Some(odd)).1.unwrap().named_chat_templates.keys().collect::<Vec<_>>(), ["tool_use_"]);
     let (dir, v) = write(&tok, Some(r#"{"chat_template": [{"name": "rag", "template": "R"}]}"#));
     assert_eq!(v.unwrap().chat_template, None);
     fs::write(dir.path().join("chat_template.jinja"), "J").unwrap();
