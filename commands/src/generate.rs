@@ -146,6 +146,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             messages.push(Message::new("system", system));
         }
         messages.push(Message::new("user", &prompt));
+        let messages = template.with_roles_it_knows(messages);
         let text = template.render(&messages, true, &serde_json::Value::Null).map_err(|e| InputError(e.to_string()))?;
         m.tokenizer.encode(&text, false, true)
     } else {

@@ -44,10 +44,15 @@ pub struct ChatTemplate {
     source: String,
     /// Whether the template reads the `tools` variable.
     takes_tools: bool,
+    /// Whether it renders system messages.
+    system_role: bool,
 }
 
 /// The name the template is stored under in its environment.
 const NAME: &str = "chat_template";
+
+/// The system message of the system-role check.
+const SYSTEM_PROBE: &str = "System message";
 
 /// The variables `render` sets from its own arguments.
 const RESERVED: [&str; 2] = ["messages", "add_generation_prompt"];
@@ -69,7 +74,27 @@ impl ChatTemplate {
         env.add_template_owned(NAME, generation_blocks_as_if(source)).map_err(ChatTemplateError::Compile)?;
         let template = env.get_template(NAME).map_err(ChatTemplateError::Compile)?;
         let takes_tools = template.undeclared_variables(false).contains("tools");
-        Ok(ChatTemplate { env, bos_token, eos_token, source: source.to_string(), takes_tools })
+        let mut chat =
+            ChatTemplate { env, bos_token, eos_token, source: source.to_string(), takes_tools, system_role: true };
+        // llama.cpp's capability check: a template that fails on a system message, or leaves it out, has no
+        // system role.
+        let probe = [Message::new("system", SYSTEM_PROBE), Message::new("user", "User message")];
+        chat.system_role = chat.render(&probe, false, &serde_json::Value::Null).is_ok_and(|t| t.contains(SYSTEM_PROBE));
+        Ok(chat)
+    }
+
+    /// The conversation as llama.cpp hands it to the template: for a template without a system role, a
+    /// leading system message goes before the next message's text (with a newline), or away when it is alone.
+    pub fn with_roles_it_knows(&self, messages: Vec<Message>) -> Vec<Message> {
+        let mut messages = messages;
+        if self.system_role || messages.first().is_none_or(|m| m.role != "system") {
+            return messages;
+        }
+        let system = messages.remove(0);
+        if let Some(next) = messages.first_mut() {
+            next.content = Some(Content::Text(format!("{}\n{}", system.text(), next.text())));
+        }
+        messages
     }
 
     /// The template's source, e.g. to tell its model family.

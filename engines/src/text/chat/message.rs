@@ -32,6 +32,18 @@ impl Message {
         Message { role: role.into(), content: Some(Content::Text(content.into())), ..Message::default() }
     }
 
+    /// The message's text: its content, or its text parts one after another.
+    pub fn text(&self) -> String {
+        match &self.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t.clone(),
+            Some(Content::Parts(parts)) => parts
+                .iter()
+                .filter_map(|p| if let ContentPart::Text { text } = p { Some(text.as_str()) } else { None })
+                .collect(),
+        }
+    }
+
     /// The type of the message's first content part that is not text, if it has one.
     pub fn non_text_part(&self) -> Option<&str> {
         let Some(Content::Parts(parts)) = &self.content else { return None };

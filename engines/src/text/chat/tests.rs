@@ -113,3 +113,21 @@ fn tells_whether_the_template_reads_tools() {
     let without = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", None, None).unwrap();
     assert!(!without.takes_tools());
 }
+
+#[test]
+fn a_system_message_goes_into_the_next_one_where_the_template_has_no_system_role() {
+    let gemma = "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}\
+                 {% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}";
+    let t = ChatTemplate::new(gemma, None, None).unwrap();
+    let conversation = vec![Message::new("system", "Be terse."), Message::new("user", "Hi")];
+    let adapted = t.with_roles_it_knows(conversation.clone());
+    assert_eq!(t.render(&adapted, false, &json!({})).unwrap(), "<user>Be terse.\nHi");
+    assert!(t.with_roles_it_knows(vec![Message::new("system", "alone")]).is_empty());
+    // A template that renders system messages gets the conversation as it is.
+    let plain =
+        ChatTemplate::new("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", None, None).unwrap();
+    assert_eq!(plain.with_roles_it_knows(conversation.clone()), conversation);
+    // One that ignores them has none either.
+    let users = ChatTemplate::new("{% for m in messages if m.role == 'user' %}{{ m.content }}{% endfor %}", None, None);
+    assert_eq!(users.unwrap().with_roles_it_knows(conversation), [Message::new("user", "Be terse.\nHi")]);
+}

@@ -4,7 +4,7 @@
 //! results written out as text.
 
 use serde_json::Value;
-use tgi_engines::text::chat::{ChatTemplate, ChatTemplateError, Content, ContentPart, Message};
+use tgi_engines::text::chat::{ChatTemplate, ChatTemplateError, Content, Message};
 
 use super::format::ToolCallFormat;
 use super::spec::Tools;
@@ -39,7 +39,7 @@ pub fn render(
         }
         None => {}
     }
-    template.render(&messages, true, &extra)
+    template.render(&template.with_roles_it_knows(messages), true, &extra)
 }
 
 /// The default prompt's system block: the tool prompt, the tools one per line, the call format.
@@ -65,36 +65,23 @@ fn decoded_arguments(message: &Message) -> Message {
 /// after its text, and a tool result as a user turn in `<tool_response>` tags.
 fn as_text(format: ToolCallFormat, mut m: Message) -> Message {
     if m.role == "tool" {
-        let result = text(m.content.as_ref());
+        let result = m.text();
         return Message::new("user", format!("<tool_response>\n{result}\n</tool_response>"));
     }
     if let Some(calls) = m.tool_calls.take().filter(|c| !c.is_empty()) {
         let written = format.write_calls(calls.iter().map(|c| (c.function.name.as_str(), &c.function.arguments)));
-        let before = text(m.content.as_ref());
+        let before = m.text();
         let joined = if before.is_empty() { written } else { format!("{before}\n{written}") };
         m.content = Some(Content::Text(joined));
     }
     m
 }
 
-/// A content's text (parts joined).
-fn text(content: Option<&Content>) -> String {
-    match content {
-        None => String::new(),
-        Some(Content::Text(t)) => t.clone(),
-        // Non-text parts were refused before the conversation is rendered.
-        Some(Content::Parts(parts)) => parts
-            .iter()
-            .filter_map(|p| if let ContentPart::Text { text } = p { Some(text.as_str()) } else { None })
-            .collect(),
-    }
-}
-
 /// Puts `block` first in the system message, adding one when the conversation has none.
 fn with_system(messages: &mut Vec<Message>, block: &str) {
     match messages.first_mut() {
         Some(first) if first.role == "system" => {
-            let rest = text(first.content.as_ref());
+            let rest = first.text();
             first.content =
                 Some(Content::Text(if rest.is_empty() { block.to_string() } else { format!("{block}\n\n{rest}") }));
         }

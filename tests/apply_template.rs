@@ -1,0 +1,64 @@
+//! Chat templates embedded in a GGUF, served: for each template of tests/llamacpp/apply-template-cases.json,
+//! the bundled checkpoint carrying it is converted by `tgi quantize`, served by `tgi serve`, and each
+//! conversation's prompt (`/chat_tokenize`'s `templated_text`) must equal what llama-server's `/apply-template`
+//! gave for the same GGUF (tests/llamacpp/apply-template.json, recorded by apply_template_reference.py there),
+//! or be refused where llama-server refused it. Each case pins `date_string`, which llama-server otherwise sets
+//! to today (transformers leaves it to the template's default, and so does tgi).
+
+mod common;
+
+use common::server::{post, Server};
+use serde_json::Value;
+
+fn read(rel: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(common::root().join(rel)).unwrap()).unwrap()
+}
+
+/// Room for the longest prompt (SmolLM3's system prompt is about 1,500 of this vocabulary's tokens).
+fn long_context(hf: &std::path::Path) {
+    let path = hf.join("config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    cfg["max_position_embeddings"] = Value::from(4096);
+    std::fs::write(&path, cfg.to_string()).unwrap();
+}
+
+#[test]
+fn served_prompts_equal_llama_servers() {
+    let cases = read("tests/llamacpp/apply-template-cases.json");
+    let reference = read("tests/llamacpp/apply-template.json");
+    let mut failures = Vec::new();
+    for name in cases["templates"].as_array().unwrap() {
+        let name = name.as_str().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let hf = common::chat_model(dir.path());
+        let source = common::root().join(format!("engines/tests/data/chat-templates/{name}.jinja"));
+        let cfg_path = hf.join("tokenizer_config.json");
+        let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+        cfg["chat_template"] = Value::from(std::fs::read_to_string(source).unwrap());
+        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+        long_context(&hf);
+        let gguf = dir.path().join("model.gguf");
+        common::quantize(&hf, "f32", &gguf);
+        let server = Server::start(&["-m", gguf.to_str().unwrap()]);
+        for (case, body) in cases["cases"].as_object().unwrap() {
+            let want = &reference[name][case];
+            let (status, text) = post(&server.url("/chat_tokenize"), &body.to_string());
+            // llama.cpp drops a leading BOS the template wrote when the vocabulary adds one itself; the ids are
+            // the same (ours parses the written `<s>` as BOS).
+            let ours = (status == 200).then(|| {
+                let answer: Value = serde_json::from_str(&text).unwrap();
+                let prompt = answer["templated_text"].as_str().unwrap();
+                prompt.strip_prefix("<s>").unwrap_or(prompt).to_owned()
+            });
+            let same = match (&ours, want.get("prompt").and_then(Value::as_str)) {
+                (Some(ours), Some(theirs)) => ours == theirs,
+                (None, None) => true, // both refused it
+                _ => false,
+            };
+            if !same {
+                failures.push(format!("{name} / {case}:\n  llama-server {want}\n  tgi          {status} {ours:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} prompts differ:\n{}", failures.len(), failures.join("\n"));
+}
