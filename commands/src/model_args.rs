@@ -166,9 +166,7 @@ impl ChatTemplateArg {
                 InputError(format!("--chat-template: no such file '{arg}' (and it is not a Jinja template)")).into()
             );
         };
-        let t = &m.tokenizer;
-        let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&t.token_to_piece(id)).into_owned());
-        let template = ChatTemplate::new(&source, text(t.bos_id()), text(t.eos_ids().first().copied()))
+        let template = ChatTemplate::with_tokens_of(&source, &m.tokenizer)
             .map_err(|e| InputError(format!("--chat-template: {e}")))?;
         m.chat_templates = ChatTemplates::only(template);
         Ok(())

@@ -124,11 +124,7 @@ fn load_gguf(
     let tokenizer =
         if beside.is_file() { Tokenizer::from_tokenizer_json(&beside)? } else { Tokenizer::from_gguf(&file)? };
     let template = |key: &str| {
-        let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
-        let source = file.get(key).and_then(|v| v.as_str());
-        source
-            .map(|s| ChatTemplate::new(s, text(tokenizer.bos_id()), text(tokenizer.eos_ids().first().copied())))
-            .transpose()
+        file.get(key).and_then(|v| v.as_str()).map(|s| ChatTemplate::with_tokens_of(s, &tokenizer)).transpose()
     };
     let chat_templates = ChatTemplates::new(
         template("tokenizer.chat_template")?,

@@ -16,6 +16,8 @@ pub use message::{Content, ContentPart, FunctionCall, Message, ToolCall};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
 use regex::Regex;
+
+use crate::text::tokenizer::Tokenizer;
 pub use templates::{ChatTemplates, TOOL_USE};
 
 /// Why a chat template could not be compiled or rendered.
@@ -95,6 +97,12 @@ impl ChatTemplate {
             next.content = Some(Content::Text(format!("{}\n{}", system.text(), next.text())));
         }
         messages
+    }
+
+    /// As [`ChatTemplate::new`], with `tokenizer`'s BOS and (first) EOS tokens.
+    pub fn with_tokens_of(source: &str, tokenizer: &Tokenizer) -> Result<Self, ChatTemplateError> {
+        let text = |id: Option<u32>| id.map(|id| String::from_utf8_lossy(&tokenizer.token_to_piece(id)).into_owned());
+        Self::new(source, text(tokenizer.bos_id()), text(tokenizer.eos_ids().first().copied()))
     }
 
     /// The template's source, e.g. to tell its model family.

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use super::vocab::{attr, Token, Vocab};
+use super::vocab::{attr, longest_text, Token, Vocab};
 use super::TokenizerError;
 
 /// The escaped space.
@@ -25,6 +25,8 @@ pub(super) struct Ugm {
     /// Every prefix of every user-defined token: llama.cpp keeps the longest such prefix of the text as it
     /// is, whether or not it is a whole token.
     user_prefixes: HashSet<Vec<u8>>,
+    /// The longest user-defined token text, in bytes (0: none, nothing to look for).
+    user_max_len: usize,
     /// Runs of spaces become one (`tokenizer.ggml.remove_extra_whitespaces`).
     merge_spaces: bool,
 }
@@ -39,14 +41,19 @@ impl Ugm {
     ) -> Result<Ugm, TokenizerError> {
         let charsmap = charsmap.map(CharsMap::parse).transpose()?;
         let min_score = tokens.iter().filter(|t| t.attr & attr::NORMAL != 0).map(|t| t.score).fold(f32::MAX, f32::min);
-        let max_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
-        let user_prefixes = tokens
-            .iter()
-            .filter(|t| t.attr & attr::USER_DEFINED != 0)
-            .flat_map(|t| (1..=t.text.len()).map(|n| t.text.as_bytes()[..n].to_vec()))
-            .collect();
+        let user_defined = || tokens.iter().filter(|t| t.attr & attr::USER_DEFINED != 0);
+        let user_prefixes =
+            user_defined().flat_map(|t| (1..=t.text.len()).map(|n| t.text.as_bytes()[..n].to_vec())).collect();
         let unknown_score = f64::from(min_score) - 10.0;
-        Ok(Ugm { charsmap, unknown_score, unk, max_len, user_prefixes, merge_spaces })
+        Ok(Ugm {
+            charsmap,
+            unknown_score,
+            unk,
+            max_len: longest_text(tokens.iter()),
+            user_prefixes,
+            user_max_len: longest_text(user_defined()),
+            merge_spaces,
+        })
     }
 }
 
@@ -141,7 +148,7 @@ fn normalize(ugm: &Ugm, text: &str, add_space_prefix: bool) -> String {
 /// The normalized text of the start of `text` and how many bytes of it that consumed.
 fn normalize_prefix<'a>(ugm: &'a Ugm, text: &'a str) -> (&'a str, usize) {
     // (Cut at a character boundary, where llama.cpp would go on mid-character.)
-    let user_defined = (1..=text.len().min(ugm.max_len))
+    let user_defined = (1..=text.len().min(ugm.user_max_len))
         .rev()
         .find(|&n| text.is_char_boundary(n) && ugm.user_prefixes.contains(&text.as_bytes()[..n]));
     if let Some(n) = user_defined {
@@ -218,7 +225,8 @@ mod tests {
     use super::*;
 
     fn ugm(merge_spaces: bool) -> Ugm {
-        Ugm { charsmap: None, unknown_score: -10.0, unk: 0, max_len: 4, user_prefixes: HashSet::new(), merge_spaces }
+        let user_prefixes = HashSet::new();
+        Ugm { charsmap: None, unknown_score: -10.0, unk: 0, max_len: 4, user_prefixes, user_max_len: 0, merge_spaces }
     }
 
     #[test]

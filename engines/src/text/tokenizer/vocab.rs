@@ -169,6 +169,11 @@ impl Meta<'_> {
     fn id(&self, name: &str, n_tokens: usize) -> Option<u32> {
         self.get(name).and_then(Value::as_u32).filter(|&id| (id as usize) < n_tokens)
     }
+
+    /// As [`Meta::id`], else the model's default id, dropped when outside the vocabulary.
+    fn id_or(&self, name: &str, default: Option<u32>, n_tokens: usize) -> Option<u32> {
+        self.id(name, n_tokens).or(default.filter(|&id| (id as usize) < n_tokens))
+    }
 }
 
 impl Vocab {
@@ -226,9 +231,8 @@ impl Vocab {
             "t5" => (None, Some(1)),
             _ => (None, None),
         };
-        let in_vocab = |id: Option<u32>| id.filter(|&id| (id as usize) < n);
-        let bos = meta.id("bos_token_id", n).or(in_vocab(defaults.0)).filter(|_| !no_bos);
-        let eos = meta.id("eos_token_id", n).or(in_vocab(defaults.1));
+        let bos = meta.id_or("bos_token_id", defaults.0, n).filter(|_| !no_bos);
+        let eos = meta.id_or("eos_token_id", defaults.1, n);
         add_bos = meta.boolean("add_bos_token")?.unwrap_or(add_bos);
         let add_eos = meta.boolean("add_eos_token")?.unwrap_or(ugm);
         if add_bos && bos.is_none() {
@@ -385,23 +389,19 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), Tokeni
 /// normalizer options.
 fn read_wpm(meta: &Meta, tokens: &[Token]) -> Result<Wpm, TokenizerError> {
     let n = tokens.len();
-    let in_vocab = |id: u32| Some(id).filter(|&id| (id as usize) < n);
     let unk = meta
-        .id("unknown_token_id", n)
-        .or(in_vocab(100))
+        .id_or("unknown_token_id", Some(100), n)
         .ok_or_else(|| Meta::bad("unknown_token_id", "is missing, and a WordPiece vocabulary needs one"))?;
-    let sep = meta.id("seperator_token_id", n).or(in_vocab(102));
+    let sep = meta.id_or("seperator_token_id", Some(102), n);
     let lowercase = meta.boolean("normalizer.lowercase")?.unwrap_or(true);
     let strip_accents = meta.boolean("normalizer.strip_accents")?.unwrap_or(lowercase);
-    let max_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
-    Ok(Wpm { unk, sep, lowercase, strip_accents, max_len })
+    Ok(Wpm { unk, sep, lowercase, strip_accents, max_len: longest_text(tokens.iter()) })
 }
 
 /// A Unigram vocabulary's unknown token (by default 2, T5's), character map and space handling.
 fn read_ugm(meta: &Meta, tokens: &[Token]) -> Result<Ugm, TokenizerError> {
     let unk = meta
-        .id("unknown_token_id", tokens.len())
-        .or(Some(2).filter(|&id| id < tokens.len() as u32))
+        .id_or("unknown_token_id", Some(2), tokens.len())
         .ok_or_else(|| Meta::bad("unknown_token_id", "is missing, and a Unigram vocabulary needs one"))?;
     let charsmap = match meta.array("precompiled_charsmap") {
         None => None,
@@ -411,6 +411,11 @@ fn read_ugm(meta: &Meta, tokens: &[Token]) -> Result<Ugm, TokenizerError> {
     };
     let merge_spaces = meta.boolean("remove_extra_whitespaces")?.unwrap_or(false);
     Ugm::new(tokens, charsmap.as_deref(), unk, merge_spaces)
+}
+
+/// The length in bytes of the longest of `tokens`' texts (0 for none).
+pub(super) fn longest_text<'a>(tokens: impl Iterator<Item = &'a Token>) -> usize {
+    tokens.map(|t| t.text.len()).max().unwrap_or(0)
 }
 
 /// BPE merge ranks from `merges`.
