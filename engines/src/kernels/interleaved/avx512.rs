@@ -2,6 +2,8 @@
 //! up to 8, each block's 8 weight vectors unpacked once per tile, 8 `vpdpbusd` and one FMA per block and
 //! activation row. K-quants: tiles of up to 4, each sub-block's integer sums scaled by the rows' six-bit scales in
 //! integers, the mins through `vpdpwssd` against the activations' 16-value sums, two FMAs per super-block.
+//! F16/BF16: tiles of up to 12 activation rows against two groups, 24 f32 accumulators, each column's 32 weights
+//! widened once and met by 12 broadcast activations (24 FMAs).
 
 use std::arch::x86_64::*;
 
@@ -29,28 +31,47 @@ macro_rules! with_rows {
             _ => $f::<$($pre)* 8> $args,
         }
     };
+    (12, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=8 => with_rows!(8, $t, $f [$($pre)*] $args),
+            9 => $f::<$($pre)* 9> $args,
+            10 => $f::<$($pre)* 10> $args,
+            11 => $f::<$($pre)* 11> $args,
+            _ => $f::<$($pre)* 12> $args,
+        }
+    };
 }
 
 /// Activation rows per tile of the legacy kernels.
 const TILE: usize = 8;
 /// Activation rows per tile of the K-quant kernels (their integer sums take four registers a row).
 const TILE_K: usize = 4;
+/// Activation rows per tile of the float kernels (two accumulators a row).
+const TILE_F: usize = 12;
+/// Blocks of 32 columns in one stretch of the float kernels (a pair's 16 KiB of weights, in L1).
+const FLOAT_BLOCKS: usize = 8;
 
-/// The 16 outputs of one group for each of the `n` activation rows: `y` points at output `(0, first row)` of the
-/// n×`rows` result.
+/// The 16 outputs of each group in `w` (one, or for the floats one or two) for each of the `n` activation rows:
+/// `y` points at output `(0, first row)` of the n×`rows` result.
 ///
-/// Safety: the CPU has AVX-512 F/BW/VL/VNNI; `w` is one group of `nb` blocks in `kind`'s layout, `x` holds `n`
-/// activation rows of `xs` bytes (`nb` blocks each) and `y` has `n` rows of `rows` floats from which 16 are
-/// written per row.
+/// Safety: the CPU has AVX-512 F/BW/VL/VNNI; `w` is one group of `nb` blocks in `kind`'s layout (or two whole
+/// groups of a float kind), `x` holds `n` activation rows of `xs` bytes (`nb` blocks each) and `y` has `n` rows of
+/// `rows` floats from which 16 per group are written per row.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, nb: usize, y: *mut f32, rows: usize) {
-    debug_assert!(w.len() == nb * kind.group_block_bytes() && x.len() >= n * xs);
+    let pair = w.len() == 2 * nb * kind.group_block_bytes();
+    assert!((pair && kind.is_float() || w.len() == nb * kind.group_block_bytes()) && x.len() >= n * xs);
+    if kind.is_float() {
+        return floats(kind == Kind::BF16, pair, w.as_ptr(), x.as_ptr(), xs, n, nb, y, rows);
+    }
     let step = if kind.is_k() { TILE_K } else { TILE };
     let mut i = 0;
     while i < n {
         let (w, x, y) = (w.as_ptr(), x.as_ptr().add(i * xs), y.add(i * rows));
         let t = (n - i).min(step);
         match kind {
+            Kind::F16 | Kind::BF16 => unreachable!("floats take their own loop"),
             Kind::Q8_0 => with_rows!(8, t, tile[Q8_0,](w, x, xs, nb, y, rows)),
             Kind::Q4_0 => with_rows!(8, t, tile[Q4_0,](w, x, xs, nb, y, rows)),
             Kind::Q5_0 => with_rows!(8, t, tile[Q5_0,](w, x, xs, nb, y, rows)),
@@ -59,6 +80,86 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
             Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows)),
         }
         i += step;
+    }
+}
+
+/// [`group`] for F16 (BF16 with `bf`) weights, one group or a `pair`: the columns in stretches of
+/// [`FLOAT_BLOCKS`] blocks, each stretch's weights (16 KiB for a pair) passed over every tile of activation rows
+/// while they sit in L1, the partial sums kept in `y`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn floats(
+    bf: bool,
+    pair: bool,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    n: usize,
+    nb: usize,
+    y: *mut f32,
+    rows: usize,
+) {
+    for b0 in (0..nb).step_by(FLOAT_BLOCKS) {
+        let blocks = (b0, (b0 + FLOAT_BLOCKS).min(nb));
+        for i in (0..n).step_by(TILE_F) {
+            let (x, y) = (x.add(i * xs), y.add(i * rows));
+            let t = (n - i).min(TILE_F);
+            match (bf, pair) {
+                (false, true) => with_rows!(12, t, float_tile[false, 2,](w, x, xs, nb, blocks, y, rows)),
+                (false, false) => with_rows!(12, t, float_tile[false, 1,](w, x, xs, nb, blocks, y, rows)),
+                (true, true) => with_rows!(12, t, float_tile[true, 2,](w, x, xs, nb, blocks, y, rows)),
+                (true, false) => with_rows!(12, t, float_tile[true, 1,](w, x, xs, nb, blocks, y, rows)),
+            }
+        }
+    }
+}
+
+/// `N` activation rows (f32 values rounded to the weights' precision) against blocks `b0..b1` of `G` consecutive
+/// F16 groups (BF16 with `BF`) of `nb` blocks: each column's 16 weights of a group widened to f32 once, then one
+/// FMA per activation row; the sums are added to what `y` holds unless `b0` is the first block.
+#[inline(always)]
+unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    nb: usize,
+    (b0, b1): (usize, usize),
+    y: *mut f32,
+    rows: usize,
+) {
+    let gb = Kind::F16.group_block_bytes();
+    let mut acc = [[_mm512_setzero_ps(); G]; N];
+    if b0 > 0 {
+        for (j, acc) in acc.iter_mut().enumerate() {
+            for (g, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_loadu_ps(y.add(j * rows + g * ROWS));
+            }
+        }
+    }
+    let xr: [*const f32; N] = std::array::from_fn(|j| x.add(j * xs) as *const f32);
+    for b in b0..b1 {
+        let wb: [*const u8; G] = std::array::from_fn(|g| w.add((g * nb + b) * gb));
+        for k in 0..32 {
+            let wv: [__m512; G] = std::array::from_fn(|g| {
+                let h = _mm256_loadu_si256(wb[g].add(32 * k).cast());
+                if BF {
+                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                } else {
+                    _mm512_cvtph_ps(h)
+                }
+            });
+            for j in 0..N {
+                let a = _mm512_set1_ps(xr[j].add(32 * b + k).read_unaligned());
+                for g in 0..G {
+                    acc[j][g] = _mm512_fmadd_ps(wv[g], a, acc[j][g]);
+                }
+            }
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        for (g, acc) in acc.iter().enumerate() {
+            _mm512_storeu_ps(y.add(j * rows + g * ROWS), *acc);
+        }
     }
 }
 

@@ -22,6 +22,8 @@
 //!   `64h + 4k..64h + 4k + 4` (low nibbles columns `128h + 4k..`, high nibbles `128h + 64 + 4k..`);
 //! - for each chunk, the high two bits as four 64-bit masks: bit 4 and bit 5 of its low nibbles' columns, then of
 //!   its high nibbles' columns (bit `4r + i`).
+//!
+//! F16 and BF16 (blocks of 32 columns): the 16 rows' values of column 0, then of column 1, ... (32 bytes each).
 
 use super::{Kind, ROWS};
 use crate::kernels::scalar::k4_scales_mins;
@@ -42,6 +44,14 @@ fn word(b: &[u8], at: usize) -> u32 {
 
 /// Packs one block of each of the group's 16 rows (`blocks[r]`, as stored) into `out`.
 pub(super) fn pack(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+    if kind.is_float() {
+        for (r, block) in blocks.iter().enumerate() {
+            for (k, v) in block.chunks_exact(2).enumerate() {
+                out[32 * k + 2 * r..][..2].copy_from_slice(v);
+            }
+        }
+        return;
+    }
     if kind == Kind::Q6_K {
         return pack_q6(blocks, out);
     }
@@ -114,6 +124,12 @@ fn pack_k(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
 
 /// Writes row `r`'s stored block from a group's packed block.
 pub(super) fn unpack(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
+    if kind.is_float() {
+        for (k, v) in out.chunks_exact_mut(2).enumerate() {
+            v.copy_from_slice(&packed[32 * k + 2 * r..][..2]);
+        }
+        return;
+    }
     if kind == Kind::Q6_K {
         return unpack_q6(packed, r, out);
     }

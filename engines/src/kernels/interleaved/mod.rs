@@ -1,7 +1,9 @@
 //! Weights repacked once at load into a row-interleaved layout for the AVX-512 VNNI level: 16 weight rows side
 //! by side, so that one 512-bit `vpdpbusd` multiplies four columns of 16 rows against four broadcast activation
 //! bytes, and the scales of 16 outputs apply in one vector operation. The same kernel serves prefill
-//! (activation rows in tiles, each weight block unpacked once per tile) and decode (one row).
+//! (activation rows in tiles, each weight block unpacked once per tile) and decode (one row). F16 and BF16
+//! weights are panels of 16 rows' values column after column, widened to f32 in registers and multiplied by
+//! broadcast activations with 512-bit FMAs, two groups (32 rows) at a time.
 //!
 //! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
 //! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
@@ -39,6 +41,8 @@ enum Kind {
     Q4_K,
     Q5_K,
     Q6_K,
+    F16,
+    BF16,
 }
 
 impl Kind {
@@ -50,6 +54,8 @@ impl Kind {
             GgmlType::Q4_K => Kind::Q4_K,
             GgmlType::Q5_K => Kind::Q5_K,
             GgmlType::Q6_K => Kind::Q6_K,
+            GgmlType::F16 => Kind::F16,
+            GgmlType::BF16 => Kind::BF16,
             _ => return None,
         })
     }
@@ -59,7 +65,21 @@ impl Kind {
         matches!(self, Kind::Q4_K | Kind::Q5_K | Kind::Q6_K)
     }
 
-    /// Values per block.
+    /// Whether the type is F16 or BF16 (multiplied in f32, not in integers).
+    const fn is_float(self) -> bool {
+        matches!(self, Kind::F16 | Kind::BF16)
+    }
+
+    /// Groups one kernel call multiplies: two for the floats (32 rows against each broadcast activation), else one.
+    const fn groups_per_call(self) -> usize {
+        if self.is_float() {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Values per block (for the floats, the columns of one packed panel block).
     const fn values(self) -> usize {
         if self.is_k() {
             256
@@ -77,13 +97,14 @@ impl Kind {
             Kind::Q4_K => 144,
             Kind::Q5_K => 176,
             Kind::Q6_K => 210,
+            Kind::F16 | Kind::BF16 => 64,
         }
     }
 
     /// Bytes of one group's block (see `layout`).
     const fn group_block_bytes(self) -> usize {
         match self {
-            Kind::Q8_0 | Kind::Q4_0 | Kind::Q5_0 | Kind::Q6_K => ROWS * self.block_bytes(),
+            Kind::Q8_0 | Kind::Q4_0 | Kind::Q5_0 | Kind::Q6_K | Kind::F16 | Kind::BF16 => ROWS * self.block_bytes(),
             Kind::Q4_K => layout::K_QUANTS + 4 * 8 * 64,
             Kind::Q5_K => layout::K_QUANTS + 4 * 8 * 64 + 8 * 8 * 8,
         }
@@ -95,13 +116,15 @@ impl Kind {
             Kind::Q8_0 => 128,
             Kind::Q4_0 => 8,
             Kind::Q5_0 => 16,
-            Kind::Q4_K | Kind::Q5_K | Kind::Q6_K => 0,
+            Kind::Q4_K | Kind::Q5_K | Kind::Q6_K | Kind::F16 | Kind::BF16 => 0,
         }
     }
 
     /// Bytes of one quantized activation block.
     const fn x_block_bytes(self) -> usize {
-        if self.is_k() {
+        if self.is_float() {
+            4 * 32
+        } else if self.is_k() {
             Q8_K_BYTES
         } else {
             X_LEGACY_BYTES
@@ -109,8 +132,19 @@ impl Kind {
     }
 
     /// Quantizes one activation row: ggml's Q8_K for the K-quants; for the legacy types ggml's Q8_0 (the same
-    /// f16-rounded scale and quants) laid out as f32 scale, i32 sum of the quants, 32 quants.
+    /// f16-rounded scale and quants) laid out as f32 scale, i32 sum of the quants, 32 quants; for the floats the
+    /// values rounded to the weights' precision (ggml's f16 · f16 products), as little-endian f32.
     fn quantize_x(self, x: &[f32], dst: &mut [u8]) {
+        if self.is_float() {
+            let round = |v: f32| match self {
+                Kind::F16 => half::f16::from_f32(v).to_f32(),
+                _ => half::bf16::from_f32(v).to_f32(),
+            };
+            for (&v, out) in x.iter().zip(dst.chunks_exact_mut(4)) {
+                out.copy_from_slice(&round(v).to_le_bytes());
+            }
+            return;
+        }
         if self.is_k() {
             return VecType::Q8K.quantize_row(x, dst);
         }
@@ -138,12 +172,13 @@ pub struct Interleaved {
 
 impl Interleaved {
     /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (AVX-512 VNNI;
-    /// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; rows a multiple of 16). `done` is called with each stretch of the
+    /// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, F16, BF16; rows a multiple of 16, columns of 32). `done` is called with each stretch of the
     /// stored bytes once it is packed (a few MiB at a time, in order, then all of it), so that the caller can let it
     /// go.
     pub fn pack(backend: Backend, w: WeightView<'_>, done: impl Fn(&[u8])) -> Option<Interleaved> {
         let kind = Kind::of(w.ty)?;
-        if backend != Backend::Avx512 || !backend.supported() || w.rows == 0 || !w.rows.is_multiple_of(ROWS) {
+        let whole = w.rows.is_multiple_of(ROWS) && w.cols.is_multiple_of(kind.values());
+        if backend != Backend::Avx512 || !backend.supported() || w.rows == 0 || !whole {
             return None;
         }
         let start = Instant::now();
@@ -217,14 +252,16 @@ impl Interleaved {
             |xq| {
                 let groups = self.rows / ROWS;
                 let gbytes = nb * kind.group_block_bytes();
-                let chunk = groups.div_ceil(rayon::current_num_threads().max(1) * 4).max(1);
+                let span = kind.groups_per_call();
+                let chunk = groups.div_ceil(rayon::current_num_threads().max(1) * 4).max(1).next_multiple_of(span);
                 let yp = SyncPtr(y.as_mut_ptr());
                 (0..groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
-                    for g in t * chunk..((t + 1) * chunk).min(groups) {
-                        let w = &self.data[g * gbytes..(g + 1) * gbytes];
+                    let end = ((t + 1) * chunk).min(groups);
+                    for g in (t * chunk..end).step_by(span) {
+                        let w = &self.data[g * gbytes..(g + span).min(end) * gbytes];
                         // SAFETY: `pack` only builds this layout where the CPU runs the AVX-512 VNNI level; `w` is one
-                        // group of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows with this task
-                        // the only writer of columns g·16..g·16 + 16 (the groups are split between tasks).
+                        // or (floats) two groups of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows
+                        // with this task the only writer of those groups' columns (the groups are split between tasks).
                         #[cfg(target_arch = "x86_64")]
                         unsafe {
                             avx512::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)

@@ -23,10 +23,19 @@ fn encode(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     data
 }
 
-const TYPES: [GgmlType; 6] =
-    [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+const TYPES: [GgmlType; 8] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q5_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::F16,
+    GgmlType::BF16,
+];
 
-/// Shapes with whole blocks of every type: (rows, cols) with cols a multiple of 256.
+/// Shapes with whole blocks of every type: (rows, cols) with cols a multiple of 256 (an odd number of groups
+/// of 16 rows in two of them, so that the floats' pairs of groups end with a single one).
 const SHAPES: [(usize, usize); 3] = [(16, 256), (48, 512), (80, 768)];
 
 #[test]
@@ -58,7 +67,7 @@ fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
             let data = encode(ty, rows, cols, 11);
             let w = WeightView::new(ty, rows, cols, &data).unwrap();
             let packed = Interleaved::pack(Backend::Avx512, w, |_| {}).unwrap();
-            for n in [1, 3, 4, 5, 8, 9, 17] {
+            for n in [1, 3, 4, 5, 8, 9, 12, 13, 17, 25] {
                 let x: Vec<f32> = values(n * cols, 5 + n as u64).iter().map(|v| 3.0 * v).collect();
                 let mut reference = vec![f32::NAN; n * rows];
                 matmul_with(Backend::Scalar, w, &x, n, &mut reference);
@@ -84,6 +93,9 @@ fn only_the_types_and_shapes_with_a_kernel_are_packed() {
     let q8 = encode(GgmlType::Q8_0, 16, 32, 1);
     let w = WeightView::new(GgmlType::Q8_0, 16, 32, &q8).unwrap();
     assert!(Interleaved::pack(Backend::Avx2, w, |_| {}).is_none(), "the AVX2 level keeps the row kernels");
+    let f16 = encode(GgmlType::F16, 16, 48, 1);
+    let w = WeightView::new(GgmlType::F16, 16, 48, &f16).unwrap();
+    assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "48 columns are not whole panels of 32");
     let q3k = encode(GgmlType::Q3_K, 16, 256, 1);
     let w = WeightView::new(GgmlType::Q3_K, 16, 256, &q3k).unwrap();
     assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "Q3_K keeps the row kernels");

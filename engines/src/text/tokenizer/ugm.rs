@@ -181,7 +181,7 @@ impl CharsMap {
         };
         let size = raw.get(..4).ok_or_else(|| bad("is shorter than its 4-byte header"))?;
         let size = u32::from_le_bytes(size.try_into().expect("4 bytes")) as usize;
-        if size % 4 != 0 || raw.len() - 4 <= size {
+        if !size.is_multiple_of(4) || raw.len() - 4 <= size {
             return Err(bad("has a node array that does not fit it"));
         }
         let nodes =
