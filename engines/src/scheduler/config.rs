@@ -14,8 +14,11 @@ pub struct SchedulerConfig {
     /// Most prompt tokens computed per step; longer prompts are prefilled in chunks.
     pub max_batch_prefill_tokens: usize,
     /// Most prompt tokens a step takes beside decoding sequences (within `max_batch_prefill_tokens`);
-    /// `None` derives it from measured step costs, so that such a step costs about two decode-only steps.
+    /// `None` derives it from measured step costs (see `prefill_itl_factor`).
     pub max_prefill_tokens_per_step: Option<usize>,
+    /// Most a step with prompt tokens beside decodes may cost, as a multiple of a decode-only step of the same
+    /// batch, when the per-step cap is derived (greater than 1).
+    pub prefill_itl_factor: f64,
     /// While sequences run, waiting requests join once there are at least this many per running one.
     pub waiting_served_ratio: f32,
     /// ...or once the oldest waiting one has waited this many steps.
@@ -33,6 +36,7 @@ impl Default for SchedulerConfig {
             max_batch_total_tokens: 16_384,
             max_batch_prefill_tokens: 4096,
             max_prefill_tokens_per_step: None,
+            prefill_itl_factor: 1.25,
             waiting_served_ratio: 0.3,
             max_waiting_tokens: 20,
             prefix_caching: true,
@@ -58,6 +62,9 @@ impl SchedulerConfig {
         }
         if self.max_prefill_tokens_per_step == Some(0) {
             return bad("max_prefill_tokens_per_step must be at least 1");
+        }
+        if !(self.prefill_itl_factor > 1.0 && self.prefill_itl_factor.is_finite()) {
+            return bad("prefill_itl_factor must be a number greater than 1");
         }
         if self.num_blocks() == 0 {
             return bad(&format!("max_batch_total_tokens must be at least one block ({BLOCK_SIZE} tokens)"));
@@ -86,6 +93,8 @@ mod tests {
             SchedulerConfig { max_batch_prefill_tokens: 0, ..c.clone() },
             SchedulerConfig { max_prefill_tokens_per_step: Some(0), ..c.clone() },
             SchedulerConfig { max_batch_total_tokens: BLOCK_SIZE - 1, ..c.clone() },
+            SchedulerConfig { prefill_itl_factor: 1.0, ..c.clone() },
+            SchedulerConfig { prefill_itl_factor: f64::INFINITY, ..c.clone() },
             SchedulerConfig { waiting_served_ratio: f32::NAN, ..c.clone() },
         ] {
             assert!(bad.validate().unwrap_err().to_string().contains("scheduler: "));

@@ -103,7 +103,7 @@ impl<'m> Engine<'m> {
         shared: Arc<Mutex<Stats>>,
     ) -> Self {
         let stats = shared.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let cost = StepCost::new(BLOCK_SIZE, cfg.max_batch_prefill_tokens);
+        let cost = StepCost::new(BLOCK_SIZE, cfg.max_batch_prefill_tokens, cfg.prefill_itl_factor);
         let widest = cfg.speculation.as_ref().map_or(1, |s| s.max_batch.min(cfg.max_batch_size));
         let token_cost = TokenCost::new(widest, PRIOR_TOKEN_COST);
         Engine {
