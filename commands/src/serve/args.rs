@@ -123,10 +123,16 @@ pub struct ServeArgs {
     /// one leaves goes to the others), and long prompts (over 1/8 of --max-batch-prefill-tokens) are admitted
     /// one at a time while short ones join beside them. Lower values keep streams flowing (inter-token latency)
     /// and make new prompts wait longer for their first token (TTFT); higher values the reverse [default:
-    /// derived from measured step times so that a step with prompt tokens costs about two decode-only steps,
-    /// at least 16].
+    /// derived from measured step times so that a step with prompt tokens costs --prefill-itl-factor decode-only
+    /// steps, at least 16].
     #[arg(long, env = "TGI_MAX_PREFILL_TOKENS_PER_STEP", value_name = "N")]
     pub max_prefill_tokens_per_step: Option<NonZeroUsize>,
+
+    /// When the per-step prefill cap is derived: what a step with prompt tokens beside decoding sequences may
+    /// cost, as a multiple of a decode-only step (greater than 1). Lower keeps inter-token latency closer to a
+    /// decode step's; higher gives new prompts their first token sooner.
+    #[arg(long, env = "TGI_PREFILL_ITL_FACTOR", default_value_t = 1.25, value_name = "X")]
+    pub prefill_itl_factor: f64,
 
     /// Waiting requests join a running batch once they are at least this many per running sequence.
     #[arg(long, env = "TGI_WAITING_SERVED_RATIO", default_value_t = 0.3, value_name = "R")]

@@ -96,6 +96,7 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         max_batch_total_tokens: sizes.limits.max_batch_total_tokens,
         max_batch_prefill_tokens: settings.max_batch_prefill_tokens,
         max_prefill_tokens_per_step: settings.max_prefill_tokens_per_step,
+        prefill_itl_factor: settings.prefill_itl_factor,
         waiting_served_ratio: settings.waiting_served_ratio,
         max_waiting_tokens: settings.max_waiting_tokens,
         prefix_caching: settings.prefix_caching,

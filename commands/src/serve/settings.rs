@@ -74,6 +74,8 @@ pub struct ServeSettings {
     pub max_batch_prefill_tokens: usize,
     /// Most prompt tokens a step takes while sequences decode, when given (else derived from step times).
     pub max_prefill_tokens_per_step: Option<usize>,
+    /// What a step with prompt tokens beside decodes may cost, in decode-only steps (finite, above 1).
+    pub prefill_itl_factor: f64,
     /// Waiting requests per running sequence that make them join the batch (finite, non-negative).
     pub waiting_served_ratio: f32,
     /// Steps the oldest waiting request waits at most before joining.
@@ -145,6 +147,9 @@ impl ServeSettings {
         let response_cache = args
             .response_cache_size
             .map(|size| CacheConfig { size, ttl: Duration::from_secs_f64(args.response_cache_ttl) });
+        if !(args.prefill_itl_factor.is_finite() && args.prefill_itl_factor > 1.0) {
+            return bad("--prefill-itl-factor must be a number greater than 1");
+        }
         if !(args.waiting_served_ratio.is_finite() && args.waiting_served_ratio >= 0.0) {
             return bad("--waiting-served-ratio must be a non-negative number");
         }
@@ -177,6 +182,7 @@ impl ServeSettings {
             max_batch_size: args.max_batch_size,
             max_batch_prefill_tokens: args.max_batch_prefill_tokens,
             max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
+            prefill_itl_factor: args.prefill_itl_factor,
             waiting_served_ratio: args.waiting_served_ratio,
             max_waiting_tokens: args.max_waiting_tokens,
             prefix_caching: !args.no_prefix_caching,
@@ -305,6 +311,8 @@ pub(crate) mod tests {
         assert!(err(&["--body-timeout=0"]).contains("--body-timeout"));
         assert!(err(&["--body-timeout=nan"]).contains("--body-timeout"));
         assert!(err(&["--waiting-served-ratio=-0.5"]).contains("--waiting-served-ratio"));
+        assert!(err(&["--prefill-itl-factor=1"]).contains("--prefill-itl-factor"));
+        assert!(err(&["--prefill-itl-factor=inf"]).contains("--prefill-itl-factor"));
         assert!(err(&["--drain-delay=-1"]).contains("--drain-delay"));
         assert!(err(&["--response-cache-size=8", "--response-cache-ttl=0"]).contains("--response-cache-ttl"));
         assert!(err(&["--speculate=2", "--ngram-min=4"]).contains("--speculate"));
