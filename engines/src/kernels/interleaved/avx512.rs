@@ -11,37 +11,6 @@ use super::layout::{K_QUANTS, K_SCALES, Q6_QUANTS, Q6_SCALES};
 use super::{Kind, ROWS, X_LEGACY_BYTES};
 use crate::kernels::act::Q8_K_BYTES;
 
-/// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
-/// size (4 or 8).
-macro_rules! with_rows {
-    (4, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1 => $f::<$($pre)* 1> $args,
-            2 => $f::<$($pre)* 2> $args,
-            3 => $f::<$($pre)* 3> $args,
-            _ => $f::<$($pre)* 4> $args,
-        }
-    };
-    (8, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
-            5 => $f::<$($pre)* 5> $args,
-            6 => $f::<$($pre)* 6> $args,
-            7 => $f::<$($pre)* 7> $args,
-            _ => $f::<$($pre)* 8> $args,
-        }
-    };
-    (12, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1..=8 => with_rows!(8, $t, $f [$($pre)*] $args),
-            9 => $f::<$($pre)* 9> $args,
-            10 => $f::<$($pre)* 10> $args,
-            11 => $f::<$($pre)* 11> $args,
-            _ => $f::<$($pre)* 12> $args,
-        }
-    };
-}
-
 /// Activation rows per tile of the legacy kernels.
 const TILE: usize = 8;
 /// Activation rows per tile of the K-quant kernels (their integer sums take four registers a row).

@@ -37,13 +37,25 @@ pub(super) const Q6_SCALES: usize = 32;
 /// Where a Q6_K group block's quants start (their masks follow them).
 pub(super) const Q6_QUANTS: usize = 32 + 16 * ROWS;
 
+/// How the high bits of `Q5_0`, `Q5_K` and `Q6_K` are kept (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Bits {
+    /// One 64-bit mask per weight vector and bit (AVX-512 mask registers).
+    Masks,
+    /// Byte slices, several weight vectors' bits in each byte (AVX2).
+    Slices,
+}
+
+/// Bytes of the high-bit slices of one half of a group.
+const SLICE: usize = 32;
+
 /// The little-endian u32 at `at` of `b`.
 fn word(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
-/// Packs one block of each of the group's 16 rows (`blocks[r]`, as stored) into `out`.
-pub(super) fn pack(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+/// Packs one block of each of the group's 16 rows (`blocks[r]`, as stored) into `out`, the high bits as `bits`.
+pub(super) fn pack(kind: Kind, bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
     if kind.is_float() {
         for (r, block) in blocks.iter().enumerate() {
             for (k, v) in block.chunks_exact(2).enumerate() {
@@ -53,10 +65,10 @@ pub(super) fn pack(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
         return;
     }
     if kind == Kind::Q6_K {
-        return pack_q6(blocks, out);
+        return pack_q6(bits, blocks, out);
     }
     if kind.is_k() {
-        return pack_k(kind, blocks, out);
+        return pack_k(kind, bits, blocks, out);
     }
     let (scales, rest) = out.split_at_mut(32);
     let quant_bytes = if kind == Kind::Q8_0 { 8 * 64 } else { 4 * 64 };
@@ -79,14 +91,27 @@ pub(super) fn pack(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
         }
     }
     if kind == Kind::Q5_0 {
-        for (mask, m) in masks.chunks_exact_mut(8).zip(fifth) {
-            mask.copy_from_slice(&m.to_le_bytes());
+        match bits {
+            Bits::Masks => {
+                for (mask, m) in masks.chunks_exact_mut(8).zip(fifth) {
+                    mask.copy_from_slice(&m.to_le_bytes());
+                }
+            }
+            Bits::Slices => {
+                masks.fill(0);
+                // Bit `4r + i` of a mask is byte `4r + i` of the two slices.
+                for (g, m) in fifth.iter().enumerate() {
+                    for (k, byte) in masks.iter_mut().enumerate() {
+                        *byte |= (((m >> k) & 1) as u8) << g;
+                    }
+                }
+            }
         }
     }
 }
 
 /// [`pack`] for the K-quants.
-fn pack_k(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+fn pack_k(kind: Kind, bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
     let qs_at = if kind == Kind::Q4_K { 16 } else { 48 };
     let (head, rest) = out.split_at_mut(K_QUANTS);
     let (quants, masks) = rest.split_at_mut(4 * 8 * 64);
@@ -105,7 +130,13 @@ fn pack_k(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
                 quants[at..at + 4].copy_from_slice(&block[qs_at + 32 * p + 4 * c..][..4]);
             }
         }
-        if kind == Kind::Q5_K {
+        if kind == Kind::Q5_K && bits == Bits::Slices {
+            // Chunk `c`'s slice of row `r` is the row's `qh` bytes `4c..4c + 4`.
+            for c in 0..8 {
+                let at = SLICE * (2 * c + r / 8) + 4 * (r % 8);
+                masks[at..at + 4].copy_from_slice(&block[16 + 4 * c..][..4]);
+            }
+        } else if kind == Kind::Q5_K {
             for (s, fifth) in fifth.iter_mut().enumerate() {
                 for (c, m) in fifth.iter_mut().enumerate() {
                     for i in 0..4 {
@@ -115,15 +146,15 @@ fn pack_k(kind: Kind, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
             }
         }
     }
-    if kind == Kind::Q5_K {
+    if kind == Kind::Q5_K && bits == Bits::Masks {
         for (mask, m) in masks.chunks_exact_mut(8).zip(fifth.iter().flatten()) {
             mask.copy_from_slice(&m.to_le_bytes());
         }
     }
 }
 
-/// Writes row `r`'s stored block from a group's packed block.
-pub(super) fn unpack(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
+/// Writes row `r`'s stored block from a group's packed block (its high bits kept as `bits`).
+pub(super) fn unpack(kind: Kind, bits: Bits, packed: &[u8], r: usize, out: &mut [u8]) {
     if kind.is_float() {
         for (k, v) in out.chunks_exact_mut(2).enumerate() {
             v.copy_from_slice(&packed[32 * k + 2 * r..][..2]);
@@ -131,10 +162,10 @@ pub(super) fn unpack(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
         return;
     }
     if kind == Kind::Q6_K {
-        return unpack_q6(packed, r, out);
+        return unpack_q6(bits, packed, r, out);
     }
     if kind.is_k() {
-        return unpack_k(kind, packed, r, out);
+        return unpack_k(kind, bits, packed, r, out);
     }
     let (scales, rest) = packed.split_at(32);
     out[0..2].copy_from_slice(&scales[2 * r..2 * r + 2]);
@@ -147,9 +178,15 @@ pub(super) fn unpack(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
         _ => {
             (0..4).for_each(|c| out[6 + 4 * c..10 + 4 * c].copy_from_slice(&quant(c).to_le_bytes()));
             let mut qh = 0u32;
+            let fifth = &rest[4 * 64..];
             for g in 0..8 {
-                let m = u64::from_le_bytes(rest[4 * 64 + 8 * g..][..8].try_into().expect("8 bytes"));
-                qh |= (((m >> (4 * r)) & 0xF) as u32) << (4 * g);
+                let nibble = match bits {
+                    Bits::Masks => u64::from_le_bytes(fifth[8 * g..][..8].try_into().expect("8 bytes")) >> (4 * r),
+                    Bits::Slices => {
+                        (0..4).map(|i| (((fifth[SLICE * (r / 8) + 4 * (r % 8) + i] >> g) & 1) as u64) << i).sum()
+                    }
+                };
+                qh |= ((nibble & 0xF) as u32) << (4 * g);
             }
             out[2..6].copy_from_slice(&qh.to_le_bytes());
         }
@@ -157,7 +194,7 @@ pub(super) fn unpack(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
 }
 
 /// [`unpack`] for the K-quants.
-fn unpack_k(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
+fn unpack_k(kind: Kind, bits: Bits, packed: &[u8], r: usize, out: &mut [u8]) {
     let qs_at = if kind == Kind::Q4_K { 16 } else { 48 };
     out[0..2].copy_from_slice(&packed[2 * r..2 * r + 2]);
     out[2..4].copy_from_slice(&packed[32 + 2 * r..32 + 2 * r + 2]);
@@ -175,7 +212,12 @@ fn unpack_k(kind: Kind, packed: &[u8], r: usize, out: &mut [u8]) {
             out[qs_at + 32 * p + 4 * c..][..4].copy_from_slice(&quants[64 * (8 * p + c) + 4 * r..][..4]);
         }
     }
-    if kind == Kind::Q5_K {
+    if kind == Kind::Q5_K && bits == Bits::Slices {
+        let slices = &packed[K_QUANTS + 4 * 8 * 64..];
+        for c in 0..8 {
+            out[16 + 4 * c..][..4].copy_from_slice(&slices[SLICE * (2 * c + r / 8) + 4 * (r % 8)..][..4]);
+        }
+    } else if kind == Kind::Q5_K {
         let masks = &packed[K_QUANTS + 4 * 8 * 64..];
         let qh = &mut out[16..48];
         qh.fill(0);
@@ -196,9 +238,10 @@ fn q6_high(qh: &[u8], e: usize) -> u8 {
 }
 
 /// [`pack`] for Q6_K.
-fn pack_q6(blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+fn pack_q6(bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
     let (head, rest) = out.split_at_mut(Q6_QUANTS);
-    let (quants, masks) = rest.split_at_mut(2 * 16 * 64);
+    let (quants, high_bits) = rest.split_at_mut(2 * 16 * 64);
+    high_bits.fill(0);
     let mut high = [[0u64; 4]; 32];
     for (r, block) in blocks.iter().enumerate() {
         head[2 * r..2 * r + 2].copy_from_slice(&block[208..210]);
@@ -212,36 +255,58 @@ fn pack_q6(blocks: &[&[u8]; ROWS], out: &mut [u8]) {
                 quants[at..at + 4].copy_from_slice(&block[64 * h + 4 * k..][..4]);
                 for i in 0..4 {
                     let (lo, hi) = (q6_high(qh, 4 * k + i), q6_high(qh, 64 + 4 * k + i));
-                    let bits = [lo & 1, lo >> 1, hi & 1, hi >> 1];
-                    for (m, b) in high[16 * h + k].iter_mut().zip(bits) {
-                        *m |= (b as u64) << (4 * r + i);
+                    match bits {
+                        Bits::Masks => {
+                            let bits = [lo & 1, lo >> 1, hi & 1, hi >> 1];
+                            for (m, b) in high[16 * h + k].iter_mut().zip(bits) {
+                                *m |= (b as u64) << (4 * r + i);
+                            }
+                        }
+                        Bits::Slices => high_bits[q6_slice(h, k, r, i)] |= (lo | hi << 2) << (4 * (k % 2)),
                     }
                 }
             }
         }
     }
-    for (mask, m) in masks.chunks_exact_mut(8).zip(high.iter().flatten()) {
-        mask.copy_from_slice(&m.to_le_bytes());
+    if bits == Bits::Masks {
+        for (mask, m) in high_bits.chunks_exact_mut(8).zip(high.iter().flatten()) {
+            mask.copy_from_slice(&m.to_le_bytes());
+        }
     }
 }
 
+/// The byte of Q6_K's high-bit slices for half `h` of the super-block, chunk `k`, row `r` and column `i`.
+fn q6_slice(h: usize, k: usize, r: usize, i: usize) -> usize {
+    SLICE * (2 * (8 * h + k / 2) + r / 8) + 4 * (r % 8) + i
+}
+
 /// [`unpack`] for Q6_K.
-fn unpack_q6(packed: &[u8], r: usize, out: &mut [u8]) {
+fn unpack_q6(bits: Bits, packed: &[u8], r: usize, out: &mut [u8]) {
     out[208..210].copy_from_slice(&packed[2 * r..2 * r + 2]);
     for s in 0..16 {
         out[192 + s] = packed[Q6_SCALES + ROWS * s + r];
     }
     let quants = &packed[Q6_QUANTS..];
-    let masks = &quants[2 * 16 * 64..];
+    let high_bits = &quants[2 * 16 * 64..];
     out[128..192].fill(0);
     for h in 0..2 {
         for k in 0..16 {
             out[64 * h + 4 * k..][..4].copy_from_slice(&quants[64 * (16 * h + k) + 4 * r..][..4]);
-            let mask =
-                |q: usize| u64::from_le_bytes(masks[8 * (4 * (16 * h + k) + q)..][..8].try_into().expect("8 bytes"));
+            let mask = |q: usize| {
+                u64::from_le_bytes(high_bits[8 * (4 * (16 * h + k) + q)..][..8].try_into().expect("8 bytes"))
+            };
             for i in 0..4 {
-                let bit = |q: usize| ((mask(q) >> (4 * r + i)) & 1) as u8;
-                for (e, two) in [(4 * k + i, bit(0) | bit(1) << 1), (64 + 4 * k + i, bit(2) | bit(3) << 1)] {
+                let (lo, hi) = match bits {
+                    Bits::Masks => {
+                        let bit = |q: usize| ((mask(q) >> (4 * r + i)) & 1) as u8;
+                        (bit(0) | bit(1) << 1, bit(2) | bit(3) << 1)
+                    }
+                    Bits::Slices => {
+                        let v = high_bits[q6_slice(h, k, r, i)] >> (4 * (k % 2));
+                        (v & 3, (v >> 2) & 3)
+                    }
+                };
+                for (e, two) in [(4 * k + i, lo), (64 + 4 * k + i, hi)] {
                     out[128 + 32 * h + e % 32] |= two << (2 * (e / 32));
                 }
             }

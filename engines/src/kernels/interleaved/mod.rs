@@ -1,6 +1,7 @@
-//! Weights repacked once at load into a row-interleaved layout for the AVX-512 VNNI level: 16 weight rows side
-//! by side, so that one 512-bit `vpdpbusd` multiplies four columns of 16 rows against four broadcast activation
-//! bytes, and the scales of 16 outputs apply in one vector operation. The same kernel serves prefill
+//! Weights repacked once at load into a row-interleaved layout: 16 weight rows side by side, so that on the
+//! AVX-512 VNNI level one 512-bit `vpdpbusd` multiplies four columns of 16 rows against four broadcast activation
+//! bytes, and the scales of 16 outputs apply in one vector operation. The AVX2 levels (AVX2, AVX-VNNI) run the
+//! same layout as two halves of 8 rows with `vpmaddubsw`, their high bits kept as byte slices instead of masks. The same kernel serves prefill
 //! (activation rows in tiles, each weight block unpacked once per tile) and decode (one row). F16 and BF16
 //! weights are panels of 16 rows' values column after column, widened to f32 in registers and multiplied by
 //! broadcast activations with 512-bit FMAs, two groups (32 rows) at a time.
@@ -10,6 +11,39 @@
 //! the legacy types' signed offset taken out of each block's integer sum, so that the integer sums equal ggml's
 //! exactly and only the order of the f32 accumulation differs from the row kernels.
 
+/// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
+/// size (4, 8 or 12), for the kernels of every level.
+macro_rules! with_rows {
+    (4, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1 => $f::<$($pre)* 1> $args,
+            2 => $f::<$($pre)* 2> $args,
+            3 => $f::<$($pre)* 3> $args,
+            _ => $f::<$($pre)* 4> $args,
+        }
+    };
+    (8, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
+            5 => $f::<$($pre)* 5> $args,
+            6 => $f::<$($pre)* 6> $args,
+            7 => $f::<$($pre)* 7> $args,
+            _ => $f::<$($pre)* 8> $args,
+        }
+    };
+    (12, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=8 => with_rows!(8, $t, $f [$($pre)*] $args),
+            9 => $f::<$($pre)* 9> $args,
+            10 => $f::<$($pre)* 10> $args,
+            11 => $f::<$($pre)* 11> $args,
+            _ => $f::<$($pre)* 12> $args,
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod layout;
@@ -23,6 +57,7 @@ use tgi_formats::GgmlType;
 
 use super::act::{VecType, Q8_K_BYTES};
 use super::{trivial_product, with_quantized, Backend, SyncPtr, WeightView};
+use layout::Bits;
 
 /// Weight rows interleaved in one group.
 pub const ROWS: usize = 16;
@@ -164,6 +199,8 @@ impl Kind {
 pub struct Interleaved {
     ty: GgmlType,
     kind: Kind,
+    /// The level whose kernel runs it (AVX-512 VNNI, else an AVX2 one).
+    backend: Backend,
     rows: usize,
     cols: usize,
     data: Vec<u8>,
@@ -171,16 +208,22 @@ pub struct Interleaved {
 }
 
 impl Interleaved {
-    /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (AVX-512 VNNI;
-    /// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, F16, BF16; rows a multiple of 16, columns of 32). `done` is called with each stretch of the
-    /// stored bytes once it is packed (a few MiB at a time, in order, then all of it), so that the caller can let it
-    /// go.
+    /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (Q8_0, Q4_0,
+    /// Q5_0, Q4_K, Q5_K and Q6_K on every x86 level, F16 and BF16 on AVX-512 VNNI; rows a multiple of 16, columns
+    /// of 32). `done` is called with each stretch of the stored bytes once it is packed (a few MiB at a time, in
+    /// order, then all of it), so that the caller can let it go.
     pub fn pack(backend: Backend, w: WeightView<'_>, done: impl Fn(&[u8])) -> Option<Interleaved> {
         let kind = Kind::of(w.ty)?;
         let whole = w.rows.is_multiple_of(ROWS) && w.cols.is_multiple_of(kind.values());
-        if backend != Backend::Avx512 || !backend.supported() || w.rows == 0 || !whole {
+        let kernel = match backend {
+            Backend::Avx512 => true,
+            Backend::Avx2 | Backend::AvxVnni => !kind.is_float(),
+            Backend::Scalar => false,
+        };
+        if !kernel || !backend.supported() || w.rows == 0 || !whole {
             return None;
         }
+        let bits = bits_of(backend);
         let start = Instant::now();
         let (nb, gb) = (w.cols / kind.values(), kind.group_block_bytes());
         let mut data = vec![0u8; w.rows / ROWS * nb * gb];
@@ -193,7 +236,7 @@ impl Interleaved {
                 for (b, out) in dst.chunks_exact_mut(gb).enumerate() {
                     let blocks: [&[u8]; ROWS] =
                         std::array::from_fn(|r| &src[r * wb + b * kind.block_bytes()..][..kind.block_bytes()]);
-                    layout::pack(kind, &blocks, out);
+                    layout::pack(kind, bits, &blocks, out);
                 }
             });
             let groups = stretch.len() / (nb * gb);
@@ -201,7 +244,7 @@ impl Interleaved {
         }
         // The whole of it too, for the caller's pages that straddle two stretches.
         done(w.data);
-        Some(Interleaved { ty: w.ty, kind, rows: w.rows, cols: w.cols, data, took: start.elapsed() })
+        Some(Interleaved { ty: w.ty, kind, backend, rows: w.rows, cols: w.cols, data, took: start.elapsed() })
     }
 
     /// The stored GGML bytes back, row after row.
@@ -213,7 +256,7 @@ impl Interleaved {
             for (b, packed) in src.chunks_exact(gb).enumerate() {
                 for r in 0..ROWS {
                     let at = (g * ROWS + r) * wb + b * bytes;
-                    layout::unpack(self.kind, packed, r, &mut out[at..at + bytes]);
+                    layout::unpack(self.kind, bits_of(self.backend), packed, r, &mut out[at..at + bytes]);
                 }
             }
         }
@@ -255,22 +298,37 @@ impl Interleaved {
                 let span = kind.groups_per_call();
                 let chunk = groups.div_ceil(rayon::current_num_threads().max(1) * 4).max(1).next_multiple_of(span);
                 let yp = SyncPtr(y.as_mut_ptr());
+                let wide = self.backend == Backend::Avx512;
                 (0..groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
                     let end = ((t + 1) * chunk).min(groups);
                     for g in (t * chunk..end).step_by(span) {
                         let w = &self.data[g * gbytes..(g + span).min(end) * gbytes];
-                        // SAFETY: `pack` only builds this layout where the CPU runs the AVX-512 VNNI level; `w` is one
-                        // or (floats) two groups of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows
-                        // with this task the only writer of those groups' columns (the groups are split between tasks).
+                        // SAFETY: `pack` only builds this layout where the CPU runs `self.backend` (AVX-512 VNNI, or a
+                        // level with AVX2, FMA and F16C, for the integer kinds only); `w` is one or (floats) two
+                        // groups of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows with this task
+                        // the only writer of those groups' columns (the groups are split between tasks).
                         #[cfg(target_arch = "x86_64")]
                         unsafe {
-                            avx512::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
+                            if wide {
+                                avx512::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
+                            } else {
+                                avx2::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
+                            }
                         };
                         #[cfg(not(target_arch = "x86_64"))]
-                        let _ = (w, yp);
+                        let _ = (w, yp, wide);
                     }
                 });
             },
         );
+    }
+}
+
+/// How a level's kernels want the high bits: AVX-512 as masks, the AVX2 levels as byte slices.
+fn bits_of(backend: Backend) -> Bits {
+    if backend == Backend::Avx512 {
+        Bits::Masks
+    } else {
+        Bits::Slices
     }
 }

@@ -38,35 +38,36 @@ const TYPES: [GgmlType; 8] = [
 /// of 16 rows in two of them, so that the floats' pairs of groups end with a single one).
 const SHAPES: [(usize, usize); 3] = [(16, 256), (48, 512), (80, 768)];
 
+/// The levels of this CPU with an interleaved kernel for `ty` (every x86 one for the integer types, AVX-512 VNNI
+/// for the floats).
+fn levels(ty: GgmlType) -> Vec<Backend> {
+    let float = matches!(ty, GgmlType::F16 | GgmlType::BF16);
+    Backend::available().into_iter().filter(|&b| b == Backend::Avx512 || (b != Backend::Scalar && !float)).collect()
+}
+
 #[test]
 fn every_layout_round_trips_to_the_stored_bytes() {
-    if !Backend::Avx512.supported() {
-        eprintln!("skipped: this CPU has no AVX-512 VNNI");
-        return;
-    }
     for ty in TYPES {
-        for (rows, cols) in SHAPES {
-            let data = encode(ty, rows, cols, 7);
-            let w = WeightView::new(ty, rows, cols, &data).unwrap();
-            let packed = Interleaved::pack(Backend::Avx512, w, |_| {}).expect("a packable matrix");
-            let growth = packed.bytes().len() as f64 / data.len() as f64;
-            assert!((1.0..1.03).contains(&growth), "{ty:?}: the packed matrix is {growth}x the stored one");
-            assert!(packed.unpack() == data, "{ty:?} {rows}x{cols}: unpacked bytes differ");
+        for level in levels(ty) {
+            for (rows, cols) in SHAPES {
+                let data = encode(ty, rows, cols, 7);
+                let w = WeightView::new(ty, rows, cols, &data).unwrap();
+                let packed = Interleaved::pack(level, w, |_| {}).expect("a packable matrix");
+                let growth = packed.bytes().len() as f64 / data.len() as f64;
+                assert!((1.0..1.03).contains(&growth), "{ty:?}: the packed matrix is {growth}x the stored one");
+                assert!(packed.unpack() == data, "{ty:?} {rows}x{cols} on {level:?}: unpacked bytes differ");
+            }
         }
     }
 }
 
 #[test]
 fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
-    if !Backend::Avx512.supported() {
-        eprintln!("skipped: this CPU has no AVX-512 VNNI");
-        return;
-    }
-    for ty in TYPES {
+    for (ty, level) in TYPES.into_iter().flat_map(|ty| levels(ty).into_iter().map(move |l| (ty, l))) {
         for (rows, cols) in SHAPES {
             let data = encode(ty, rows, cols, 11);
             let w = WeightView::new(ty, rows, cols, &data).unwrap();
-            let packed = Interleaved::pack(Backend::Avx512, w, |_| {}).unwrap();
+            let packed = Interleaved::pack(level, w, |_| {}).unwrap();
             for n in [1, 3, 4, 5, 8, 9, 12, 13, 17, 25] {
                 let x: Vec<f32> = values(n * cols, 5 + n as u64).iter().map(|v| 3.0 * v).collect();
                 let mut reference = vec![f32::NAN; n * rows];
@@ -77,7 +78,7 @@ fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
                 for (k, (&a, &b)) in y.iter().zip(&reference).enumerate() {
                     assert!(
                         (a as f64 - b as f64).abs() <= 1e-5 * scale,
-                        "{ty:?} {rows}x{cols} n={n}: element {k}: interleaved {a}, scalar {b}"
+                        "{ty:?} {rows}x{cols} n={n} on {level:?}: element {k}: interleaved {a}, scalar {b}"
                     );
                 }
             }
@@ -92,7 +93,10 @@ fn only_the_types_and_shapes_with_a_kernel_are_packed() {
     assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "24 rows are not whole groups of 16");
     let q8 = encode(GgmlType::Q8_0, 16, 32, 1);
     let w = WeightView::new(GgmlType::Q8_0, 16, 32, &q8).unwrap();
-    assert!(Interleaved::pack(Backend::Avx2, w, |_| {}).is_none(), "the AVX2 level keeps the row kernels");
+    assert!(Interleaved::pack(Backend::Scalar, w, |_| {}).is_none(), "the scalar level keeps the row kernels");
+    let f16 = encode(GgmlType::F16, 16, 64, 1);
+    let w = WeightView::new(GgmlType::F16, 16, 64, &f16).unwrap();
+    assert!(Interleaved::pack(Backend::Avx2, w, |_| {}).is_none(), "the AVX2 levels keep F16 on the dense path");
     let f16 = encode(GgmlType::F16, 16, 48, 1);
     let w = WeightView::new(GgmlType::F16, 16, 48, &f16).unwrap();
     assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "48 columns are not whole panels of 32");

@@ -1,0 +1,377 @@
+//! The AVX2 kernels over one interleaved group of 16 weight rows, for the AVX2 and AVX-VNNI levels. The group runs
+//! as two halves of 8 rows (bytes `32h..32h + 32` of every 64-byte chunk): `vpmaddubsw` multiplies four columns of
+//! 8 rows against four broadcast activation bytes, its i16 pair sums are added in i16 for as many columns as cannot
+//! overflow, and one `vpmaddwd` then widens them to i32, applying a K-quant's sub-block scales on the way. The high
+//! bits of Q5_0, Q5_K and Q6_K come from byte slices (see `layout`): one shift and one `and` put a vector's bits in
+//! place. Q8_0's weights go back to signed bytes and meet the activations through the sign trick (`vpsignb`), as
+//! their unsigned form would overflow `vpmaddubsw`'s i16 sums.
+
+use std::arch::x86_64::*;
+
+use super::layout::{K_QUANTS, K_SCALES, Q6_QUANTS, Q6_SCALES};
+use super::{Kind, ROWS, X_LEGACY_BYTES};
+use crate::kernels::act::Q8_K_BYTES;
+
+/// Rows of one half of a group.
+const HALF: usize = ROWS / 2;
+/// Activation rows per tile of the legacy kernels.
+const TILE: usize = 8;
+/// Activation rows per tile of the Q4_K and Q6_K kernels (measured: Q5_K, whose unpacking costs more, takes
+/// [`TILE`]).
+const TILE_K: usize = 4;
+
+/// The 16 outputs of the group `w` for each of the `n` activation rows: `y` points at output `(0, first row)` of
+/// the n×`rows` result.
+///
+/// Safety: the CPU has AVX2, FMA and F16C; `w` is one group of `nb` blocks of an integer `kind` in its layout with
+/// the high bits as slices, `x` holds `n` activation rows of `xs` bytes (`nb` blocks each) and `y` has `n` rows of
+/// `rows` floats from which 16 are written per row.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, nb: usize, y: *mut f32, rows: usize) {
+    assert!(!kind.is_float() && w.len() == nb * kind.group_block_bytes() && x.len() >= n * xs);
+    let step = if matches!(kind, Kind::Q4_K | Kind::Q6_K) { TILE_K } else { TILE };
+    for i in (0..n).step_by(step) {
+        let t = (n - i).min(step);
+        for h in 0..2 {
+            let (w, x, y) = (w.as_ptr(), x.as_ptr().add(i * xs), y.add(i * rows + HALF * h));
+            match kind {
+                Kind::F16 | Kind::BF16 => unreachable!("the floats have no AVX2 layout"),
+                Kind::Q8_0 => with_rows!(8, t, tile[Q8_0,](w, x, xs, nb, y, rows, h)),
+                Kind::Q4_0 => with_rows!(8, t, tile[Q4_0,](w, x, xs, nb, y, rows, h)),
+                Kind::Q5_0 => with_rows!(8, t, tile[Q5_0,](w, x, xs, nb, y, rows, h)),
+                Kind::Q4_K => with_rows!(4, t, k_tile[false,](w, x, xs, nb, y, rows, h)),
+                Kind::Q5_K => with_rows!(8, t, k_tile[true,](w, x, xs, nb, y, rows, h)),
+                Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows, h)),
+            }
+        }
+    }
+}
+
+/// The four bytes at `p` in every i32 lane.
+#[inline(always)]
+unsafe fn bcast(p: *const u8) -> __m256i {
+    _mm256_set1_epi32((p as *const i32).read_unaligned())
+}
+
+/// 32 bytes at `p`.
+#[inline(always)]
+unsafe fn load(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p.cast())
+}
+
+/// The 8 f16 at `p` as f32.
+#[inline(always)]
+unsafe fn f16x8(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+}
+
+/// The bytes at `a` and `b` (8 each) as i16 lanes `a0 b0 a1 b1 ...`, widened as unsigned or (`SIGNED`) signed: one
+/// i32 lane of `vpmaddwd` per row.
+#[inline(always)]
+unsafe fn pairs<const SIGNED: bool>(a: *const u8, b: *const u8) -> __m256i {
+    let v = _mm_unpacklo_epi8(_mm_loadl_epi64(a.cast()), _mm_loadl_epi64(b.cast()));
+    if SIGNED {
+        _mm256_cvtepi8_epi16(v)
+    } else {
+        _mm256_cvtepu8_epi16(v)
+    }
+}
+
+/// Each byte of `v` shifted so that its bit `from` lands on bit 4 (16-bit shifts: the caller masks the bits that
+/// cross from the neighbouring byte, which never reach bits 4 and 5 here).
+#[inline(always)]
+unsafe fn to_bit4(v: __m256i, from: usize) -> __m256i {
+    match from {
+        0 => _mm256_slli_epi16::<4>(v),
+        1 => _mm256_slli_epi16::<3>(v),
+        2 => _mm256_slli_epi16::<2>(v),
+        3 => _mm256_slli_epi16::<1>(v),
+        4 => v,
+        5 => _mm256_srli_epi16::<1>(v),
+        6 => _mm256_srli_epi16::<2>(v),
+        _ => _mm256_srli_epi16::<3>(v),
+    }
+}
+
+/// How one legacy type turns a half of a group's block into 8 vectors of weight bytes (vector `g` columns
+/// `4g..4g + 4` of the 8 rows).
+trait Unpack {
+    /// The layout's parameters.
+    const KIND: Kind;
+    /// How many `vpmaddubsw` results may be added in i16 without overflow.
+    const RUN: usize;
+    /// Whether the bytes are signed (multiplied through the sign trick) rather than unsigned.
+    const SIGNED: bool;
+    /// The weight vectors of half `h` of the block whose quants start at `q` (after the 32 bytes of scales).
+    unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8];
+}
+
+/// Q8_0: the packed bytes with their top bit flipped back, signed.
+struct Q8_0;
+
+impl Unpack for Q8_0 {
+    const KIND: Kind = Kind::Q8_0;
+    const RUN: usize = 1;
+    const SIGNED: bool = true;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8] {
+        let top = _mm256_set1_epi8(i8::MIN);
+        std::array::from_fn(|g| _mm256_xor_si256(load(q.add(64 * g + 32 * h)), top))
+    }
+}
+
+/// Q4_0: low and high nibbles.
+struct Q4_0;
+
+impl Unpack for Q4_0 {
+    const KIND: Kind = Kind::Q4_0;
+    const RUN: usize = 8;
+    const SIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8] {
+        nibbles(q, h)
+    }
+}
+
+/// The nibbles of half `h` of the 4 chunks at `q`: low nibbles of chunk `c` as vector `c`, high ones as `4 + c`.
+#[inline(always)]
+unsafe fn nibbles(q: *const u8, h: usize) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let v: [__m256i; 4] = std::array::from_fn(|c| load(q.add(64 * c + 32 * h)));
+    std::array::from_fn(|g| {
+        if g < 4 {
+            _mm256_and_si256(v[g], m4)
+        } else {
+            _mm256_and_si256(_mm256_srli_epi16::<4>(v[g - 4]), m4)
+        }
+    })
+}
+
+/// Q5_0: the nibbles plus 16 where the fifth bit (bit `g` of the half's slice) is set.
+struct Q5_0;
+
+impl Unpack for Q5_0 {
+    const KIND: Kind = Kind::Q5_0;
+    const RUN: usize = 4;
+    const SIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8] {
+        let slice = load(q.add(4 * 64 + 32 * h));
+        let bit = _mm256_set1_epi8(0x10);
+        let v = nibbles(q, h);
+        std::array::from_fn(|g| _mm256_or_si256(v[g], _mm256_and_si256(to_bit4(slice, g), bit)))
+    }
+}
+
+/// `N` activation rows (Q8_0 as f32 scale, i32 sum, 32 quants) against half `h` of a legacy group: 8 outputs per
+/// row into `y` (rows `rows` floats apart).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn tile<U: Unpack, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    nb: usize,
+    y: *mut f32,
+    rows: usize,
+    h: usize,
+) {
+    let offset = if U::SIGNED { 0 } else { -U::KIND.offset() };
+    let gb = U::KIND.group_block_bytes();
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..nb {
+        let wb = w.add(b * gb);
+        let dw = f16x8(wb.add(16 * h));
+        let wq = U::unpack(wb.add(32), h);
+        for (j, acc) in acc.iter_mut().enumerate() {
+            let xb = x.add(j * xs + b * X_LEGACY_BYTES);
+            let dx = (xb as *const f32).read_unaligned();
+            let sum = (xb.add(4) as *const i32).read_unaligned();
+            let xq = xb.add(8);
+            let mut s = _mm256_set1_epi32(offset * sum);
+            for run in (0..8).step_by(U::RUN) {
+                let mut p = _mm256_setzero_si256();
+                for (g, &v) in wq.iter().enumerate().skip(run).take(U::RUN) {
+                    let xv = bcast(xq.add(4 * g));
+                    let prod = if U::SIGNED {
+                        _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(v, xv))
+                    } else {
+                        _mm256_maddubs_epi16(v, xv)
+                    };
+                    p = _mm256_add_epi16(p, prod);
+                }
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+            }
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), *acc);
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        _mm256_storeu_ps(y.add(j * rows), *acc);
+    }
+}
+
+/// `N` activation rows (Q8_K) against half `h` of a Q4_K group (Q5_K with `HIGH`): each sub-block's i16 sums
+/// widened by `vpmaddwd` against its six-bit scales, the mins through `vpmaddwd` against the activations' 16-value
+/// sums, two FMAs per super-block.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn k_tile<const HIGH: bool, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    nb: usize,
+    y: *mut f32,
+    rows: usize,
+    h: usize,
+) {
+    let gb = if HIGH { Kind::Q5_K } else { Kind::Q4_K }.group_block_bytes();
+    let zero = _mm256_setzero_si256();
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..nb {
+        let wb = w.add(b * gb);
+        let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
+        let mut isum = [zero; N];
+        // Written out so that each pair's shifts of the fifth bits are constants.
+        k_pair::<HIGH, N>(wb, &xb, h, 0, &mut isum);
+        k_pair::<HIGH, N>(wb, &xb, h, 1, &mut isum);
+        k_pair::<HIGH, N>(wb, &xb, h, 2, &mut isum);
+        k_pair::<HIGH, N>(wb, &xb, h, 3, &mut isum);
+        // Σ min·(sum of the sub-block's activations): each min twice in an i32 lane, against the two 16-value sums.
+        let mut msum = [zero; N];
+        for s in 0..8 {
+            let m = wb.add(K_SCALES + 8 * ROWS + ROWS * s + HALF * h);
+            let mm = pairs::<false>(m, m);
+            for (j, msum) in msum.iter_mut().enumerate() {
+                *msum = _mm256_add_epi32(*msum, _mm256_madd_epi16(mm, bcast(xb[j].add(260 + 4 * s))));
+            }
+        }
+        let d = f16x8(wb.add(16 * h));
+        let dmin = f16x8(wb.add(32 + 16 * h));
+        for j in 0..N {
+            let dx = _mm256_set1_ps((xb[j] as *const f32).read_unaligned());
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(d, dx), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[j]), _mm256_mul_ps(dmin, dx), acc[j]);
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        _mm256_storeu_ps(y.add(j * rows), *acc);
+    }
+}
+
+/// Sub-blocks `2p` (low nibbles) and `2p + 1` (high nibbles) of the K-quant super-block at `wb`, half `h`, against
+/// the `N` activation blocks `xb`, scaled and added to `isum`: chunk after chunk, each unpacked once and met by every
+/// activation row, the i16 sums widened every 8 chunks (4 with the fifth bit).
+#[inline(always)]
+unsafe fn k_pair<const HIGH: bool, const N: usize>(
+    wb: *const u8,
+    xb: &[*const u8; N],
+    h: usize,
+    p: usize,
+    isum: &mut [__m256i; N],
+) {
+    let (m4, bit) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    let zero = _mm256_setzero_si256();
+    let q = wb.add(K_QUANTS);
+    let slices = q.add(4 * 8 * 64);
+    let scale = |s: usize| wb.add(K_SCALES + ROWS * s + HALF * h);
+    let (sl, sh) = (pairs::<false>(scale(2 * p), scale(2 * p)), pairs::<false>(scale(2 * p + 1), scale(2 * p + 1)));
+    // The low nibbles (sub-block `2p`), then the high ones (`2p + 1`): only `N` i16 sums live at a time.
+    for (half_byte, sc) in [(0, sl), (1, sh)] {
+        let mut sum = [zero; N];
+        for c in 0..8 {
+            let v = load(q.add(64 * (8 * p + c) + 32 * h));
+            let mut wv = _mm256_and_si256(if half_byte == 0 { v } else { _mm256_srli_epi16::<4>(v) }, m4);
+            if HIGH {
+                let s = load(slices.add(32 * (2 * c + h)));
+                wv = _mm256_or_si256(wv, _mm256_and_si256(to_bit4(s, 2 * p + half_byte), bit));
+            }
+            for j in 0..N {
+                let xq = xb[j].add(4 + 64 * p + 32 * half_byte + 4 * c);
+                sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(wv, bcast(xq)));
+            }
+            // Four-bit weights against i8 activations fit 8 products' pair sums in i16, five-bit ones 4.
+            if c == 7 || (HIGH && c == 3) {
+                for j in 0..N {
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(sum[j], sc));
+                    sum[j] = zero;
+                }
+            }
+        }
+    }
+}
+
+/// `N` activation rows (Q8_K) against half `h` of a Q6_K group: the six-bit quants unsigned (nibble plus the two
+/// high bits from the slices), each 16-column sub-block's i16 sums widened against its i8 scale, and
+/// 32·Σ scale·(sub-block sum of the activations) taken out through `vpmaddwd`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn q6_tile<const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    nb: usize,
+    y: *mut f32,
+    rows: usize,
+    h: usize,
+) {
+    let gb = Kind::Q6_K.group_block_bytes();
+    let (m4, m30) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
+    let zero = _mm256_setzero_si256();
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..nb {
+        let wb = w.add(b * gb);
+        let q = wb.add(Q6_QUANTS);
+        let slices = q.add(2 * 16 * 64);
+        let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
+        let scale = |s: usize| wb.add(Q6_SCALES + ROWS * s + HALF * h);
+        let mut isum = [zero; N];
+        for part in 0..2 {
+            for quad in 0..4 {
+                let sl = pairs::<true>(scale(8 * part + quad), scale(8 * part + quad));
+                let sh = pairs::<true>(scale(8 * part + 4 + quad), scale(8 * part + 4 + quad));
+                // A pair of chunks shares one slice; six-bit weights fit two products' pair sums in i16. The low
+                // nibbles' columns, then the high ones': only `N` i16 sums live at a time.
+                for pair in 0..2 {
+                    let k = 4 * quad + 2 * pair;
+                    let s = load(slices.add(32 * (2 * (8 * part + k / 2) + h)));
+                    for (high, sc) in [(0, sl), (1, sh)] {
+                        let mut sum = [zero; N];
+                        for t in 0..2 {
+                            let v = load(q.add(64 * (16 * part + k + t) + 32 * h));
+                            let nibble = _mm256_and_si256(if high == 0 { v } else { _mm256_srli_epi16::<4>(v) }, m4);
+                            let wv = _mm256_or_si256(nibble, _mm256_and_si256(to_bit4(s, 4 * t + 2 * high), m30));
+                            for j in 0..N {
+                                let xq = xb[j].add(4 + 128 * part + 64 * high + 4 * (k + t));
+                                sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(wv, bcast(xq)));
+                            }
+                        }
+                        for j in 0..N {
+                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(sum[j], sc));
+                        }
+                    }
+                }
+            }
+        }
+        // The offset: 32·Σ scale·(16-column sum), scales paired as i16 against the sums' pairs.
+        let mut offset = [zero; N];
+        for k in 0..8 {
+            let pair = pairs::<true>(scale(2 * k), scale(2 * k + 1));
+            for (j, offset) in offset.iter_mut().enumerate() {
+                *offset = _mm256_add_epi32(*offset, _mm256_madd_epi16(pair, bcast(xb[j].add(260 + 4 * k))));
+            }
+        }
+        let d = f16x8(wb.add(16 * h));
+        for j in 0..N {
+            let dx = _mm256_set1_ps((xb[j] as *const f32).read_unaligned());
+            let total = _mm256_sub_epi32(isum[j], _mm256_slli_epi32::<5>(offset[j]));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dx), acc[j]);
+        }
+    }
+    for (j, acc) in acc.iter().enumerate() {
+        _mm256_storeu_ps(y.add(j * rows), *acc);
+    }
+}
+
+const _: () = assert!(ROWS == 16, "a half of a 64-byte chunk holds four columns of 8 rows");
