@@ -29,7 +29,7 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
 SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
-at /api-doc/openapi.json.\n\n\
+at /api-doc/openapi.json, and a web chat page at / (open http://HOST:PORT/ in a browser; --no-webui turns it off).\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
 which beats the file, which beats the tuned --profile, which beats the default. The port answers 503 (/health included) while the model loads. \
@@ -156,7 +156,7 @@ pub struct ServeArgs {
     pub body_timeout: f64,
 
     /// Most connections served at once. Beyond it, a reserve of 16 more connections is answered at once: health
-    /// checks (/health, /ping, GET /) as usual, anything else with 503 and Retry-After: 1. A full reserve evicts its
+    /// checks (/health, /ping, GET / without the web page) as usual, anything else with 503 and Retry-After: 1. A full reserve evicts its
     /// oldest connection that has sent no request yet; failing that, new connections are closed unanswered. Each
     /// connection holds a file descriptor: the open-file limit (ulimit -n) is raised to fit when the hard limit
     /// allows, else fewer connections are served (with a warning).
@@ -254,6 +254,12 @@ pub struct ServeArgs {
     /// Allow cross-origin browser requests from this origin (repeatable; `*` for any).
     #[arg(long, env = "TGI_CORS_ALLOW_ORIGIN", value_name = "ORIGIN", value_delimiter = ',')]
     pub cors_allow_origin: Vec<String>,
+
+    /// Do not serve the web chat page: without this flag a browser opening `/` (a request whose Accept header
+    /// names text/html) gets a chat page over /v1/chat/completions, and other clients the health check; with
+    /// it, `GET /` is always the health check.
+    #[arg(long, env = "TGI_NO_WEBUI")]
+    pub no_webui: bool,
 
     /// How tool calls are read out of chat answers and written in the grammar they follow: `hermes` (`<tool_call>`
     /// tags), `llama3_json` (the answer is `{"name": ..., "parameters": ...}`) or `mistral` (`[TOOL_CALLS]`)

@@ -42,6 +42,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 mod tgi;
+mod webui;
 
 pub use args::ServeArgs;
 pub use check::{RequestChecker, Route};

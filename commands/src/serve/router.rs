@@ -23,12 +23,12 @@ use super::metrics::Caches;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::response_cache::Directive;
 use super::state::AppState;
-use super::{openai, openapi, sagemaker, tgi};
+use super::{openai, openapi, sagemaker, tgi, webui};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Handler {
-    /// `GET /health`, `/ping` and `/`.
+    /// `GET /health`, `/ping` and `/` (from clients that do not ask for HTML, or with `--no-webui`).
     Health,
     /// `POST /`.
     Compat,
@@ -54,6 +54,8 @@ pub enum Handler {
     Models,
     /// `GET /api-doc/openapi.json`.
     OpenApi,
+    /// `GET /` asking for HTML (a browser), unless `--no-webui`: the web chat page.
+    WebUi,
 }
 
 impl Handler {
@@ -196,10 +198,15 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
     let Some(r) = ROUTES.iter().find(|r| r.path == path && r.method == method) else {
         return Err(ApiError::MethodNotAllowed { method: req.method().to_string(), path: path.to_owned() });
     };
-    if in_reserve && r.handler != Handler::Health {
+    let handler = if r.path == "/" && r.handler == Handler::Health && state.webui && webui::asked(req.headers()) {
+        Handler::WebUi
+    } else {
+        r.handler
+    };
+    if in_reserve && handler != Handler::Health {
         return Err(ApiError::TooManyConnections);
     }
-    if r.handler.protected() && !state.access.authorized(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
+    if handler.protected() && !state.access.authorized(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
         return Err(ApiError::Unauthorized);
     }
     let directive = Directive::of(req.headers());
@@ -217,7 +224,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
         }
         _ => bytes::Bytes::new(),
     };
-    directive.scope(answer(state, r.handler, &raw)).await
+    directive.scope(answer(state, handler, &raw)).await
 }
 
 /// `handler`'s answer to a request with body `raw` (empty for `GET`), past the checks every route shares.
@@ -245,6 +252,7 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Resu
             let doc = openapi::document(&state.limits, state.lexicon.tokenizer().vocab_size());
             Ok(body::response(StatusCode::OK, "application/json", doc))
         }
+        Handler::WebUi => Ok(webui::page()),
     }
 }
 

@@ -48,7 +48,7 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         .build()
         .context("cannot start the HTTP runtime")?;
     rt.block_on(async move {
-        let (host, port) = (settings.hostname.clone(), settings.port);
+        let (host, port, webui) = (settings.hostname.clone(), settings.port, settings.webui);
         let listener = TcpListener::bind((host.as_str(), port))
             .await
             .map_err(|e| InputError(format!("cannot listen on {host}:{port}: {e}")))?;
@@ -58,6 +58,9 @@ pub fn run(settings: ServeSettings, rust_log: Option<&str>) -> Result<()> {
         let started = server::serve_loading(&listener, load).await.context("the model loading task failed")??;
         tracing::info!("{}", started.summary);
         tracing::info!("{LISTENING}{addr}");
+        if webui {
+            tracing::info!("web chat page at http://{addr}/ (--no-webui turns it off)");
+        }
         serve_supervised(listener, started.state, server::signal(), started.engine_failed, started.limits).await
     })
 }
@@ -122,7 +125,8 @@ fn start(settings: &ServeSettings) -> Result<Started> {
     }
     let state = AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served)
         .with_response_cache(settings.response_cache.map(ResponseCache::new))
-        .with_grammars(settings.grammar);
+        .with_grammars(settings.grammar)
+        .with_webui(settings.webui);
     let limits = ConnectionLimits {
         max_connections: connections::fit_open_files(settings.max_connections),
         grace: settings.shutdown_timeout,

@@ -36,6 +36,8 @@ pub struct ServeSettings {
     pub port: u16,
     /// API key and CORS origins.
     pub access: Access,
+    /// Whether `GET /` serves the web chat page to browsers.
+    pub webui: bool,
     /// How log lines are written.
     pub log_format: LogFormat,
     /// How long requests in flight get to finish after SIGTERM/SIGINT.
@@ -163,6 +165,7 @@ impl ServeSettings {
             hostname: args.hostname,
             port: args.port,
             access: Access { api_key: args.api_key, cors_allow_origin: args.cors_allow_origin },
+            webui: !args.no_webui,
             log_format: args.log_format,
             shutdown_timeout: Duration::from_secs_f64(args.shutdown_timeout),
             drain_delay: Duration::from_secs_f64(args.drain_delay),
@@ -251,6 +254,8 @@ pub(crate) mod tests {
         assert_eq!((s.body_timeout, s.max_connections), (Duration::from_secs(30), 512));
         assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
         assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty() && s.tool_call_parser.is_none());
+        assert!(s.webui, "the web chat page is on by default");
+        assert!(!settings(&["--no-webui"]).unwrap().webui);
         assert_eq!(s.grammar, GrammarSettings::default(), "the grammar flags default to the engine's defaults");
         let g = settings(&["--grammar-max-bytes=64KiB", "--grammar-cache-size=8MB", "--grammar-fraction-digits=3"])
             .unwrap()

@@ -43,6 +43,8 @@ pub struct AppState {
     pub response_cache: Option<Arc<ResponseCache>>,
     /// The grammar compiler and its threads.
     pub grammars: Grammars,
+    /// Whether `GET /` serves the web chat page to browsers (off unless [`AppState::with_webui`] turns it on).
+    pub webui: bool,
 }
 
 /// Whether the server is stopping: begun once by the accept loop, awaited by body reads (a request
@@ -122,6 +124,7 @@ impl AppState {
             draining: AtomicBool::new(false),
             response_cache: None,
             grammars: Grammars::new(GrammarSettings::default()),
+            webui: false,
         }
     }
 
@@ -134,6 +137,12 @@ impl AppState {
     /// The state with this response cache.
     pub fn with_response_cache(mut self, cache: Option<ResponseCache>) -> Self {
         self.response_cache = cache.map(Arc::new);
+        self
+    }
+
+    /// The state with the web chat page on or off.
+    pub fn with_webui(mut self, on: bool) -> Self {
+        self.webui = on;
         self
     }
 
