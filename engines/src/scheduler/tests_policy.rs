@@ -3,7 +3,8 @@
 //! arriving while others decode are spread over steps within the per-step cap and every decoding sequence gets
 //! a token every step; the fitted chunk keeps mixed steps within the ITL factor; a short prompt behind a long
 //! one finishes its prefill first; long prompts start in order, their share growing with their backlog, and
-//! several at once when the budget and the KV pool allow; outputs stay those of `generate` alone.
+//! several at once when the budget and the KV pool allow; a request joins the next step while the batch only
+//! decodes; outputs stay those of `generate` alone.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -302,5 +303,35 @@ fn long_prompts_start_together_when_the_budget_and_the_pool_allow() {
     assert_eq!((plan.kind, plan.prefill_tokens), (StepKind::Prefill, lens[0] + lens[1]));
     assert_eq!(tokens, [1, 1, 0]);
     assert!(!h.streaming(long[2]));
+    h.finish();
+}
+
+#[test]
+fn a_request_joins_the_next_step_unless_prompts_are_prefilling() {
+    let m = model();
+    let cfg = batching(Batching {
+        max_batch_prefill_tokens: 256,
+        max_prefill_tokens_per_step: Some(8),
+        waiting_served_ratio: 10.0,
+        max_waiting_tokens: 3,
+        ..Batching::default()
+    });
+    let mut h = Harness::new(&m, cfg);
+    h.submit("Lily", 1, 80);
+    h.submit("The cat", 1, 80);
+    h.turn();
+    h.turn();
+    // The batch only decodes: a prompt joins the next step, whatever the waiting-served ratio says.
+    h.submit(STORY, 3, 1);
+    let prefilling = |plan: &StepPlan| plan.slots.iter().filter(|s| s.work == Work::Prefill).count();
+    let (plan, _) = h.turn();
+    assert_eq!((plan.kind, prefilling(&plan), plan.prefill_tokens), (StepKind::Mixed, 1, 8));
+    // While it prefills, one waiting request is fewer than 10 per running one: the next waits
+    // max_waiting_tokens steps.
+    h.submit("The sun was shining", 1, 1);
+    for _ in 0..3 {
+        assert_eq!(prefilling(&h.turn().0), 1);
+    }
+    assert_eq!(prefilling(&h.turn().0), 2);
     h.finish();
 }
