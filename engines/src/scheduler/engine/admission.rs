@@ -46,7 +46,7 @@ impl<'m> Engine<'m> {
     /// prefilling have a step's prefill budget or more left (so they do not slow each other down, and several
     /// start together when one step would finish them), a short one while the short ones prefilling have
     /// `max_batch_prefill_tokens` left; those behind a waiting one go ahead of it, so a long prompt never keeps
-    /// short ones out. A long prompt also leaves free the blocks the running sequences will need until it is
+    /// short ones out. A long prompt also leaves free the blocks the decoding sequences will need until it is
     /// prefilled at the step's budget, so that admitting it does not soon preempt a decoder.
     pub(super) fn admit(&mut self) {
         let Some(oldest) = self.queue.front() else { return };
@@ -101,10 +101,12 @@ impl<'m> Engine<'m> {
         seq.pending() - cached * BLOCK_SIZE
     }
 
-    /// The blocks the running sequences need to grow by `steps` tokens each (within their most tokens).
+    /// The blocks the decoding sequences need to grow by `steps` tokens each (within their most tokens; the
+    /// prefilling ones hold blocks for all their tokens already).
     fn growth(&self, steps: usize) -> usize {
         let pool = self.kv.allocator();
-        self.running.iter().map(|s| pool.blocks_for(s.tokens_after(steps)).saturating_sub(s.table.blocks().len())).sum()
+        let decoding = self.running.iter().filter(|s| !s.is_prefilling());
+        decoding.map(|s| pool.blocks_for(s.tokens_after(steps)).saturating_sub(s.table.blocks().len())).sum()
     }
 
     /// Gives `seq` blocks for all its tokens, the longest chain of cached prompt blocks first (see
