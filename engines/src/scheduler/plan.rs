@@ -132,14 +132,8 @@ pub(super) fn prompt_shares(budget: usize, short: usize, wants: &[usize]) -> Vec
     let first_long = wants.iter().position(|&n| n > short);
     let claims: Vec<usize> = (0..wants.len())
         .map(|i| match wants[i] {
-            n if n > short => {
-                if Some(i) == first_long {
-                    wants.iter().filter(|&&n| n > short).sum()
-                } else {
-                    0
-                }
-            }
-            n if got[i] == 0 => n,
+            n if n > short && Some(i) == first_long => wants.iter().filter(|&&n| n > short).sum(),
+            n if n <= short && got[i] == 0 => n,
             _ => 0,
         })
         .collect();
