@@ -242,23 +242,24 @@ mod tests {
         assert_eq!(c.cap(4, 0.0, 2.0), 60);
     }
 
+    /// A model fitted to a machine whose decode step takes `decode` seconds at batch 1 and whose prompt tokens
+    /// take `token` seconds each (prefill-only steps of `n`, `2n` and `3n` tokens, nothing else).
+    fn fitted(decode: f64, n: usize, token: f64) -> StepCost {
+        let mut c = StepCost::new(16, 512);
+        for _ in 0..5 {
+            c.observe(StepLoad { decodes: 1, ..StepLoad::default() }, decode);
+            for (k, position) in [(1, 0.0), (2, 4096.0), (3, 0.0)] {
+                c.observe(StepLoad { decodes: 0, prefill: k * n, position }, (k * n) as f64 * token);
+            }
+        }
+        c
+    }
+
     #[test]
     fn cap_stays_within_floor_and_ceiling() {
-        let mut c = StepCost::new(16, 512);
-        for _ in 0..5 {
-            c.observe(StepLoad { decodes: 1, ..StepLoad::default() }, 0.010);
-            c.observe(StepLoad { decodes: 0, prefill: 10, position: 0.0 }, 0.100);
-            c.observe(StepLoad { decodes: 0, prefill: 20, position: 4096.0 }, 0.200);
-            c.observe(StepLoad { decodes: 0, prefill: 30, position: 0.0 }, 0.300);
-        }
+        let c = fitted(0.010, 10, 0.010);
         assert_eq!(c.cap(1, 0.0, 2.0), 16, "10 ms per token would allow 1: the floor");
-        let mut c = StepCost::new(16, 512);
-        for _ in 0..5 {
-            c.observe(StepLoad { decodes: 1, ..StepLoad::default() }, 0.100);
-            c.observe(StepLoad { decodes: 0, prefill: 100, position: 0.0 }, 0.001);
-            c.observe(StepLoad { decodes: 0, prefill: 200, position: 4096.0 }, 0.002);
-            c.observe(StepLoad { decodes: 0, prefill: 300, position: 0.0 }, 0.003);
-        }
+        let mut c = fitted(0.100, 100, 0.000_01);
         assert_eq!(c.cap(1, 0.0, 2.0), 512, "10 us per token would allow 10000: the ceiling");
         // Nonsense timings and empty steps are ignored.
         let before = c.clone();
