@@ -7,6 +7,7 @@ pub mod duration;
 pub mod error;
 pub mod generate;
 pub mod kl_base;
+pub mod loadgen;
 pub mod model_args;
 pub mod output;
 pub mod perplexity;

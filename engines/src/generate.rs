@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::kv::BLOCK_SIZE;
 use crate::model::{LoadedModel, ModelError};
 use crate::sampling::{FinishReason, Sampled};
-use crate::scheduler::{Event, EventSink, Request, Scheduler, SchedulerConfig, SubmitError};
+use crate::scheduler::{Batching, Event, EventSink, Request, Scheduler, SchedulerConfig, SubmitError};
 
 /// What to generate, and how big the prefill steps are.
 #[derive(Clone, Debug)]
@@ -98,10 +98,12 @@ fn config_for(req: &GenerateRequest, context: usize) -> SchedulerConfig {
     SchedulerConfig {
         max_batch_size: 1,
         max_batch_total_tokens: total.div_ceil(BLOCK_SIZE) * BLOCK_SIZE,
-        max_batch_prefill_tokens: req.prefill_chunk,
-        prefix_caching: false,
+        batching: Batching {
+            max_batch_prefill_tokens: req.prefill_chunk,
+            prefix_caching: false,
+            ..Batching::default()
+        },
         speculation: None,
-        ..SchedulerConfig::default()
     }
 }
 
@@ -175,8 +177,8 @@ mod tests {
         };
         let req = GenerateRequest { request, prefill_chunk: 7 };
         let c = config_for(&req, 512);
-        assert_eq!((c.max_batch_size, c.max_batch_total_tokens, c.max_batch_prefill_tokens), (1, 48, 7));
-        assert!(!c.prefix_caching && c.speculation.is_none());
+        assert_eq!((c.max_batch_size, c.max_batch_total_tokens, c.batching.max_batch_prefill_tokens), (1, 48, 7));
+        assert!(!c.batching.prefix_caching && c.speculation.is_none());
         assert_eq!(config_for(&req, 24).max_batch_total_tokens, 32, "clamped to the context, then whole blocks");
         c.validate().unwrap();
         assert!(config_for(&GenerateRequest { prefill_chunk: 0, ..req }, 512).validate().is_err());

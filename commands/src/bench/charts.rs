@@ -8,7 +8,7 @@ mod load;
 
 use std::path::{Path, PathBuf};
 
-use super::report::BenchReport;
+use crate::loadgen::report::BenchReport;
 use crate::plot::write_figures;
 
 /// Draws every chart of `reports` (one series per report) into `dir`; returns the files written.

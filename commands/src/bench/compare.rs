@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::charts::levels::{all_levels, common_kind, fmt_level, run_at, LoadKind};
 use super::charts::write_charts;
-use super::report::{BenchReport, Distribution, RunSummary};
+use crate::loadgen::report::{BenchReport, Distribution, RunSummary};
 use crate::InputError;
 
 /// Arguments of `tgi bench compare`.

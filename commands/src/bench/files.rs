@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::report::{BenchReport, RunReport};
+use crate::loadgen::report::{BenchReport, RunReport};
 use crate::output::{finish_writer, AtomicFile};
 
 /// Writes `report` as pretty JSON into `f` (created before the run, so a bad path fails early).

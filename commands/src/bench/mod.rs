@@ -3,20 +3,10 @@
 //! writes JSON/CSV and draws charts. `tgi bench compare A.json B.json` sets two runs side by side.
 
 pub mod args;
-pub mod arrivals;
 pub mod charts;
-pub mod client;
 pub mod compare;
 pub mod files;
-pub mod load;
-pub mod report;
 pub mod runner;
-pub mod scrape;
-pub mod spawn;
-pub mod summary;
-pub mod table;
-pub mod target;
-pub mod workload;
 
 pub use args::BenchArgs;
 
@@ -46,6 +36,3 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         None => runner::run(cmd.run),
     }
 }
-
-#[cfg(test)]
-mod tests;

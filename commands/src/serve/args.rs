@@ -119,22 +119,24 @@ pub struct ServeArgs {
     pub max_batch_prefill_tokens: usize,
 
     /// Most prompt tokens a step takes while sequences are decoding (at most --max-batch-prefill-tokens, which
-    /// a step with nothing decoding always gets). The prompts being prefilled share them equally (what a short
-    /// one leaves goes to the others), and long prompts (over 1/8 of --max-batch-prefill-tokens) are admitted
-    /// one at a time while short ones join beside them. Lower values keep streams flowing (inter-token latency)
-    /// and make new prompts wait longer for their first token (TTFT); higher values the reverse [default:
-    /// derived from measured step times so that a step with prompt tokens costs --prefill-itl-factor decode-only
-    /// steps, at least 16].
+    /// a step with nothing decoding always gets). Short prompts (at most 1/8 of --max-batch-prefill-tokens) go
+    /// in whole when they fit; long ones keep an equal share each and are prefilled oldest first, the next one
+    /// starting when a step would finish those before it. Lower values keep streams flowing (inter-token
+    /// latency) and make new prompts wait longer for their first token (TTFT); higher values the reverse
+    /// [default: from step times fitted per batch size, as many as keep a step within --prefill-itl-factor
+    /// decode-only steps, at least 16].
     #[arg(long, env = "TGI_MAX_PREFILL_TOKENS_PER_STEP", value_name = "N")]
     pub max_prefill_tokens_per_step: Option<NonZeroUsize>,
 
     /// When the per-step prefill cap is derived: what a step with prompt tokens beside decoding sequences may
-    /// cost, as a multiple of a decode-only step (greater than 1). Lower keeps inter-token latency closer to a
-    /// decode step's; higher gives new prompts their first token sooner.
+    /// cost, as a multiple of a decode-only step of the same batch (greater than 1); each prompt waiting behind
+    /// the oldest adds one decode step, so that a backlog of prompts drains. Lower keeps inter-token latency
+    /// closer to a decode step's; higher gives new prompts their first token sooner.
     #[arg(long, env = "TGI_PREFILL_ITL_FACTOR", default_value_t = 1.25, value_name = "X")]
     pub prefill_itl_factor: f64,
 
-    /// Waiting requests join a running batch once they are at least this many per running sequence.
+    /// While prompts are prefilling beside decodes, waiting requests join the running batch once they are at
+    /// least this many per running sequence (with nothing prefilling they join at the next step).
     #[arg(long, env = "TGI_WAITING_SERVED_RATIO", default_value_t = 0.3, value_name = "R")]
     pub waiting_served_ratio: f32,
 

@@ -97,12 +97,7 @@ fn start(settings: &ServeSettings) -> Result<Started> {
     let cfg = SchedulerConfig {
         max_batch_size: sizes.max_batch_size,
         max_batch_total_tokens: sizes.limits.max_batch_total_tokens,
-        max_batch_prefill_tokens: settings.max_batch_prefill_tokens,
-        max_prefill_tokens_per_step: settings.max_prefill_tokens_per_step,
-        prefill_itl_factor: settings.prefill_itl_factor,
-        waiting_served_ratio: settings.waiting_served_ratio,
-        max_waiting_tokens: settings.max_waiting_tokens,
-        prefix_caching: settings.prefix_caching,
+        batching: settings.batching.clone(),
         speculation,
     };
     let handle = Scheduler::start(model.clone(), cfg.clone()).context("cannot start the scheduler")?;
@@ -202,10 +197,16 @@ fn summary(model: &ServedModel, device: &str, sizes: &Sizes, cfg: &SchedulerConf
         device,
         l.max_batch_total_tokens,
         sizes.kv_budget,
-        if cfg.prefix_caching { "on" } else { "off" },
+        if cfg.batching.prefix_caching { "on" } else { "off" },
         cfg.max_batch_size,
-        cfg.max_batch_prefill_tokens,
-        cfg.max_prefill_tokens_per_step.map_or("derived from step times".into(), |n| format!("at most {n}")),
+        cfg.batching.max_batch_prefill_tokens,
+        cfg.batching.max_prefill_tokens_per_step.map_or_else(
+            || format!(
+                "as many as keep a step within {}x a decode step, by fitted step times",
+                cfg.batching.prefill_itl_factor
+            ),
+            |n| format!("at most {n}")
+        ),
         l.max_concurrent_requests,
         l.max_input_tokens,
         l.max_total_tokens,

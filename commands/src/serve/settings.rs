@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use tgi_engines::constraint::{GrammarConfig, GrammarLimits, NumberDigits};
+use tgi_engines::scheduler::Batching;
 
 use super::args::ServeArgs;
 use super::config;
@@ -72,18 +73,8 @@ pub struct ServeSettings {
     pub max_batch_total_tokens: Option<usize>,
     /// Most sequences per batch (at least 1), when given.
     pub max_batch_size: Option<usize>,
-    /// Most prompt tokens computed per step (at least 1).
-    pub max_batch_prefill_tokens: usize,
-    /// Most prompt tokens a step takes while sequences decode, when given (else derived from step times).
-    pub max_prefill_tokens_per_step: Option<usize>,
-    /// What a step with prompt tokens beside decodes may cost, in decode-only steps (finite, above 1).
-    pub prefill_itl_factor: f64,
-    /// Waiting requests per running sequence that make them join the batch (finite, non-negative).
-    pub waiting_served_ratio: f32,
-    /// Steps the oldest waiting request waits at most before joining.
-    pub max_waiting_tokens: usize,
-    /// Whether requests share KV blocks of a common prompt prefix.
-    pub prefix_caching: bool,
+    /// How the scheduler fills each step (validated): prompt-token budgets, admission, prefix caching.
+    pub batching: Batching,
     /// The tool-call format of chat answers, when set (else the chat template's family).
     pub tool_call_parser: Option<ToolCallFormat>,
     /// How grammars are bounded, compiled and cached.
@@ -113,7 +104,6 @@ impl ServeSettings {
             ("--max-best-of", args.max_best_of),
             ("--max-n", args.max_n),
             ("--payload-limit", args.payload_limit),
-            ("--max-batch-prefill-tokens", args.max_batch_prefill_tokens),
             ("--max-batch-size", args.max_batch_size.unwrap_or(1)),
             ("--max-input-tokens", args.max_input_tokens.unwrap_or(1)),
             ("--grammar-max-depth", args.grammar_max_depth),
@@ -149,12 +139,15 @@ impl ServeSettings {
         let response_cache = args
             .response_cache_size
             .map(|size| CacheConfig { size, ttl: Duration::from_secs_f64(args.response_cache_ttl) });
-        if !(args.prefill_itl_factor.is_finite() && args.prefill_itl_factor > 1.0) {
-            return bad("--prefill-itl-factor must be a number greater than 1");
-        }
-        if !(args.waiting_served_ratio.is_finite() && args.waiting_served_ratio >= 0.0) {
-            return bad("--waiting-served-ratio must be a non-negative number");
-        }
+        let batching = Batching {
+            max_batch_prefill_tokens: args.max_batch_prefill_tokens,
+            max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
+            prefill_itl_factor: args.prefill_itl_factor,
+            waiting_served_ratio: args.waiting_served_ratio,
+            max_waiting_tokens: args.max_waiting_tokens,
+            prefix_caching: !args.no_prefix_caching,
+        };
+        batching.validate().map_err(|e| InputError(format!("--{} {}", e.field.replace('_', "-"), e.requirement)))?;
         let grammar = grammar_settings(&args)?;
         let mut args = args;
         let medusa_model = take_medusa_model(&mut args.model)?;
@@ -183,12 +176,7 @@ impl ServeSettings {
             max_total_tokens: args.max_total_tokens,
             max_batch_total_tokens: args.max_batch_total_tokens,
             max_batch_size: args.max_batch_size,
-            max_batch_prefill_tokens: args.max_batch_prefill_tokens,
-            max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
-            prefill_itl_factor: args.prefill_itl_factor,
-            waiting_served_ratio: args.waiting_served_ratio,
-            max_waiting_tokens: args.max_waiting_tokens,
-            prefix_caching: !args.no_prefix_caching,
+            batching,
             tool_call_parser: args.tool_call_parser,
             grammar,
             speculation,
@@ -253,7 +241,8 @@ pub(crate) mod tests {
         assert_eq!((s.drain_delay, s.response_cache), (Duration::ZERO, None), "no drain delay, no response cache");
         assert_eq!((s.body_timeout, s.max_connections), (Duration::from_secs(30), 512));
         assert_eq!((s.request_timeout, s.max_total_tokens, s.max_batch_size), (None, None, None));
-        assert!(s.prefix_caching && s.speculation.is_none() && s.notes.is_empty() && s.tool_call_parser.is_none());
+        assert_eq!(s.batching, Batching::default(), "the batching flags default to the scheduler's defaults");
+        assert!(s.speculation.is_none() && s.notes.is_empty() && s.tool_call_parser.is_none());
         assert!(s.webui, "the web chat page is on by default");
         assert!(!settings(&["--no-webui"]).unwrap().webui);
         assert_eq!(s.grammar, GrammarSettings::default(), "the grammar flags default to the engine's defaults");
@@ -285,7 +274,7 @@ pub(crate) mod tests {
             CacheSize::Entries(100)
         );
         assert_eq!(s.tool_call_parser, Some(ToolCallFormat::Llama3Json));
-        assert!(!s.prefix_caching);
+        assert!(!s.batching.prefix_caching);
         assert_eq!(s.request_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(s.access.api_key.as_deref(), Some("k"));
         assert_eq!(s.access.cors_allow_origin, ["http://a", "http://b"]);
@@ -307,7 +296,7 @@ pub(crate) mod tests {
         ] {
             assert!(err(&[flag, "0"]).contains(&format!("{flag} must be at least 1")), "{flag}");
         }
-        assert!(err(&["--max-batch-prefill-tokens", "0"]).contains("--max-batch-prefill-tokens"));
+        assert!(err(&["--max-batch-prefill-tokens", "0"]).contains("--max-batch-prefill-tokens must be at least 1"));
         assert!(err(&["--max-input-tokens", "0"]).contains("--max-input-tokens"));
         assert!(err(&["--max-total-tokens", "1"]).contains("--max-total-tokens must be at least 2"));
         assert!(err(&["--request-timeout", "0"]).contains("--request-timeout"));
@@ -315,8 +304,8 @@ pub(crate) mod tests {
         assert!(err(&["--shutdown-timeout=-1"]).contains("--shutdown-timeout"));
         assert!(err(&["--body-timeout=0"]).contains("--body-timeout"));
         assert!(err(&["--body-timeout=nan"]).contains("--body-timeout"));
-        assert!(err(&["--waiting-served-ratio=-0.5"]).contains("--waiting-served-ratio"));
-        assert!(err(&["--prefill-itl-factor=1"]).contains("--prefill-itl-factor"));
+        assert!(err(&["--waiting-served-ratio=-0.5"]).contains("--waiting-served-ratio must be a non-negative number"));
+        assert!(err(&["--prefill-itl-factor=1"]).contains("--prefill-itl-factor must be a number greater than 1"));
         assert!(err(&["--prefill-itl-factor=inf"]).contains("--prefill-itl-factor"));
         assert!(err(&["--drain-delay=-1"]).contains("--drain-delay"));
         assert!(err(&["--response-cache-size=8", "--response-cache-ttl=0"]).contains("--response-cache-ttl"));
@@ -342,7 +331,8 @@ pub(crate) mod tests {
         .unwrap();
         let flags = ["--config", file.to_str().unwrap(), "--max-best-of", "5"];
         let s = ServeSettings::resolve(args(&flags), &argv(&flags)).unwrap();
-        assert_eq!((s.port, s.max_best_of, s.log_format, s.prefix_caching), (4000, 5, LogFormat::Json, false));
+        assert_eq!((s.port, s.max_best_of, s.log_format), (4000, 5, LogFormat::Json));
+        assert!(!s.batching.prefix_caching);
         assert_eq!(s.tool_call_parser, Some(ToolCallFormat::Mistral));
         // Without --config or --profile the parsed flags are the settings.
         let s = ServeSettings::resolve(args(&["--port", "5"]), &[]).unwrap();

@@ -7,8 +7,8 @@ use anyhow::Result;
 
 use super::args::TuneArgs;
 use super::space::{parse_list, Config, Param, Space, Value};
-use crate::bench::spawn::LocalServer;
 use crate::error::InputError;
+use crate::loadgen::spawn::LocalServer;
 use crate::profile::{DeviceKind, LocalMachine, Profile, Workload};
 
 const GIB: f64 = (1u64 << 30) as f64;

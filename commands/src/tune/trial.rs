@@ -1,5 +1,5 @@
-//! One trial: start `tgi serve` with the configuration (bench's [`LocalServer`]), warm it up, run the
-//! profile's workload through the bench machinery `repeats` times, read the server's peak memory,
+//! One trial: start `tgi serve` with the configuration (the shared [`LocalServer`]), warm it up, run the
+//! profile's workload through the shared load generator `repeats` times, read the server's peak memory,
 //! stop and reap it, and journal the result. Trials already in the journal are recalled, not rerun.
 
 use std::time::{Duration, Instant};
@@ -12,10 +12,10 @@ use super::journal::{Journal, Metrics, Percentiles, TrialRecord};
 use super::quant;
 use super::search::{mad, median, Measured, Objective};
 use super::space::Config;
-use crate::bench::args::BenchArgs;
-use crate::bench::report::{Distribution, RunSummary};
-use crate::bench::runner;
-use crate::bench::spawn::LocalServer;
+use crate::loadgen::args::LoadArgs;
+use crate::loadgen::report::{Distribution, RunSummary};
+use crate::loadgen::run;
+use crate::loadgen::spawn::LocalServer;
 use crate::profile::{ProfileSlo, Workload};
 
 /// What every trial shares.
@@ -86,8 +86,8 @@ impl<'a> Trials<'a> {
         let server = LocalServer::start(Some(&rec.model), &cfg.serve_args(), self.setup.serve_timeout, true)?;
         rec.server_pid = server.pid();
         for repeat in 0..self.setup.repeats {
-            let args = bench_args(self.setup, &server.url, repeat)?;
-            let report = runner::measure(&args, &server.url)?;
+            let args = load_args(self.setup, repeat)?;
+            let report = run::measure(&args, &server.url)?;
             let summary = &report.runs.first().ok_or_else(|| anyhow::anyhow!("no load level ran"))?.summary;
             rec.repeats.push(metrics(summary));
         }
@@ -119,18 +119,18 @@ impl Objective for Trials<'_> {
     }
 }
 
-/// `tgi bench` flags of one measured run.
+/// The load flags of one measured run.
 #[derive(Debug, Parser)]
-#[command(name = "bench")]
-struct BenchCli {
+#[command(name = "load")]
+struct LoadCli {
     #[command(flatten)]
-    args: BenchArgs,
+    args: LoadArgs,
 }
 
-/// The bench arguments of repeat `repeat` (warm-up before the first only; each repeat its own prompts).
-fn bench_args(s: &Setup, url: &str, repeat: usize) -> Result<BenchArgs> {
+/// The load arguments of repeat `repeat` (warm-up before the first only; each repeat its own prompts).
+fn load_args(s: &Setup, repeat: usize) -> Result<LoadArgs> {
     let w = &s.workload;
-    let mut argv: Vec<String> = ["bench", "--url", url, "--quiet", "--ignore-eos"].map(String::from).to_vec();
+    let mut argv: Vec<String> = ["load", "--quiet", "--ignore-eos"].map(String::from).to_vec();
     argv.extend([
         format!("--requests={}", w.requests),
         format!("--input-tokens={}", w.input_tokens),
@@ -144,7 +144,7 @@ fn bench_args(s: &Setup, url: &str, repeat: usize) -> Result<BenchArgs> {
     if let Some(rate) = w.rate {
         argv.push(format!("--rate={rate}"));
     }
-    Ok(BenchCli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("bench arguments: {e}"))?.args)
+    Ok(LoadCli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("load arguments: {e}"))?.args)
 }
 
 /// The figures tune keeps of a level's summary.
@@ -193,7 +193,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bench_flags_and_medians() {
+    fn load_flags_and_medians() {
         let setup = Setup {
             source: "m.gguf".into(),
             slo: ProfileSlo { ttft_p99_ms: 500.0, tpot_p99_ms: 50.0, e2e_p99_ms: 5000.0 },
@@ -204,14 +204,14 @@ mod tests {
             request_timeout: 30.0,
             context: "c".into(),
         };
-        let a = bench_args(&setup, "http://127.0.0.1:1", 0).unwrap();
+        let a = load_args(&setup, 0).unwrap();
         assert_eq!(
             (a.requests, a.warmup, a.concurrency.clone(), a.ignore_eos, a.quiet),
             (Some(6), 3, vec![2], true, true)
         );
         assert_eq!(a.slo.unwrap().tpot_ms, Some(50.0));
         assert!(a.rate.is_some());
-        assert_eq!(bench_args(&setup, "http://127.0.0.1:1", 1).unwrap().warmup, 0);
+        assert_eq!(load_args(&setup, 1).unwrap().warmup, 0);
         let run = |g: f64, ok: u64| Metrics { goodput: g, requests_ok: ok, ..Metrics::default() };
         let m = Metrics::median(&[run(1.0, 6), run(3.0, 6), run(2.0, 5)]);
         assert_eq!((m.goodput, m.requests_ok), (2.0, 6));

@@ -112,6 +112,11 @@ impl BlockAllocator {
         }
     }
 
+    /// How many of the blocks named by `hashes`, in order, are cached (up to the first that is not).
+    pub fn cached_prefix(&self, hashes: &[u64]) -> usize {
+        hashes.iter().take_while(|h| self.cached.contains_key(h)).count()
+    }
+
     /// Appends to the empty `table` the cached blocks named by `hashes`, in order, up to the first hash not
     /// cached; returns how many it took. The table then shares them: they must not be written.
     pub fn share(&mut self, table: &mut BlockTable, hashes: &[u64]) -> usize {
@@ -227,6 +232,9 @@ mod tests {
         pool.publish(&a, 0, 10);
         pool.publish(&a, 1, 11);
         let mut b = BlockTable::new();
+        assert_eq!(pool.cached_prefix(&[10, 11, 12]), 2);
+        assert_eq!(pool.cached_prefix(&[11, 10]), 2);
+        assert_eq!(pool.cached_prefix(&[12, 10]), 0, "stops at the first hash not cached");
         assert_eq!(pool.share(&mut b, &[10, 11, 12]), 2, "stops at the first hash not cached");
         assert_eq!(b.blocks(), a.blocks());
         pool.grow(&mut b, 6).unwrap();

@@ -4,7 +4,6 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
-use std::time::Instant;
 
 use super::config::SchedulerConfig;
 use super::engine::{self, Submission};
@@ -35,6 +34,7 @@ impl Scheduler {
             capacity: blocks * BLOCK_SIZE,
             context: c.context,
             vocab: c.vocab,
+            prefix_caching: cfg.batching.prefix_caching,
             fate: fate.clone(),
         };
         thread::Builder::new()
@@ -92,6 +92,8 @@ pub struct SchedulerHandle {
     context: usize,
     /// The model's vocabulary size.
     vocab: usize,
+    /// Whether prompts' block hashes are computed for the prefix cache.
+    prefix_caching: bool,
     /// How the engine thread ended.
     fate: Arc<Fate>,
 }
@@ -116,7 +118,7 @@ impl SchedulerHandle {
             sink.send(Event::Failed(ModelError::TokenOutOfRange { id, vocab: self.vocab }.to_string()));
             return Ok(());
         }
-        self.tx.send(Submission { req, sink, at: Instant::now() }).map_err(|_| SubmitError::NotRunning)
+        self.tx.send(Submission::new(req, sink, self.prefix_caching)).map_err(|_| SubmitError::NotRunning)
     }
 
     /// A snapshot of the scheduler's gauges and counters.

@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use super::prefix::block_hashes;
 use super::prompt_logprobs::PromptLogprobs;
 use super::request::{Event, EventSink, Finished, Request, TokenEvent};
 use super::speculation::Speculation;
@@ -45,6 +44,39 @@ impl Outcome {
     }
 }
 
+/// Where a sequence is in its life: waiting (never admitted, or put back by a preemption), computing its
+/// pending tokens, or decoding one token (or draft) a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    /// In the queue, not admitted yet.
+    Queued,
+    /// Admitted at `started`; computing its pending (prompt, after a preemption also output) tokens.
+    Prefilling {
+        /// When it first left the queue.
+        started: Instant,
+    },
+    /// Every token computed; it samples one a step.
+    Decoding {
+        /// When it first left the queue.
+        started: Instant,
+    },
+    /// Back in the queue after a preemption.
+    Preempted {
+        /// When it first left the queue.
+        started: Instant,
+    },
+}
+
+impl State {
+    /// When it first left the queue, if it has.
+    pub fn started(self) -> Option<Instant> {
+        match self {
+            State::Queued => None,
+            State::Prefilling { started } | State::Decoding { started } | State::Preempted { started } => Some(started),
+        }
+    }
+}
+
 /// A request with its generation state; lives in the queue or in the running batch.
 pub(super) struct Sequence<'m> {
     /// The prompt, then the tokens generated so far.
@@ -55,8 +87,8 @@ pub(super) struct Sequence<'m> {
     pub computed: usize,
     /// The KV blocks held; empty while queued.
     pub table: BlockTable,
-    /// From (re)admission until all of `tokens` is computed and the next token sampled.
-    pub prefilling: bool,
+    /// Where it is in its life.
+    state: State,
     /// Content hashes of the prompt's full blocks, for the prefix cache (empty when caching is off).
     pub hashes: Vec<u64>,
     /// Leading blocks of `table` known to the prefix cache (shared from it, or published to it).
@@ -76,8 +108,6 @@ pub(super) struct Sequence<'m> {
     sampler: Sampler,
     /// The output text and what ends it.
     completion: Completion<'m>,
-    /// When it first left the queue.
-    started: Option<Instant>,
     /// Times it was preempted.
     preemptions: u32,
     /// Speculative decoding: the next step's draft, measured acceptance, counts.
@@ -118,21 +148,20 @@ pub(super) struct StepRows {
 }
 
 impl<'m> Sequence<'m> {
-    /// A queued sequence for `req` (validated: a non-empty prompt shorter than the context); `cache` computes
-    /// the prompt's block hashes.
+    /// A queued sequence for `req` (validated: a non-empty prompt shorter than the context) with its prompt's
+    /// block `hashes` (empty when caching is off).
     pub fn new(
         m: &'m LoadedModel,
         req: Request,
         sink: Box<dyn EventSink>,
         at: Instant,
         step: u64,
-        cache: bool,
+        hashes: Vec<u64>,
     ) -> Self {
         let prompt_len = req.prompt_ids.len();
         let total = (prompt_len + req.max_new_tokens.max(1)).min(m.model.config().context);
         let ignore_eos = req.ignore_eos && req.constraint.is_none();
         let rules = EndRules { stop: req.stop, max_tokens: total.saturating_sub(prompt_len), ignore_eos };
-        let hashes = if cache { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
         let prompt_top = if req.params.logprobs { req.params.top_logprobs } else { 0 };
         Sequence {
             sampler: Sampler::new(req.params, &req.prompt_ids),
@@ -140,7 +169,7 @@ impl<'m> Sequence<'m> {
             prompt_len,
             computed: 0,
             table: BlockTable::new(),
-            prefilling: true,
+            state: State::Queued,
             hashes,
             published: 0,
             wants_prompt_logprobs: req.prompt_logprobs,
@@ -150,7 +179,6 @@ impl<'m> Sequence<'m> {
             logprobs: req.prompt_logprobs.then(|| PromptLogprobs::new(prompt_top)),
             total,
             completion: Completion::new(&m.tokenizer, &m.eos, rules),
-            started: None,
             ended: None,
             preemptions: 0,
             spec: Speculation::default(),
@@ -163,6 +191,24 @@ impl<'m> Sequence<'m> {
     /// prompt chunk, a decode, a verification); `None` without a grammar or when the step samples nothing.
     pub fn constraint_for(&self, n: usize) -> Option<&Constraint> {
         self.constraint.as_ref().filter(|_| self.computed + n >= self.tokens.len())
+    }
+
+    /// How many of its leading prompt blocks (named by `hashes`) it may take from the prefix cache: none when
+    /// it wants prompt log-probabilities, never the block of its last token (which must be computed for its
+    /// logits).
+    pub fn shareable_blocks(&self) -> usize {
+        let most = if self.wants_prompt_logprobs { 0 } else { (self.tokens.len() - 1) / BLOCK_SIZE };
+        most.min(self.hashes.len())
+    }
+
+    /// The tokens it will hold after `steps` more steps of one token each (at most its total).
+    pub fn tokens_after(&self, steps: usize) -> usize {
+        (self.tokens.len() + steps).min(self.total.max(self.tokens.len()))
+    }
+
+    /// Whether it is admitted and computing its pending tokens.
+    pub fn is_prefilling(&self) -> bool {
+        matches!(self.state, State::Prefilling { .. })
     }
 
     /// Tokens not computed yet.
@@ -178,7 +224,7 @@ impl<'m> Sequence<'m> {
     /// The number of tokens to draft for the next step at most `cap` and `token_cost` (see
     /// [`Speculation::want`]); `None` while it prefills (no draft, no shadow).
     pub fn draft_depth(&mut self, cfg: &SpeculationConfig, cap: usize, token_cost: f32) -> Option<usize> {
-        if self.prefilling {
+        if self.is_prefilling() {
             self.spec.cancel();
             return None;
         }
@@ -221,12 +267,12 @@ impl<'m> Sequence<'m> {
     pub fn admit(&mut self, now: Instant, cached: usize) -> bool {
         self.computed = cached;
         self.published = cached / BLOCK_SIZE;
-        self.prefilling = true;
         tracing::debug!(request_id = %self.request_id, prompt_tokens = self.prompt_len, cached, "admitted");
-        if self.started.is_some() {
+        if let Some(started) = self.state.started() {
+            self.state = State::Prefilling { started };
             return true;
         }
-        self.started = Some(now);
+        self.state = State::Prefilling { started: now };
         self.sink.send(Event::Started { queue_time: now - self.enqueued, cached_tokens: cached })
     }
 
@@ -234,6 +280,9 @@ impl<'m> Sequence<'m> {
     /// will recompute its prompt and generated tokens, then go on where it stopped.
     pub fn preempt(&mut self, step: u64) {
         debug_assert!(self.table.blocks().is_empty());
+        if let Some(started) = self.state.started() {
+            self.state = State::Preempted { started };
+        }
         self.computed = 0;
         self.published = 0;
         self.preemptions += 1;
@@ -317,7 +366,9 @@ impl<'m> Sequence<'m> {
         if self.computed < self.tokens.len() {
             return Progress::Running;
         }
-        self.prefilling = false;
+        if let State::Prefilling { started } = self.state {
+            self.state = State::Decoding { started };
+        }
         let Ok(mask) = self.constrain(&mut logits, mask) else { return Progress::Finished };
         let s = within(self.sampler.sample(&logits), &logits, mask.as_ref());
         self.spec.sampled(s.token);
@@ -389,7 +440,7 @@ impl<'m> Sequence<'m> {
             generated_tokens: self.completion.generated(),
             text: self.completion.take_text(),
             seed: self.sampler.seed(),
-            inference_time: now - self.started.unwrap_or(now),
+            inference_time: now - self.state.started().unwrap_or(now),
             preemptions: self.preemptions,
             speculated_tokens: self.spec.drafted,
             accepted_tokens: self.spec.accepted,

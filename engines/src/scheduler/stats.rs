@@ -153,7 +153,7 @@ impl Stats {
             step_duration_decode: Histogram::exponential(0.001, 2.0, 16),
             step_duration_mixed: Histogram::exponential(0.001, 2.0, 16),
             step_duration_prefill: Histogram::exponential(0.001, 2.0, 16),
-            step_prefill_tokens: powers_to(cfg.max_batch_prefill_tokens),
+            step_prefill_tokens: powers_to(cfg.batching.max_batch_prefill_tokens),
             prefill_cap: 0,
             step_batch_size: powers_to(cfg.max_batch_size),
             speculated_tokens: 0,

@@ -77,6 +77,11 @@ pub(super) fn settled(h: &SchedulerHandle) -> Stats {
     }
 }
 
+/// The default configuration with `batching`.
+pub(super) fn batching(batching: Batching) -> SchedulerConfig {
+    SchedulerConfig { batching, ..SchedulerConfig::default() }
+}
+
 /// A greedy request.
 pub(super) fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
     Request {
@@ -270,7 +275,7 @@ fn preemption_keeps_outputs_identical() {
 
 #[test]
 fn chunked_prefill_keeps_outputs_identical() {
-    let s = run_all(SchedulerConfig { max_batch_prefill_tokens: 7, ..SchedulerConfig::default() }, true);
+    let s = run_all(batching(Batching { max_batch_prefill_tokens: 7, ..Batching::default() }), true);
     assert!(s.steps_prefill > 12, "long prompts took several steps: {s:?}");
 }
 
@@ -355,8 +360,7 @@ fn prefix_cache_shares_blocks_within_a_salt() {
     assert_eq!(run(&Request { prompt_logprobs: true, ..second.clone() }), 0);
     assert_eq!(settled(&h).kv_blocks_used, 0, "cached blocks nobody holds are not in use");
     // Without prefix caching nothing is shared.
-    let h =
-        Scheduler::start(m.clone(), SchedulerConfig { prefix_caching: false, ..SchedulerConfig::default() }).unwrap();
+    let h = Scheduler::start(m.clone(), batching(Batching { prefix_caching: false, ..Batching::default() })).unwrap();
     for _ in 0..2 {
         let (s, rx) = sink(None);
         h.submit(first.clone(), s).unwrap();
@@ -419,7 +423,7 @@ fn cancelled_requests_free_their_blocks() {
 #[test]
 fn prompt_logprobs_match_a_direct_computation() {
     let m = model();
-    let cfg = SchedulerConfig { max_batch_prefill_tokens: 5, ..SchedulerConfig::default() };
+    let cfg = batching(Batching { max_batch_prefill_tokens: 5, ..Batching::default() });
     let h = Scheduler::start(m.clone(), cfg).unwrap();
     let prompt = m.tokenizer.encode("The little dog ran to the park and saw a big red ball", true, false).unwrap();
     let base = request(prompt.clone(), 8);

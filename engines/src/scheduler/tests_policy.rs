@@ -1,16 +1,19 @@
 //! The prefill policy on the bundled stories260k model, step by step (the engine driven on the test's thread,
-//! each step's plan inspected): prompts arriving while others decode are spread over steps within the
-//! per-step cap and every decoding sequence gets a token every step; a short prompt behind a long one
-//! finishes its prefill first; outputs stay those of `generate` alone.
+//! each step's plan inspected, step costs from a scripted machine where the fitted cap matters): prompts
+//! arriving while others decode are spread over steps within the per-step cap and every decoding sequence gets
+//! a token every step; the fitted chunk keeps mixed steps within the ITL factor; a short prompt behind a long
+//! one finishes its prefill first; long prompts start in order, their share growing with their backlog, and
+//! several at once when the budget and the KV pool allow; a request joins the next step while the batch only
+//! decodes; outputs stay those of `generate` alone.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use super::engine::{Engine, Submission};
+use super::cost::StepLoad;
+use super::engine::{Engine, StepClock, Submission};
 use super::plan::{StepKind, StepPlan, Work};
 use super::proposer::Proposer;
-use super::tests::{check, model, request, sink};
+use super::tests::{batching, check, model, request, sink};
 use super::*;
 use crate::kv::BLOCK_SIZE;
 use crate::model::LoadedModel;
@@ -36,12 +39,17 @@ impl<'m> Harness<'m> {
         Harness { m, engine, tx, reqs: Vec::new(), rxs: Vec::new(), got: Vec::new() }
     }
 
+    /// The harness with step costs from `machine` instead of the wall clock.
+    fn scripted(self, machine: fn(StepLoad) -> f64) -> Self {
+        Harness { engine: self.engine.with_clock(StepClock::Scripted(machine)), ..self }
+    }
+
     /// Submits a greedy request for `text` repeated `times`, generating `max_new` tokens; returns its index.
     fn submit(&mut self, text: &str, times: usize, max_new: usize) -> usize {
         let prompt = self.m.tokenizer.encode(&text.repeat(times), true, false).unwrap();
         let req = Request { ignore_eos: true, ..request(prompt, max_new) };
         let (s, rx) = sink(None);
-        self.tx.send(Submission { req: req.clone(), sink: s, at: Instant::now() }).unwrap();
+        self.tx.send(Submission::new(req.clone(), s, true)).unwrap();
         self.reqs.push(req);
         self.rxs.push(rx);
         self.got.push(Vec::new());
@@ -95,12 +103,13 @@ impl<'m> Harness<'m> {
 
 const STORY: &str = "Once upon a time there was a little dog who liked to run in the park. ";
 const BIRD: &str = "The little bird sang a song in the tall green tree every morning. ";
+const BALL: &str = "A big red ball rolled down the hill and the children ran after it. ";
 
 #[test]
 fn prompts_beside_decodes_are_capped_and_decodes_never_stall() {
     let m = model();
     let cap = 8;
-    let cfg = SchedulerConfig { max_prefill_tokens_per_step: Some(cap), ..SchedulerConfig::default() };
+    let cfg = batching(Batching { max_prefill_tokens_per_step: Some(cap), ..Batching::default() });
     let mut h = Harness::new(&m, cfg);
     let decoders: Vec<usize> = ["Lily", "The cat", "Tom and his friend"].iter().map(|t| h.submit(t, 1, 60)).collect();
     // Nothing decodes yet: the whole budget, all three prompts in one step.
@@ -130,11 +139,11 @@ fn prompts_beside_decodes_are_capped_and_decodes_never_stall() {
 fn a_short_prompt_behind_long_ones_starts_first() {
     let m = model();
     // Prompts over 256 / 8 = 32 tokens are long: one prefills at a time; short ones join beside it.
-    let cfg = SchedulerConfig {
+    let cfg = batching(Batching {
         max_batch_prefill_tokens: 256,
         max_prefill_tokens_per_step: Some(16),
-        ..SchedulerConfig::default()
-    };
+        ..Batching::default()
+    });
     let mut h = Harness::new(&m, cfg);
     let decoder = h.submit("Lily", 1, 80);
     h.turn();
@@ -168,7 +177,7 @@ fn a_short_prompt_behind_long_ones_starts_first() {
 #[test]
 fn without_a_cap_the_engine_derives_one_within_its_bounds() {
     let m = model();
-    let mut h = Harness::new(&m, SchedulerConfig { max_batch_prefill_tokens: 256, ..SchedulerConfig::default() });
+    let mut h = Harness::new(&m, batching(Batching { max_batch_prefill_tokens: 256, ..Batching::default() }));
     h.submit("Lily", 1, 40);
     h.turn();
     h.submit(STORY, 3, 3);
@@ -179,5 +188,150 @@ fn without_a_cap_the_engine_derives_one_within_its_bounds() {
             assert!(plan.prefill_tokens <= plan.prefill_budget);
         }
     }
+    h.finish();
+}
+
+/// A machine of known speed: 10 ms a step, 10 ms more per decoding sequence, 0.25 ms per prompt token. Beside
+/// two decoders a step may take 0.25 x 30 ms / 0.25 ms = 30 prompt tokens at the default factor of 1.25.
+fn machine(load: StepLoad) -> f64 {
+    0.010 + 0.010 * load.decodes as f64 + 0.000_25 * load.prefill as f64
+}
+
+/// Prompt tokens the scripted machine allows beside two decoders at ITL factor `factor`.
+fn allowed(factor: f64) -> usize {
+    let decode = machine(StepLoad { decodes: 2, ..StepLoad::default() });
+    ((factor - 1.0) * decode / 0.000_25).round() as usize
+}
+
+/// A harness on the scripted machine with two decoders running (and their step cost measured), at most
+/// `prefill` prompt tokens a step (prompts over an eighth of it are long).
+fn two_decoders(m: &LoadedModel, prefill: usize) -> (Harness<'_>, [usize; 2]) {
+    let cfg = SchedulerConfig {
+        max_batch_total_tokens: 64 * BLOCK_SIZE,
+        ..batching(Batching { max_batch_prefill_tokens: prefill, ..Batching::default() })
+    };
+    let mut h = Harness::new(m, cfg).scripted(machine);
+    let decoders = [h.submit("Lily", 1, 300), h.submit("The cat", 1, 300)];
+    for _ in 0..4 {
+        h.turn();
+    }
+    (h, decoders)
+}
+
+#[test]
+fn the_fitted_chunk_keeps_mixed_steps_within_the_itl_factor() {
+    let m = model();
+    let (mut h, decoders) = two_decoders(&m, 256);
+    assert_eq!(allowed(1.25), 30);
+    let long = h.submit(STORY, 6, 1);
+    let prompt = h.reqs[long].prompt_ids.len();
+    assert!(prompt > 64 + 2 * 30, "{prompt}");
+    let mut chunks = Vec::new();
+    while !h.streaming(long) {
+        let (plan, tokens) = h.turn();
+        assert_eq!((plan.kind, plan.decodes), (StepKind::Mixed, 2), "{plan:?}");
+        assert!(decoders.iter().all(|&d| tokens[d] == 1), "every decoder got its token");
+        chunks.push(plan.prefill_tokens);
+    }
+    // Four floors (64 tokens) until a prompt token's cost beside decodes is measured, then the fitted chunk:
+    // a step of 30 ms + 30 x 0.25 ms = 1.25 decode-only steps.
+    assert_eq!(chunks[0], 4 * BLOCK_SIZE);
+    let (last, middle) = chunks[1..].split_last().unwrap();
+    assert!(middle.iter().all(|&c| c == 30) && *last <= 30, "{chunks:?}");
+    assert_eq!(chunks.iter().sum::<usize>(), prompt);
+    h.finish();
+}
+
+#[test]
+fn the_prompts_share_grows_with_their_backlog_and_long_ones_start_in_order() {
+    let m = model();
+    let (mut h, decoders) = two_decoders(&m, 512);
+    // A first long prompt (sharing no prefix with the others) measures a prompt token's cost beside decoders.
+    let first = h.submit(BALL, 2, 1);
+    while !h.finished(first) {
+        h.turn();
+    }
+    let long = [h.submit(STORY, 14, 1), h.submit(BIRD, 6, 1)];
+    let short = h.submit("The sun was shining", 1, 1);
+    let lens: Vec<usize> = h.reqs.iter().map(|r| r.prompt_ids.len()).collect();
+    let (a, s) = (lens[long[0]], lens[short]);
+    // Three prompts wait: two decode steps more than the factor's 1.25, 270 tokens beside the two decoders.
+    // The first long prompt and the short one start; the second long one waits (the first has more than a
+    // step's worth left); the short one goes in whole, the long one takes the rest.
+    assert_eq!((allowed(3.25), allowed(2.25), allowed(1.25)), (270, 150, 30));
+    assert!(s <= 64 && a > 270 && a - (270 - s) <= 150 && lens[long[1]] > 64, "{lens:?}");
+    let (plan, tokens) = h.turn();
+    assert_eq!((plan.kind, plan.decodes, plan.prefill_budget, plan.prefill_tokens), (StepKind::Mixed, 2, 270, 270));
+    assert_eq!((tokens[short], h.finished(short)), (1, true), "the short prompt's answer came in one step");
+    assert!(!h.streaming(long[0]) && !h.streaming(long[1]));
+    // Two wait: one decode step more, 150 tokens. The first long prompt's remaining ones fit in them, so the
+    // second starts beside it and takes the rest.
+    let (plan, tokens) = h.turn();
+    let rest = a - (270 - s);
+    assert_eq!((plan.prefill_budget, plan.prefill_tokens, tokens[long[0]]), (150, 150, 1), "{plan:?}");
+    let chunk = |i: usize| plan.slots.iter().find(|slot| slot.seq == i).map(|slot| slot.tokens);
+    assert_eq!((chunk(2), chunk(3)), (Some(rest), Some(150 - rest)), "{plan:?}");
+    assert!(decoders.iter().all(|&d| tokens[d] == 1));
+    // The second one alone: the fitted chunk of 1.25 decode steps.
+    let mut chunks = vec![150 - rest];
+    while !h.streaming(long[1]) {
+        let (plan, tokens) = h.turn();
+        assert_eq!((plan.decodes, plan.prefill_budget), (2, 30), "{plan:?}");
+        assert!(decoders.iter().all(|&d| tokens[d] == 1), "the decoders never stall");
+        chunks.push(plan.prefill_tokens);
+    }
+    assert_eq!(chunks.iter().sum::<usize>(), lens[long[1]]);
+    h.finish();
+}
+
+#[test]
+fn long_prompts_start_together_when_the_budget_and_the_pool_allow() {
+    let m = model();
+    let texts = [STORY, BIRD, BALL];
+    let lens = texts.map(|t| m.tokenizer.encode(&t.repeat(2), true, false).unwrap().len());
+    let blocks = lens.map(|n| n.div_ceil(BLOCK_SIZE));
+    assert!(lens.iter().all(|&n| n > 2 * BLOCK_SIZE) && lens[0] + lens[1] <= 256, "{lens:?}");
+    // Room for the first two prompts' blocks (and two more); nothing decodes, so a step takes up to 256 prompt
+    // tokens: the two start in the same step, the third waits for blocks.
+    let cfg = SchedulerConfig {
+        max_batch_total_tokens: (blocks[0] + blocks[1] + 2) * BLOCK_SIZE,
+        ..batching(Batching { max_batch_prefill_tokens: 256, ..Batching::default() })
+    };
+    let mut h = Harness::new(&m, cfg);
+    let long = texts.map(|t| h.submit(t, 2, 1));
+    let (plan, tokens) = h.turn();
+    assert_eq!((plan.kind, plan.prefill_tokens), (StepKind::Prefill, lens[0] + lens[1]));
+    assert_eq!(tokens, [1, 1, 0]);
+    assert!(!h.streaming(long[2]));
+    h.finish();
+}
+
+#[test]
+fn a_request_joins_the_next_step_unless_prompts_are_prefilling() {
+    let m = model();
+    let cfg = batching(Batching {
+        max_batch_prefill_tokens: 256,
+        max_prefill_tokens_per_step: Some(8),
+        waiting_served_ratio: 10.0,
+        max_waiting_tokens: 3,
+        ..Batching::default()
+    });
+    let mut h = Harness::new(&m, cfg);
+    h.submit("Lily", 1, 80);
+    h.submit("The cat", 1, 80);
+    h.turn();
+    h.turn();
+    // The batch only decodes: a prompt joins the next step, whatever the waiting-served ratio says.
+    h.submit(STORY, 3, 1);
+    let prefilling = |plan: &StepPlan| plan.slots.iter().filter(|s| s.work == Work::Prefill).count();
+    let (plan, _) = h.turn();
+    assert_eq!((plan.kind, prefilling(&plan), plan.prefill_tokens), (StepKind::Mixed, 1, 8));
+    // While it prefills, one waiting request is fewer than 10 per running one: the next waits
+    // max_waiting_tokens steps.
+    h.submit("The sun was shining", 1, 1);
+    for _ in 0..3 {
+        assert_eq!(prefilling(&h.turn().0), 1);
+    }
+    assert_eq!(prefilling(&h.turn().0), 2);
     h.finish();
 }

@@ -70,7 +70,7 @@ fn proposers_survive_preemption_and_chunked_prefill() {
     for (method, what) in methods() {
         let cfg = SchedulerConfig {
             max_batch_total_tokens: 12 * BLOCK_SIZE,
-            max_batch_prefill_tokens: 9,
+            batching: Batching { max_batch_prefill_tokens: 9, ..Batching::default() },
             ..with(spec(method, false))
         };
         let s = run_on(target(), cfg, true);

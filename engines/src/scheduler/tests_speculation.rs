@@ -118,7 +118,11 @@ fn greedy_output_is_identical_at_concurrency_1_and_16() {
 #[test]
 fn speculation_survives_preemption_and_chunked_prefill() {
     let spec = SpeculationConfig { adaptive: false, max_batch: 16, ..SpeculationConfig::default() };
-    let cfg = SchedulerConfig { max_batch_total_tokens: 8 * BLOCK_SIZE, max_batch_prefill_tokens: 9, ..with(spec) };
+    let cfg = SchedulerConfig {
+        max_batch_total_tokens: 8 * BLOCK_SIZE,
+        batching: Batching { max_batch_prefill_tokens: 9, ..Batching::default() },
+        ..with(spec)
+    };
     let s = run(cfg, true);
     assert!(s.preemptions > 0 && s.speculative_accepted_tokens > 0, "{s:?}");
 }

@@ -4,7 +4,7 @@
 use plotters::chart::SeriesLabelPosition;
 
 use super::levels::{all_levels, run_at, LoadKind};
-use crate::bench::report::{BenchReport, Distribution, RunReport};
+use crate::loadgen::report::{BenchReport, Distribution, RunReport};
 use crate::plot::axis::Axis;
 use crate::plot::figure::{Figure, Panel, Series, Style, PALETTE};
 use crate::plot::fmt_ms;

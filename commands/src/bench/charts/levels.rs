@@ -1,7 +1,7 @@
 //! Load levels across reports: their kind (concurrency or rate), the union of the levels that
 //! ran, and the run of a report at a given level. Shared by the charts and `tgi bench compare`.
 
-use crate::bench::report::{BenchReport, RunReport};
+use crate::loadgen::report::{BenchReport, RunReport};
 use crate::InputError;
 
 /// What the load levels of a report measure.

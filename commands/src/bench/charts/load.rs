@@ -5,7 +5,7 @@ use plotters::chart::SeriesLabelPosition;
 use plotters::style::RGBColor;
 
 use super::levels::LoadKind;
-use crate::bench::report::{BenchReport, Distribution, RunReport, RunSummary};
+use crate::loadgen::report::{BenchReport, Distribution, RunReport, RunSummary};
 use crate::plot::axis::Axis;
 use crate::plot::figure::{legend_share, Figure, Marker, Panel, PointLabel, Series, Style, PALETTE};
 

@@ -1,7 +1,7 @@
 //! Chart tests on synthetic reports (also used by `compare`'s tests).
 
 use super::*;
-use crate::bench::report::{Distribution, ErrorKind, RequestRecord, RunReport, RunSummary, Target};
+use crate::loadgen::report::{Distribution, ErrorKind, RequestRecord, RunReport, RunSummary, Target};
 
 /// A deterministic report of `label` at the given concurrencies: 24 requests per level, 12
 /// tokens each, latencies growing with load and scaled by `slowness`, every 7th gap a spike.

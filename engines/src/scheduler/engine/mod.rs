@@ -1,5 +1,8 @@
-//! The loop on the scheduler thread: take in requests, drop cancelled ones, admit waiting ones, run one batched
-//! step (plan it, run the model, apply the result: sample, report), and retire the sequences that ended.
+//! The loop on the scheduler thread: take in requests, drop cancelled ones, admit waiting ones (see
+//! [`admission`]), run one batched step (plan it, run the model, apply the result: sample, report), and retire
+//! the sequences that ended.
+
+mod admission;
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -13,6 +16,7 @@ use rayon::prelude::*;
 use super::config::SchedulerConfig;
 use super::cost::StepCost;
 use super::plan::StepPlan;
+use super::prefix::block_hashes;
 use super::proposer::Proposer;
 use super::request::{Event, EventSink, Request};
 use super::sequence::{Ending, Outcome, Progress, Sequence, StepMask, StepRows};
@@ -29,11 +33,29 @@ pub(super) struct Submission {
     pub sink: Box<dyn EventSink>,
     /// When it was submitted.
     pub at: Instant,
+    /// Its prompt's block hashes for the prefix cache (empty when caching is off).
+    pub hashes: Vec<u64>,
 }
 
-/// A prompt is long when it has more tokens to compute than this fraction of `max_batch_prefill_tokens`
-/// (1/8: 512 of the default 4096); long prompts are admitted one at a time.
-const LONG_PROMPT_FRACTION: usize = 8;
+impl Submission {
+    /// `req` submitted now, its block hashes computed here (on the submitting thread, not the engine's) when
+    /// `prefix_caching`.
+    pub fn new(req: Request, sink: Box<dyn EventSink>, prefix_caching: bool) -> Self {
+        let hashes =
+            if prefix_caching { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
+        Submission { req, sink, at: Instant::now(), hashes }
+    }
+}
+
+/// Where the step-cost model's measurements come from.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum StepClock {
+    /// Each step's wall-clock time.
+    Wall,
+    /// A script's time for each step's load: the policy on a machine of known speed, step by step.
+    #[cfg(test)]
+    Scripted(fn(super::cost::StepLoad) -> f64),
+}
 
 /// The scheduler's state on its thread.
 pub(super) struct Engine<'m> {
@@ -47,6 +69,8 @@ pub(super) struct Engine<'m> {
     running: Vec<Sequence<'m>>,
     /// Measured step costs, for the prefill cap when the configuration sets none.
     cost: StepCost,
+    /// Where the step costs come from.
+    clock: StepClock,
     /// What proposes speculative drafts.
     proposer: Proposer,
     /// Measured cost of a drafted token, per batch size.
@@ -103,7 +127,7 @@ impl<'m> Engine<'m> {
         shared: Arc<Mutex<Stats>>,
     ) -> Self {
         let stats = shared.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let cost = StepCost::new(BLOCK_SIZE, cfg.max_batch_prefill_tokens, cfg.prefill_itl_factor);
+        let cost = StepCost::new(BLOCK_SIZE, cfg.batching.max_batch_prefill_tokens);
         let widest = cfg.speculation.as_ref().map_or(1, |s| s.max_batch.min(cfg.max_batch_size));
         let token_cost = TokenCost::new(widest, PRIOR_TOKEN_COST);
         Engine {
@@ -114,6 +138,7 @@ impl<'m> Engine<'m> {
             queue: VecDeque::new(),
             running: Vec::new(),
             cost,
+            clock: StepClock::Wall,
             proposer,
             token_cost,
             stats,
@@ -121,6 +146,12 @@ impl<'m> Engine<'m> {
             step: 0,
             endings: Vec::new(),
         }
+    }
+
+    /// The engine with its step costs taken from `clock`.
+    #[cfg(test)]
+    pub fn with_clock(self, clock: StepClock) -> Self {
+        Engine { clock, ..self }
     }
 
     /// Queues new submissions, blocking while there is nothing to do; `false` once the senders are gone and
@@ -169,7 +200,7 @@ impl<'m> Engine<'m> {
     }
 
     fn enqueue(&mut self, s: Submission) {
-        let seq = Sequence::new(self.m, s.req, s.sink, s.at, self.step, self.cfg.prefix_caching);
+        let seq = Sequence::new(self.m, s.req, s.sink, s.at, self.step, s.hashes);
         self.queue.push_back(seq);
     }
 
@@ -183,82 +214,9 @@ impl<'m> Engine<'m> {
         self.retire(ends);
     }
 
-    /// Moves waiting sequences into the running batch when the policy says it is time: always when nothing
-    /// runs, else when enough wait per running sequence or the oldest has waited long enough. Goes through the
-    /// queue oldest first, up to the batch size, and stops at the first that does not fit in free KV blocks.
-    /// A long prompt (see [`LONG_PROMPT_FRACTION`]) waits while another long one prefills, and a short one
-    /// while the short ones prefilling have `max_batch_prefill_tokens` left to compute; those behind a
-    /// waiting one go ahead of it. So a long prompt never keeps short ones out, and long prompts, which share
-    /// each step's prefill budget with the others, do not slow each other down.
-    fn admit(&mut self) {
-        let Some(oldest) = self.queue.front() else { return };
-        if !self.running.is_empty() {
-            let waited = self.step - oldest.enqueued_step;
-            let enough = self.queue.len() as f32 >= self.cfg.waiting_served_ratio * self.running.len() as f32;
-            if !enough && waited < self.cfg.max_waiting_tokens as u64 {
-                return;
-            }
-        }
-        let budget = self.cfg.max_batch_prefill_tokens;
-        let long_from = budget / LONG_PROMPT_FRACTION;
-        let prefilling = || self.running.iter().filter(|s| s.prefilling).map(Sequence::pending);
-        let mut long_prefilling = prefilling().any(|n| n > long_from);
-        let mut short_backlog: usize = prefilling().filter(|&n| n <= long_from).sum();
-        let now = Instant::now();
-        let mut i = 0;
-        while self.running.len() < self.cfg.max_batch_size && i < self.queue.len() {
-            let long = self.queue[i].pending() > long_from;
-            if (long && long_prefilling) || (!long && short_backlog >= budget) {
-                i += 1;
-                continue;
-            }
-            let Some(mut seq) = self.queue.remove(i) else { break };
-            let Some(cached) = self.place(&mut seq) else {
-                self.queue.insert(i, seq);
-                break;
-            };
-            if !seq.admit(now, cached) {
-                self.kv.release(&mut seq.table);
-                self.stats.cancelled += 1;
-                continue;
-            }
-            if long {
-                long_prefilling = true;
-            } else {
-                short_backlog += seq.pending();
-            }
-            self.running.push(seq);
-        }
-    }
-
-    /// Gives `seq` blocks for all its tokens, the longest chain of cached prompt blocks first (never its last
-    /// token, which must be computed for its logits); returns the tokens cached, or `None` when blocks are short.
-    /// The blocks running sequences need for this step's tokens are kept free, so that admission never causes
-    /// a preemption at once.
-    fn place(&mut self, seq: &mut Sequence<'m>) -> Option<usize> {
-        let reserve = self.running.iter().filter(|s| s.tokens.len() > s.table.capacity()).count();
-        let pool = self.kv.allocator_mut();
-        let share = self.cfg.prefix_caching && !seq.wants_prompt_logprobs;
-        let shared = if share {
-            let most = ((seq.tokens.len() - 1) / BLOCK_SIZE).min(seq.hashes.len());
-            pool.share(&mut seq.table, &seq.hashes[..most])
-        } else {
-            0
-        };
-        let needed = pool.blocks_for(seq.tokens.len()) - shared;
-        if pool.free_blocks() < needed + reserve || pool.grow(&mut seq.table, seq.tokens.len()).is_err() {
-            pool.release(&mut seq.table);
-            return None;
-        }
-        if share {
-            self.stats.prefix_cache_queries += seq.prompt_len as u64;
-            self.stats.prefix_cache_hits += (shared * BLOCK_SIZE) as u64;
-        }
-        Some(shared * BLOCK_SIZE)
-    }
-
     /// Gives each running sequence the block its next token needs, oldest first; when the pool is out of
-    /// blocks, preempts the newest running sequence (its blocks return, it goes back to the queue's front).
+    /// blocks, preempts a running sequence (see [`victim`]): its blocks return, it goes back to the queue's
+    /// front.
     fn make_room(&mut self) {
         let mut i = 0;
         while i < self.running.len() {
@@ -267,7 +225,9 @@ impl<'m> Engine<'m> {
                 i += 1;
                 continue;
             }
-            let Some(mut victim) = self.running.pop() else { break };
+            let v = victim(&self.running);
+            let mut victim = self.running.remove(v);
+            i -= usize::from(v < i);
             self.kv.release(&mut victim.table);
             self.proposer.release(&mut victim);
             victim.preempt(self.step);
@@ -280,14 +240,13 @@ impl<'m> Engine<'m> {
     /// enough (the depth from its acceptance and the measured token cost at this batch size; none in a step
     /// that measures the plain step time), with the KV blocks the drafted positions need; a draft without
     /// blocks is dropped.
-    fn draft(&mut self) {
+    fn draft(&mut self, catch_up: usize) {
         let Some(cfg) = self.cfg.speculation.clone() else { return };
-        let decoding = self.running.iter().filter(|s| !s.prefilling).count();
+        let decoding = self.running.iter().filter(|s| !s.is_prefilling()).count();
         let explore = cfg.adaptive && cfg.token_cost.is_none() && self.token_cost.explore(decoding);
         let cap = if explore { 0 } else { cfg.cap(self.running.len()) };
         let cost = cfg.token_cost.unwrap_or_else(|| self.token_cost.cost(decoding));
         let wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
-        let catch_up = self.prefill_cap();
         let proposals = self.proposer.propose(&mut self.running, &wants, &cfg, catch_up);
         let mut gains = (0.0f64, 0usize);
         for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(&proposals) {
@@ -305,18 +264,13 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Most prompt tokens a step with decodes takes: the configured cap, else the one measured costs call for.
-    fn prefill_cap(&self) -> usize {
-        let full = self.cfg.max_batch_prefill_tokens;
-        self.cfg.max_prefill_tokens_per_step.map_or_else(|| self.cost.cap(), |n| n.min(full))
-    }
-
     /// Runs one batched step (plan, forward, apply) and returns its plan; `None` when nothing was computed.
     fn step(&mut self) -> Option<StepPlan> {
         let start = Instant::now();
         self.make_room();
-        self.draft();
-        let plan = StepPlan::build(&self.running, self.cfg.max_batch_prefill_tokens, self.prefill_cap());
+        let budget = self.budget();
+        self.draft(budget.cap);
+        let plan = StepPlan::build(&self.running, budget);
         if plan.slots.is_empty() {
             return None;
         }
@@ -326,7 +280,12 @@ impl<'m> Engine<'m> {
         let ends = self.apply(&plan, rows, masks);
         self.retire(ends);
         let secs = start.elapsed().as_secs_f64();
-        self.cost.observe(plan.prefill_tokens, plan.decodes, secs);
+        let measured = match self.clock {
+            StepClock::Wall => secs,
+            #[cfg(test)]
+            StepClock::Scripted(script) => script(plan.load()),
+        };
+        self.cost.observe(plan.load(), measured);
         if plan.prefill_tokens == 0 {
             // Catching a draft model up is the cost of having paused, not of these drafts.
             self.token_cost.observe(plan.decodes, drafted, secs - paused);
@@ -419,7 +378,7 @@ impl<'m> Engine<'m> {
         for slot in &plan.slots {
             self.proposer.rewind(&mut self.running[slot.seq]);
         }
-        if self.cfg.prefix_caching {
+        if self.cfg.batching.prefix_caching {
             for slot in &plan.slots {
                 self.running[slot.seq].publish(self.kv.allocator_mut());
             }
@@ -451,7 +410,7 @@ impl<'m> Engine<'m> {
 
     /// Updates the gauges and copies the stats where handles read them.
     fn publish_stats(&mut self) {
-        self.stats.prefill_cap = self.prefill_cap();
+        self.stats.prefill_cap = self.budget().cap;
         let s = &mut self.stats;
         s.queue_size = self.queue.len();
         s.batch_size = self.running.len();
@@ -459,5 +418,32 @@ impl<'m> Engine<'m> {
         s.kv_blocks_used = self.kv.allocator().used_blocks();
         s.draft_kv_blocks_used = self.proposer.used_blocks();
         *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = s.clone();
+    }
+}
+
+/// The running sequence to preempt when blocks run out: the one whose preemption loses the least work per
+/// block it frees (computed tokens per block held; a prompt admitted but not started loses nothing), the
+/// newest among equals.
+fn victim(running: &[Sequence<'_>]) -> usize {
+    cheapest(running.iter().map(|s| (s.computed, s.table.blocks().len())))
+}
+
+/// The index of the cheapest `(computed tokens, blocks held)` to give up (see [`victim`]), the last among equals.
+fn cheapest(held: impl DoubleEndedIterator<Item = (usize, usize)> + ExactSizeIterator) -> usize {
+    let lost = |(computed, blocks): (usize, usize)| computed as f64 / blocks.max(1) as f64;
+    held.enumerate().rev().min_by(|a, b| lost(a.1).total_cmp(&lost(b.1))).map_or(0, |(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cheapest;
+
+    #[test]
+    fn the_victim_loses_the_least_work_per_block() {
+        // A decoder with 150 tokens in 10 blocks, a long prompt with 500 of 1024 computed in 64 blocks.
+        assert_eq!(cheapest([(150, 10), (500, 64)].into_iter()), 1);
+        assert_eq!(cheapest([(150, 10), (500, 64), (0, 64)].into_iter()), 2, "a prompt not started yet");
+        assert_eq!(cheapest([(32, 2), (16, 1), (48, 3)].into_iter()), 2, "the newest among equals");
+        assert_eq!(cheapest([(0, 0)].into_iter()), 0);
     }
 }

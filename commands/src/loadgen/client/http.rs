@@ -10,6 +10,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
 
@@ -30,6 +31,10 @@ pub struct Endpoint {
     pub connect_timeout: Duration,
     /// Timeout for the response head and for each body chunk.
     pub read_timeout: Duration,
+    /// Tests: connections are in-memory pipes handed to a scripted server over this channel, not TCP (a
+    /// paused clock then never runs ahead of bytes in flight).
+    #[cfg(test)]
+    pub pipes: Option<tokio::sync::mpsc::UnboundedSender<tokio::io::DuplexStream>>,
 }
 
 /// A failure: its kind and message.
@@ -56,17 +61,39 @@ impl Endpoint {
         };
         let prefix = prefix.trim_end_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("/{prefix}") };
-        Ok(Endpoint { authority, prefix, api_key: None, connect_timeout, read_timeout })
+        Ok(Endpoint {
+            authority,
+            prefix,
+            api_key: None,
+            connect_timeout,
+            read_timeout,
+            #[cfg(test)]
+            pipes: None,
+        })
     }
 
     /// Opens a connection.
     async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, Failure> {
+        #[cfg(test)]
+        if let Some(pipes) = &self.pipes {
+            let (ours, theirs) = tokio::io::duplex(1 << 16);
+            pipes.send(theirs).map_err(|_| (ErrorKind::Connection, "the scripted server is gone".to_string()))?;
+            return self.handshake(ours).await;
+        }
         let stream = match timeout(self.connect_timeout, TcpStream::connect(&self.authority)).await {
             Err(_) => return Err((ErrorKind::Timeout, format!("connect to {} timed out", self.authority))),
             Ok(Err(e)) => return Err((ErrorKind::Connection, format!("connect to {}: {e}", self.authority))),
             Ok(Ok(s)) => s,
         };
         let _ = stream.set_nodelay(true);
+        self.handshake(stream).await
+    }
+
+    /// Starts HTTP/1.1 on an open connection; its driver runs as a task.
+    async fn handshake(
+        &self,
+        stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    ) -> Result<SendRequest<Full<Bytes>>, Failure> {
         let (sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| (ErrorKind::Connection, format!("HTTP handshake with {}: {e}", self.authority)))?;

@@ -2,16 +2,19 @@
 //! times, fails some requests with 429/500, breaks some streams, and the client's figures must match the script.
 //!
 //! The server and the client share one current-thread runtime whose clock is paused: it moves only when
-//! every task waits on a timer, straight to the earliest one. Loopback TCP delivers a write before the
-//! writing call returns, so the client reads each token at the instant the script sent it, however loaded
-//! the machine is: the figures are exact, not "within scheduling noise".
+//! every task waits on a timer, straight to the earliest one. The client reaches the scripted server through
+//! in-memory pipes (`Endpoint::pipes`), not loopback TCP: a write there wakes the reader before any timer can
+//! fire, whereas the kernel may deliver a loopback packet later (in a softirq thread, on a loaded machine), and
+//! the paused clock would then run ahead to the next timer while the bytes are in flight. So the client reads
+//! each token at the instant the script sent it, however loaded the machine is: the figures are exact, not
+//! "within scheduling noise". Only the tests of network failures (refused, silent) use real sockets.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
 use super::client::api::{Api, Prompt};
@@ -33,22 +36,21 @@ fn paused<F: Future>(test: F) -> F::Output {
     rt.block_on(test)
 }
 
-/// Starts the scripted server on the current runtime; returns its port.
-async fn scripted_server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+/// Starts the scripted server on the current runtime; returns an endpoint whose connections are pipes to it.
+fn scripted_server(read_timeout: Duration) -> Arc<Endpoint> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<DuplexStream>();
     tokio::spawn(async move {
-        loop {
-            let (s, _) = listener.accept().await.unwrap();
-            s.set_nodelay(true).unwrap();
+        while let Some(s) = rx.recv().await {
             tokio::spawn(connection(s));
         }
     });
-    port
+    let mut e = Endpoint::parse("http://scripted:1", Duration::from_secs(2), read_timeout).unwrap();
+    e.pipes = Some(tx);
+    Arc::new(e)
 }
 
 /// Serves requests on one keep-alive connection.
-async fn connection(s: TcpStream) {
+async fn connection(s: impl AsyncRead + AsyncWrite + Unpin) {
     let mut r = BufReader::new(s);
     loop {
         let mut len = 0usize;
@@ -77,7 +79,7 @@ async fn connection(s: TcpStream) {
 }
 
 /// Answers one request as its prompt scripts; `false` when the connection is to be dropped.
-async fn respond(s: &mut TcpStream, prompt: &str, t0: Instant) -> bool {
+async fn respond(s: &mut (impl AsyncWrite + Unpin), prompt: &str, t0: Instant) -> bool {
     let plain = |status: &str, ctype: &str, body: &str| {
         format!("HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n{body}", body.len())
     };
@@ -161,7 +163,7 @@ fn quiet() -> OnDone {
 #[test]
 fn measures_match_the_script_at_concurrency_16() {
     let r = paused(async {
-        let e = endpoint(scripted_server().await, Duration::from_secs(5));
+        let e = scripted_server(Duration::from_secs(5));
         let api = Arc::new(Api::Tgi);
         let make = move || Client::new(e.clone(), api.clone(), false);
         let pool = prompts(&["ok", "ok", "429", "ok", "500", "ok", "drop", "ok", "err", "ok"]);
@@ -194,7 +196,7 @@ fn measures_match_the_script_at_concurrency_16() {
 #[test]
 fn a_keep_alive_connection_closed_by_the_server_is_not_an_error() {
     let r = paused(async {
-        let e = endpoint(scripted_server().await, Duration::from_secs(5));
+        let e = scripted_server(Duration::from_secs(5));
         let make = move || Client::new(e.clone(), Arc::new(Api::Tgi), false);
         run_level(make, prompts(&["close"]), Level::Closed(2), Stop::Requests(12), 0, quiet()).await
     });
@@ -204,7 +206,7 @@ fn a_keep_alive_connection_closed_by_the_server_is_not_an_error() {
 #[test]
 fn non_streaming_answers_and_silence_are_errors_not_hangs() {
     paused(async {
-        let e = endpoint(scripted_server().await, Duration::from_secs(5));
+        let e = scripted_server(Duration::from_secs(5));
         let api = Arc::new(Api::Tgi);
         let make = move || Client::new(e.clone(), api.clone(), false);
         let r = run_level(make, prompts(&["json"]), Level::Closed(2), Stop::Requests(4), 0, quiet()).await;

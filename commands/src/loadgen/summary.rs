@@ -53,7 +53,7 @@ pub fn summarize(level: &LevelResult, slo: Option<&Slo>) -> RunSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::report::ErrorKind;
+    use crate::loadgen::report::ErrorKind;
 
     fn rec(id: usize, ttft: f64, e2e: f64, tokens: u64, error: Option<ErrorKind>) -> RequestRecord {
         RequestRecord {

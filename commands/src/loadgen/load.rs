@@ -232,7 +232,7 @@ async fn open<S: Sender, F: Fn() -> S>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::report::ErrorKind;
+    use crate::loadgen::report::ErrorKind;
 
     /// A sender whose "server" takes `ttft` to the first token, then `itl` per token; request ids that are
     /// multiples of 5 fail with 429.
