@@ -69,7 +69,7 @@ wait_ready() {
 # reports are then joined into one report per server.
 bench_level() { # label concurrency report
     "$TGI" bench --url "http://127.0.0.1:$PORT" --api openai --label "$1" --ignore-eos --tokenizer "$MODEL" \
-        --input-tokens "$PROMPT" --output-tokens "$GEN" -c "$2" -n $(($2 * PER)) --warmup 1 --quiet \
+        --input-tokens "$PROMPT" --output-tokens "$GEN" -c "$2" --requests $(($2 * PER)) --warmup 1 --quiet \
         --json "$3" --force
 }
 
@@ -119,11 +119,11 @@ for srv in "${SERVERS[@]}"; do join "$srv"; done
 mixed() { # label prefix
     "$TGI" bench --url "http://127.0.0.1:$PORT" --api openai --label "$1 long prompts" --ignore-eos \
         --tokenizer "$MODEL" --input-tokens "$LONG_PROMPT" --output-tokens "$LONG_GEN" --rate "$LONG_RATE" \
-        -n "$LONG" --timeout 600 --quiet --json "$OUT/$2-long.json" --force &
+        --requests "$LONG" --timeout 600 --quiet --json "$OUT/$2-long.json" --force &
     local long=$!
     "$TGI" bench --url "http://127.0.0.1:$PORT" --api openai --label "$1 decoders" --ignore-eos \
         --tokenizer "$MODEL" --input-tokens "$MIXED_PROMPT" --output-tokens "$MIXED_GEN" -c "$DECODERS" \
-        -n "$DECODERS" --timeout 600 --quiet --json "$OUT/$2-decoders.json" --force
+        --requests "$DECODERS" --timeout 600 --quiet --json "$OUT/$2-decoders.json" --force
     wait "$long"
 }
 slots=$((DECODERS + LONG))

@@ -21,8 +21,11 @@ response), mean/std/min/P50/P90/P95/P99/max of each measure, peak requests in fl
 all requests meeting every SLO).\n\n\
 Examples:\n  \
 tgi bench --url http://127.0.0.1:3000 --concurrency 1,4,16 --requests 200\n  \
-tgi bench --model model-q4_k_m.gguf --rate sweep --duration 60s --json run.json --plot charts/\n  \
-tgi bench --url http://127.0.0.1:8080 --api openai --ignore-eos --input-tokens 512 --output-tokens 128:32 \
+tgi bench -m model-q4_k_m.gguf -p 512 -n 128 -c 1,8\n  \
+tgi bench --model model-q4_k_m.gguf --rate sweep --duration 60s \\\n    \
+--json run.json --plot charts/\n  \
+tgi bench --url localhost:8080 --api openai --ignore-eos \\\n    \
+--input-tokens 512 --output-tokens 128:32 \\\n    \
 --tokenizer TinyLlama/TinyLlama-1.1B-Chat-v1.0\n  \
 tgi bench compare a.json b.json --plot charts/";
 
@@ -86,7 +89,7 @@ pub struct BenchArgs {
     pub burstiness: f64,
 
     /// Requests measured per load level [default: 100 unless --duration].
-    #[arg(short = 'n', long, value_name = "N", help_heading = "Load")]
+    #[arg(long, value_name = "N", help_heading = "Load")]
     pub requests: Option<usize>,
 
     /// Length of each load level instead of a request count, e.g. 60s, 500ms, 2m (requests in flight at the end
@@ -110,13 +113,21 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = DatasetFormat::Auto, help_heading = "Workload")]
     pub dataset: DatasetFormat,
 
-    /// Synthetic prompts of this many tokens: a count or MEAN:SPREAD (uniform in MEAN +- SPREAD).
-    #[arg(long, value_name = "N|MEAN:SPREAD", default_value = "128", help_heading = "Workload")]
+    /// Synthetic prompts of this many tokens: a count or MEAN:SPREAD (uniform in MEAN +- SPREAD); -p as
+    /// llama-bench's prompt length.
+    #[arg(
+        short = 'p',
+        long,
+        visible_alias = "n-prompt",
+        value_name = "N|MEAN:SPREAD",
+        default_value = "128",
+        help_heading = "Workload"
+    )]
     pub input_tokens: TokenCount,
 
-    /// Tokens to generate per request (overrides a prompt file's): a count or MEAN:SPREAD [default: 128, or
-    /// the file's].
-    #[arg(long, value_name = "N|MEAN:SPREAD", help_heading = "Workload")]
+    /// Tokens to generate per request (overrides a prompt file's): a count or MEAN:SPREAD; -n as llama-bench's
+    /// and llama-cli's generation length [default: 128, or the file's].
+    #[arg(short = 'n', long, visible_alias = "n-gen", value_name = "N|MEAN:SPREAD", help_heading = "Workload")]
     pub output_tokens: Option<TokenCount>,
 
     /// Tokenizer for synthetic prompts and ShareGPT lengths: tokenizer.json, a model directory, a GGUF file or a

@@ -3,6 +3,9 @@
 //! same conversation (checked against prompts recorded from llama.cpp by
 //! tests/llamacpp/builtin_templates_reference.py). Roles a format has no markup for are left out, as there.
 
+use super::{ChatTemplate, ChatTemplateError};
+use crate::text::tokenizer::Tokenizer;
+
 /// `{% for m in messages %}BODY{% endfor %}`, then `END` when the generation prompt is asked for.
 macro_rules! each {
     ($body:expr, $end:expr) => {
@@ -386,6 +389,17 @@ pub fn builtin(name: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, source)| *source)
 }
 
+impl ChatTemplate {
+    /// llama.cpp's built-in template `name` for a model with `tokenizer`, if it is one. llama.cpp tokenizes what
+    /// these render with the model's special tokens, and chat prompts are tokenized here without them (a model's
+    /// own template writes its BOS): so the BOS goes first where the tokenizer adds one to plain text.
+    pub fn builtin(name: &str, tokenizer: &Tokenizer) -> Option<Result<ChatTemplate, ChatTemplateError>> {
+        let source = builtin(name)?;
+        let source = if tokenizer.add_bos() { format!("{{{{ bos_token }}}}{source}") } else { source.to_string() };
+        Some(ChatTemplate::with_tokens_of(&source, tokenizer))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,5 +441,16 @@ mod tests {
         }
         assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
         assert_eq!(builtin("nope"), None);
+    }
+
+    #[test]
+    fn the_bos_goes_first_where_the_tokenizer_adds_one() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/tokenizer.json");
+        let tokenizer = Tokenizer::from_tokenizer_json(std::path::Path::new(path)).unwrap();
+        assert!(tokenizer.add_bos());
+        let template = ChatTemplate::builtin("chatml", &tokenizer).unwrap().unwrap();
+        let text = template.render(&[Message::new("user", "Hi")], true, &serde_json::Value::Null).unwrap();
+        assert_eq!(text, "<s><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+        assert!(ChatTemplate::builtin("nope", &tokenizer).is_none());
     }
 }
