@@ -191,6 +191,10 @@ fn bad_input_is_a_clear_error() {
     std::fs::write(&bad, b"GGUF\x03\x00\x00\x00truncated").unwrap();
     assert_fails(&tgi(["generate".as_ref(), "-m".as_ref(), bad.as_os_str(), "hi".as_ref()]), 2, "bad.gguf");
     assert_fails(&tgi(["generate", "--top-p", "1.5", "hi"]), 2, "top_p");
+    // A negative number is a value (not "use '-- -1'"), refused with the range, which includes 0.
+    for args in [&["generate", "--temperature", "-1", "hi"][..], &["generate", "--temperature=-1", "hi"]] {
+        assert_fails(&tgi(args), 2, "`temperature` must be >= 0.0 (0 picks the most likely token)");
+    }
     assert_fails(&tgi(["generate", "--device", "cuda", "hi"]), 2, "without cuda support");
     let plain = model("stories260k/hf");
     let chat_without_template =

@@ -70,11 +70,11 @@ pub struct GenerateArgs {
     pub repetition_penalty: Option<f32>,
 
     /// Subtract this per earlier occurrence of a token in the output (OpenAI semantics).
-    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    #[arg(long, default_value_t = 0.0, value_name = "F", allow_negative_numbers = true)]
     pub frequency_penalty: f32,
 
     /// Subtract this from every token already in the output (OpenAI semantics).
-    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    #[arg(long, default_value_t = 0.0, value_name = "F", allow_negative_numbers = true)]
     pub presence_penalty: f32,
 
     /// Random seed: the same seed gives the same output [default: random].

@@ -168,8 +168,11 @@ mod tests {
         assert!(
             matches!(parse(&["generate", "-f", "prompt.txt"]).unwrap().command, Command::Generate(g) if g.file.is_some())
         );
-        match parse(&["generate", "--temperature", "-1", "hi"]).unwrap().command {
-            Command::Generate(g) => assert_eq!(g.temperature, -1.0, "a negative number is a value, refused later"),
+        match parse(&["generate", "--temperature", "-1", "--presence-penalty", "-0.5", "hi"]).unwrap().command {
+            Command::Generate(g) => {
+                assert_eq!(g.temperature, -1.0, "a negative number is a value, refused with the range later");
+                assert_eq!(g.presence_penalty, -0.5);
+            }
             _ => unreachable!(),
         }
         assert!(matches!(parse(&["perplexity", "-f", "wiki.raw", "-c", "128"]).unwrap().command,
