@@ -134,7 +134,7 @@ start_server() { # server model slots context
 # clients; the levels' reports are then joined into one report per server.
 bench_level() { # label model prompt gen concurrency per report
     "$TGI" bench --url "http://127.0.0.1:$PORT" --api openai --label "$1" --ignore-eos --tokenizer "$2" \
-        --input-tokens "$3" --output-tokens "$4" -c "$5" -n $(($5 * $6)) --warmup 1 --quiet --timeout 600 \
+        --input-tokens "$3" --output-tokens "$4" -c "$5" --requests $(($5 * $6)) --warmup 1 --quiet --timeout 600 \
         --json "$7" --force
 }
 
@@ -169,11 +169,11 @@ if [[ $MIXED == 1 ]]; then
     mixed() { # label prefix
         "$TGI" bench --url "http://127.0.0.1:$PORT" --api openai --label "$1 long prompts" --ignore-eos \
             --tokenizer "$MODEL" --input-tokens "$LONG_PROMPT" --output-tokens "$LONG_GEN" --rate "$LONG_RATE" \
-            -n "$LONG" --timeout 600 --quiet --json "$OUT/$2-long.json" --force &
+            --requests "$LONG" --timeout 600 --quiet --json "$OUT/$2-long.json" --force &
         local long=$!
         "$TGI" bench --url "http://127.0.0.1:$PORT" --api openai --label "$1 decoders" --ignore-eos \
             --tokenizer "$MODEL" --input-tokens "$MIXED_PROMPT" --output-tokens "$MIXED_GEN" -c "$DECODERS" \
-            -n "$DECODERS" --timeout 600 --quiet --json "$OUT/$2-decoders.json" --force
+            --requests "$DECODERS" --timeout 600 --quiet --json "$OUT/$2-decoders.json" --force
         wait "$long"
     }
     slots=$((DECODERS + LONG))

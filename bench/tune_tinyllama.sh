@@ -9,7 +9,7 @@ MODEL=${MODEL:-bench/out/tinyllama-q4_k_m.tgi.gguf}
 OUT=${OUT:-bench/out/tune}
 SLO=${SLO:-ttft=20s,tpot=1s,e2e=60s}
 mkdir -p "$OUT"
-WORKLOAD=(-n 8 -c 4 --input-tokens 64 --output-tokens 32)
+WORKLOAD=(--requests 8 -c 4 --input-tokens 64 --output-tokens 32)
 "$TGI" tune -m "$MODEL" --profile x86-4c8g --slo "$SLO" "${WORKLOAD[@]}" \
   ${SWEEP:---threads 1,2 --max-batch-size 1,4} --budget ${BUDGET:-4} \
   --out "$OUT/best.toml" --journal "$OUT/trials.jsonl" --json "$OUT/tune.json" --plot "$OUT/charts" --no-install

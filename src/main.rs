@@ -8,8 +8,9 @@ use tgi_commands::serve::ServeSettings;
 use tgi_commands::{cli, exit_code, Cli, Command};
 
 fn main() {
-    let argv: Vec<OsString> = std::env::args_os().collect();
-    let cli = Cli::parse_from(&argv);
+    // llama.cpp's `-ngl 99` and `-np 4` under their long names; unknown llama.cpp and TGI flags get a pointer.
+    let argv: Vec<OsString> = tgi_commands::habits::normalize(std::env::args_os());
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| tgi_commands::habits::explain(e).exit());
     // `serve` handles SIGTERM/SIGINT itself (it drains requests in flight); the other commands
     // remove their temporary files and exit 130.
     if !matches!(cli.command, Command::Serve(_)) {

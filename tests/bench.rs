@@ -15,6 +15,25 @@ fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `--endpoint chat` measures the chat route even where `--api auto` finds TGI's routes (the bundled model is
+/// served with a chat template), and a URL without a scheme is http.
+#[test]
+fn endpoint_chat_is_measured_under_api_auto_at_a_bare_url() {
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let bare = format!("127.0.0.1:{}", server.port);
+    let args = ["bench", "--url", &bare, "--endpoint", "chat", "-c", "1", "--requests", "2", "-p", "8", "-n", "4"];
+    assert_ok(&tgi(args.iter().copied().chain(["--json", json.to_str().unwrap()])));
+    let r = read_json(&json);
+    assert_eq!(
+        (r["target"]["api"].as_str(), r["target"]["route"].as_str()),
+        (Some("openai"), Some("/v1/chat/completions"))
+    );
+    assert_eq!(r["runs"][0]["summary"]["requests_ok"], 2, "{}", r["runs"][0]["summary"]);
+    assert_fails(&tgi(args.iter().copied().chain(["--api", "tgi"])), 2, "--endpoint chat is OpenAI's");
+}
+
 #[test]
 fn measures_tgi_serve_over_openai_with_ignore_eos() {
     let server = Server::start(&[]);
@@ -27,7 +46,7 @@ fn measures_tgi_serve_over_openai_with_ignore_eos() {
         "--ignore-eos",
         "-c",
         "1,4",
-        "-n",
+        "--requests",
         "12",
         "--input-tokens",
         "24",
@@ -78,7 +97,7 @@ fn serves_the_bundled_model_in_process() {
     let json = dir.path().join("run.json");
     let out = tgi([
         "bench",
-        "-n",
+        "--requests",
         "4",
         "-c",
         "2",
@@ -126,16 +145,17 @@ fn a_server_that_does_not_stream_is_a_protocol_error() {
     let json = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
     let port = fake_server(Some(json));
     let url = format!("http://127.0.0.1:{port}");
-    let out = tgi(["bench", "--url", &url, "--api", "tgi", "-n", "3", "--prompt-file", "/dev/null"]);
+    let out = tgi(["bench", "--url", &url, "--api", "tgi", "--requests", "3", "--prompt-file", "/dev/null"]);
     assert_fails(&out, 2, "no prompts");
     let dir = tempfile::tempdir().unwrap();
     let prompts = dir.path().join("p.txt");
     std::fs::write(&prompts, "hello\nworld\n").unwrap();
-    let out = tgi(["bench", "--url", &url, "--api", "tgi", "-n", "3", "--prompt-file", prompts.to_str().unwrap()]);
+    let out =
+        tgi(["bench", "--url", &url, "--api", "tgi", "--requests", "3", "--prompt-file", prompts.to_str().unwrap()]);
     assert_fails(&out, 1, "all 3 requests failed: protocol");
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an event stream"));
     // Probing a server that speaks neither API.
-    let out = tgi(["bench", "--url", &url, "-n", "1", "--prompt-file", prompts.to_str().unwrap()]);
+    let out = tgi(["bench", "--url", &url, "--requests", "1", "--prompt-file", prompts.to_str().unwrap()]);
     assert_fails(&out, 1, "cannot tell what the server speaks");
 }
 
@@ -154,7 +174,7 @@ fn a_silent_server_times_out() {
         "openai",
         "--model-name",
         "m",
-        "-n",
+        "--requests",
         "2",
         "-c",
         "2",

@@ -320,7 +320,7 @@ fn serve_chat_and_bench() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run.json");
     let m = root().join("models/tiny-qwen3moe/hf");
-    let bench = ["bench", "-m", m.to_str().unwrap(), "-n", "4", "-c", "2", "--output-tokens", "8"];
+    let bench = ["bench", "-m", m.to_str().unwrap(), "--requests", "4", "-c", "2", "--output-tokens", "8"];
     let out = tgi(bench.iter().chain(&["--input-tokens", "16", "--quiet", "--json", run.to_str().unwrap()]));
     assert_eq!(assert_ok(&out), "");
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{assert_fails, assert_ok, chat_model, model, root, tgi};
+use common::{assert_fails, assert_ok, chat_model, gemma3_file, model, root, tgi};
 use serde_json::Value;
 
 fn reference(name: &str) -> Value {
@@ -191,9 +191,16 @@ fn bad_input_is_a_clear_error() {
     std::fs::write(&bad, b"GGUF\x03\x00\x00\x00truncated").unwrap();
     assert_fails(&tgi(["generate".as_ref(), "-m".as_ref(), bad.as_os_str(), "hi".as_ref()]), 2, "bad.gguf");
     assert_fails(&tgi(["generate", "--top-p", "1.5", "hi"]), 2, "top_p");
+    // A negative number is a value (not "use '-- -1'"), refused with the range, which includes 0.
+    for args in [&["generate", "--temperature", "-1", "hi"][..], &["generate", "--temperature=-1", "hi"]] {
+        assert_fails(&tgi(args), 2, "`temperature` must be >= 0.0 (0 picks the most likely token)");
+    }
     assert_fails(&tgi(["generate", "--device", "cuda", "hi"]), 2, "without cuda support");
-    assert_fails(&tgi(["generate", "--chat", "hi"]), 2, "no chat template");
-    assert_fails(&tgi(["generate", "--chat", "--chat-template", "no-such.jinja", "hi"]), 2, "no such file");
+    let plain = model("stories260k/hf");
+    let chat_without_template =
+        ["generate".as_ref(), "-m".as_ref(), plain.as_os_str(), "--chat".as_ref(), "hi".as_ref()];
+    assert_fails(&tgi(chat_without_template), 2, "no chat template; give one with --chat-template");
+    assert_fails(&tgi(["generate", "--chat", "--chat-template", "no-such.jinja", "hi"]), 2, "no file, no built-in");
     assert_fails(&tgi(["generate", "--chat", "--chat-template", "{% for m in %}", "hi"]), 2, "--chat-template");
     assert_fails(&tgi(["generate", "--threads", "0", "hi"]), 2, "--threads must be at least 1");
     assert_fails(&tgi(["generate", "--dtype", "f8", "hi"]), 2, "expected f32, f16 or bf16");
@@ -235,19 +242,6 @@ fn chat_applies_the_template_from_hf_and_from_gguf() {
         lens.push(chat);
     }
     assert_eq!(lens[0], lens[1], "the GGUF carries the same template and vocabulary");
-}
-
-/// The published Gemma 3 270M GGUF named by `TGI_GEMMA3_GGUF` (`tests/gemma/fetch.sh` downloads it and prints its
-/// path). Without the variable the test says so and passes, unless `CI` is set.
-fn gemma3_file() -> Option<PathBuf> {
-    match std::env::var_os("TGI_GEMMA3_GGUF") {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("CI").is_some() => panic!("CI: set TGI_GEMMA3_GGUF=$(bash tests/gemma/fetch.sh)"),
-        None => {
-            eprintln!("skipped: TGI_GEMMA3_GGUF is unset (TGI_GEMMA3_GGUF=$(bash tests/gemma/fetch.sh) runs it)");
-            None
-        }
-    }
 }
 
 /// Gemma 3 270M Q4_K_M, a trained model with Q5_0, Q4_K, Q6_K and Q8_0 tensors and a tied 262k-row output layer,

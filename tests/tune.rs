@@ -18,7 +18,7 @@ const TINY: [&str; 14] = [
     "auto",
     "--slo",
     "ttft=30s,tpot=10s,e2e=60s",
-    "-n",
+    "--requests",
     "3",
     "-c",
     "2",

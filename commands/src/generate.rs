@@ -18,22 +18,35 @@ use tgi_engines::device::DeviceSpec;
 /// Arguments of `tgi generate`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  tgi generate \"Once upon a time\"\n  \
-tgi generate -m model-q4_k_m.gguf --temperature 0 --max-new-tokens 64 \"The capital of France is\"\n  \
-tgi generate -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --chat --system \"Be brief.\" \"Why is the sky blue?\"\n  \
+tgi generate -n 16 --temp 0 -p \"Once upon a time\"\n  \
+tgi generate -m model-q4_k_m.gguf --temperature 0 --max-new-tokens 64 \\\n    \
+\"The capital of France is\"\n  \
+tgi generate -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --chat \\\n    \
+--system \"Be brief.\" \"Why is the sky blue?\"\n  \
+tgi generate --chat --chat-template chatml \"Tell me a story.\"\n  \
 echo \"Once upon a time\" | tgi generate --json -")]
 pub struct GenerateArgs {
     #[command(flatten)]
     pub model: ModelArgs,
 
     /// The prompt; `-` reads it from standard input.
-    pub prompt: String,
+    #[arg(required_unless_present_any = ["prompt_text", "file"], conflicts_with_all = ["prompt_text", "file"])]
+    pub prompt: Option<String>,
 
-    /// Most tokens to generate.
-    #[arg(short = 'n', long, default_value_t = 128, value_name = "N")]
+    /// The prompt, as llama-cli's -p (instead of the PROMPT argument).
+    #[arg(short = 'p', long = "prompt", value_name = "TEXT", conflicts_with = "file")]
+    pub prompt_text: Option<String>,
+
+    /// Read the prompt from this file, as llama-cli's -f.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
+
+    /// Most tokens to generate (-n/--n-predict as llama-cli).
+    #[arg(short = 'n', long, visible_aliases = ["n-predict", "predict"], default_value_t = 128, value_name = "N")]
     pub max_new_tokens: usize,
 
-    /// Sampling temperature; 0 picks the most likely token every time (greedy).
-    #[arg(long, default_value_t = 0.8)]
+    /// Sampling temperature (--temp as llama-cli); 0 picks the most likely token every time (greedy).
+    #[arg(long, visible_alias = "temp", default_value_t = 0.8, allow_negative_numbers = true)]
     pub temperature: f32,
 
     /// Sample from the K most likely tokens only.
@@ -57,15 +70,15 @@ pub struct GenerateArgs {
     pub repetition_penalty: Option<f32>,
 
     /// Subtract this per earlier occurrence of a token in the output (OpenAI semantics).
-    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    #[arg(long, default_value_t = 0.0, value_name = "F", allow_negative_numbers = true)]
     pub frequency_penalty: f32,
 
     /// Subtract this from every token already in the output (OpenAI semantics).
-    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    #[arg(long, default_value_t = 0.0, value_name = "F", allow_negative_numbers = true)]
     pub presence_penalty: f32,
 
     /// Random seed: the same seed gives the same output [default: random].
-    #[arg(long)]
+    #[arg(short, long)]
     pub seed: Option<u64>,
 
     /// Stop when the output contains this text (repeatable); the stop text is not printed.
@@ -126,12 +139,17 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     if args.prefill_chunk == 0 {
         return Err(InputError("--prefill-chunk must be at least 1".into()).into());
     }
-    let prompt = if args.prompt == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from standard input")?;
-        s
-    } else {
-        args.prompt.clone()
+    let prompt = match (&args.prompt, &args.prompt_text, &args.file) {
+        (Some(p), _, _) if p == "-" => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from standard input")?;
+            s
+        }
+        (Some(p), _, _) | (None, Some(p), _) => p.clone(),
+        (None, None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the prompt from {}", file.display()))
+            .map_err(|e| InputError(format!("{e:#}")))?,
+        (None, None, None) => return Err(InputError("no prompt: give PROMPT, -p TEXT or -f FILE".into()).into()),
     };
     let mut m = args.model.load()?;
     if args.model.lm_head_type.is_some() && !args.quiet && !args.json {
@@ -139,8 +157,13 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
     args.chat_template.apply(&mut m)?;
     let prompt_ids = if args.chat {
-        let template =
-            m.chat_templates.get(false).ok_or_else(|| InputError("--chat: the model has no chat template".into()))?;
+        let template = m.chat_templates.get(false).ok_or_else(|| {
+            InputError(
+                "--chat: the model has no chat template; give one with --chat-template NAME|FILE (chatml, llama3, \
+                 gemma, ... or a Jinja file)"
+                    .into(),
+            )
+        })?;
         let mut messages = Vec::new();
         if let Some(system) = &args.system {
             messages.push(Message::new("system", system));
@@ -180,9 +203,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     })?;
     if args.json {
         let mut v = report(&req, &g, args.logprobs.is_some());
-        v["device"] = args.model.device.to_string().into();
+        v["device"] = args.model.device()?.to_string().into();
         v["output_layer"] = m.model.output_layer().to_string().into();
-        if args.model.device == DeviceSpec::Cpu {
+        if args.model.device()? == DeviceSpec::Cpu {
             v["cpu_kernels"] = tgi_engines::kernels::backend().name().into();
             let r = m.model.repacked();
             v["repacked"] =

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod duration;
 pub mod error;
 pub mod generate;
+pub mod habits;
 pub mod kl_base;
 pub mod loadgen;
 pub mod model_args;

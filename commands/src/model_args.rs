@@ -7,7 +7,7 @@ use tgi_engines::device::{ComputeDType, DeviceSpec};
 use tgi_engines::kernels::{self, Backend};
 use tgi_engines::kv::{KvDType, KvError};
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError, Quantize};
-use tgi_engines::text::chat::{ChatTemplate, ChatTemplates};
+use tgi_engines::text::chat::{ChatTemplate, ChatTemplates, BUILTIN_NAMES};
 use tgi_formats::GgmlType;
 
 use crate::error::InputError;
@@ -15,17 +15,34 @@ use crate::error::InputError;
 /// The bundled demo model (stories260k, MIT, from llama2.c), used when no `--model` is given.
 const BUNDLED_GGUF: &[u8] = include_bytes!("../../models/stories260k/stories260k-f32.gguf");
 
+/// How errors name the bundled model (its file in the temp directory is an implementation detail).
+const BUNDLED_NAME: &str = "the bundled stories260k demo model";
+
+/// The chat template the bundled model is served with (it ships none), so that a first chat request works.
+const BUNDLED_TEMPLATE: &str = "chatml";
+
 /// Which model to run and where.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
     /// The model: a GGUF file, a Hugging Face directory, or a hub id (org/name) [default: the bundled
-    /// stories260k demo model].
-    #[arg(short, long, value_name = "MODEL")]
+    /// stories260k demo model, served with the chatml template].
+    #[arg(short, long, visible_alias = "model-id", value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
+    /// The revision of a hub id: a branch, tag or commit [default: main].
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
+
+    /// Device: cpu, gpu (the GPU this build has), cuda, cuda:N or metal; GPUs need a build with
+    /// `--features cuda` (NVIDIA) or `--features metal` (Apple).
     #[arg(long, default_value = "cpu", value_parser = |s: &str| s.parse::<DeviceSpec>().map_err(|e| e.to_string()))]
     pub device: DeviceSpec,
+
+    /// Layers on the GPU, as llama.cpp's -ngl: tgi runs a model on one device, so N of at least the model's
+    /// layers (or -1) puts all of them on the GPU this build has (as --device gpu), 0 keeps them on the CPU, and
+    /// partial offload is refused.
+    #[arg(long, visible_alias = "gpu-layers", value_name = "N", allow_negative_numbers = true)]
+    pub n_gpu_layers: Option<i64>,
 
     /// Float type of dense (unquantized) weights: f32, f16 or bf16 [default: as stored].
     #[arg(long, value_parser = |s: &str| s.parse::<ComputeDType>())]
@@ -67,6 +84,19 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// The device to run on: --device, or the one --n-gpu-layers implies (any layers: the build's GPU).
+    pub fn device(&self) -> Result<DeviceSpec, InputError> {
+        match (self.n_gpu_layers, self.device) {
+            (None, d) => Ok(d),
+            (Some(0), DeviceSpec::Cpu) => Ok(DeviceSpec::Cpu),
+            (Some(0), d) => {
+                Err(InputError(format!("--n-gpu-layers 0 keeps every layer on the CPU, but --device is {d}")))
+            }
+            (Some(_), DeviceSpec::Cpu) => DeviceSpec::gpu().map_err(|e| InputError(format!("--n-gpu-layers: {e}"))),
+            (Some(_), d) => Ok(d),
+        }
+    }
+
     /// The model path or id, writing out the bundled model when none was given.
     pub fn model_name(&self) -> Result<String> {
         match &self.model {
@@ -88,8 +118,17 @@ impl ModelArgs {
             kernels::choose(level).map_err(|e| InputError(format!("--cpu-kernels: {e}")))?;
         }
         let name = self.model_name()?;
+        // A hub revision is resolved to its snapshot directory here; the engine loads that.
+        let path = match &self.revision {
+            Some(rev) => {
+                let files = tgi_formats::hf::resolve_at(&name, Some(rev))
+                    .map_err(|e| InputError(format!("cannot load {name} at --revision {rev}: {e}")))?;
+                files.root.display().to_string()
+            }
+            None => name.clone(),
+        };
         let opts = LoadOptions {
-            device: self.device,
+            device: self.device()?,
             dtype: self.dtype,
             mlock: self.mlock,
             kv_dtype: self.kv_cache_dtype,
@@ -97,8 +136,29 @@ impl ModelArgs {
             lm_head_type: self.lm_head_type,
             cpu_tensor_ops: false,
         };
-        model::load(&name, &opts).map_err(|e| classify(e, &name))
+        let shown = if self.model.is_some() { name.as_str() } else { BUNDLED_NAME };
+        let mut loaded = model::load(&path, &opts).map_err(|e| classify(e, shown))?;
+        if let Some(n) = self.n_gpu_layers {
+            whole_model_layers(n, loaded.model.config().layers)?;
+        }
+        if self.model.is_none() && loaded.chat_templates.get(false).is_none() {
+            if let Some(template) = ChatTemplate::builtin(BUNDLED_TEMPLATE, &loaded.tokenizer) {
+                loaded.chat_templates = ChatTemplates::only(template.context("the bundled model's chat template")?);
+            }
+        }
+        Ok(loaded)
     }
+}
+
+/// Refuses `--n-gpu-layers N` for part of a model of `layers` layers: tgi runs every layer on one device.
+fn whole_model_layers(n: i64, layers: usize) -> Result<(), InputError> {
+    if n > 0 && (n as u64) < layers as u64 {
+        return Err(InputError(format!(
+            "--n-gpu-layers {n}: the model has {layers} layers, and tgi runs all of them on one device (no partial \
+             offload); use --n-gpu-layers {layers} (or -1, 99) for the GPU, or 0 for the CPU"
+        )));
+    }
+    Ok(())
 }
 
 /// A GGML type name (`q6_k`, `Q8_0`, `f16`) for `--lm-head-type`.
@@ -145,9 +205,10 @@ fn checksum(bytes: &[u8]) -> u32 {
 /// `--chat-template`: replace (or supply) the model's chat template, as llama.cpp's and vLLM's flag of the same name.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ChatTemplateArg {
-    /// Chat template to use instead of the model's (a Jinja file, or the template text itself), e.g. for a model
-    /// that ships none.
-    #[arg(long, value_name = "FILE|TEMPLATE")]
+    /// Chat template to use instead of the model's, e.g. for a model that ships none: a Jinja file, the template
+    /// text itself, or one of llama.cpp's built-in names (chatml, llama2, llama3, mistral-v7, phi3, gemma, zephyr,
+    /// deepseek, ...; the error for an unknown name lists them all).
+    #[arg(long, value_name = "FILE|NAME|TEMPLATE")]
     pub chat_template: Option<String>,
 }
 
@@ -157,18 +218,60 @@ impl ChatTemplateArg {
         let Some(arg) = &self.chat_template else {
             return Ok(());
         };
-        let source = if std::path::Path::new(arg).is_file() {
-            std::fs::read_to_string(arg).with_context(|| format!("cannot read the chat template {arg}"))?
+        let template = if std::path::Path::new(arg).is_file() {
+            let source =
+                std::fs::read_to_string(arg).with_context(|| format!("cannot read the chat template {arg}"))?;
+            ChatTemplate::with_tokens_of(&source, &m.tokenizer)
+        } else if let Some(template) = ChatTemplate::builtin(arg, &m.tokenizer) {
+            template
         } else if arg.contains("{{") || arg.contains("{%") {
-            arg.clone()
+            ChatTemplate::with_tokens_of(arg, &m.tokenizer)
         } else {
-            return Err(
-                InputError(format!("--chat-template: no such file '{arg}' (and it is not a Jinja template)")).into()
-            );
-        };
-        let template = ChatTemplate::with_tokens_of(&source, &m.tokenizer)
-            .map_err(|e| InputError(format!("--chat-template: {e}")))?;
+            return Err(InputError(format!(
+                "--chat-template: '{arg}' is no file, no built-in template name ({}) and no Jinja template",
+                BUILTIN_NAMES.join(", ")
+            ))
+            .into());
+        }
+        .map_err(|e| InputError(format!("--chat-template: {e}")))?;
         m.chat_templates = ChatTemplates::only(template);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        m: ModelArgs,
+    }
+
+    fn args(flags: &[&str]) -> ModelArgs {
+        Wrap::try_parse_from(std::iter::once("x").chain(flags.iter().copied())).unwrap().m
+    }
+
+    #[test]
+    fn gpu_layers_mean_all_or_none() {
+        assert_eq!(args(&["--n-gpu-layers", "0"]).device().unwrap(), DeviceSpec::Cpu);
+        assert_eq!(args(&["--n-gpu-layers", "99", "--device", "cuda:1"]).device().unwrap(), DeviceSpec::Cuda(1));
+        let e = args(&["--n-gpu-layers", "0", "--device", "cuda"]).device().unwrap_err().0;
+        assert!(e.contains("but --device is cuda:0"), "{e}");
+        match args(&["--n-gpu-layers", "-1"]).device() {
+            Ok(d) => assert_ne!(d, DeviceSpec::Cpu),
+            Err(e) => assert!(e.0.contains("without GPU support"), "{}", e.0),
+        }
+        assert!(whole_model_layers(99, 18).is_ok() && whole_model_layers(-1, 18).is_ok());
+        assert!(whole_model_layers(18, 18).is_ok() && whole_model_layers(0, 18).is_ok());
+        let e = whole_model_layers(10, 18).unwrap_err().0;
+        assert!(e.contains("no partial offload") && e.contains("--n-gpu-layers 18"), "{e}");
+    }
+
+    #[test]
+    fn the_bundled_template_is_a_builtin() {
+        assert!(BUILTIN_NAMES.contains(&BUNDLED_TEMPLATE));
     }
 }

@@ -16,19 +16,26 @@ use crate::model_args::ModelArgs;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Chunks of --ctx tokens each start with BOS; the second half of each chunk is scored, as in \
 llama-perplexity, so the two report the same figure for the same model, text and context.\n\nExamples:\n  \
-tgi perplexity -m model-q4_k_m.gguf --ctx 512 wiki.test.raw\n  \
+tgi perplexity -m model-q4_k_m.gguf -c 512 -f wiki.test.raw\n  \
 tgi perplexity -m model-f16.gguf --kl-divergence-base base.kld wiki.test.raw\n  \
-tgi perplexity -m model-q4_k_m.gguf --kl-divergence-base base.kld --kl-divergence wiki.test.raw\n  \
-tgi perplexity -m models/stories-distill-4l/hf --ctx 128 --chunks 32 --json models/stories-distill-4l/text/heldout.txt")]
+tgi perplexity -m model-q4_k_m.gguf --kl-divergence-base base.kld \\\n    \
+--kl-divergence wiki.test.raw\n  \
+tgi perplexity -m models/stories-distill-4l/hf --ctx 128 --chunks 32 \\\n    \
+--json models/stories-distill-4l/text/heldout.txt")]
 pub struct PerplexityArgs {
     #[command(flatten)]
     pub model: ModelArgs,
 
     /// The text file to score.
-    pub file: std::path::PathBuf,
+    #[arg(value_name = "FILE", required_unless_present = "file_flag", conflicts_with = "file_flag")]
+    pub file: Option<std::path::PathBuf>,
 
-    /// Tokens per chunk [default: 512, or the model's context if smaller].
-    #[arg(short, long, value_name = "N")]
+    /// The text file to score, as llama-perplexity's -f (instead of the FILE argument).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file_flag: Option<std::path::PathBuf>,
+
+    /// Tokens per chunk (-c/--ctx-size as llama-perplexity) [default: 512, or the model's context if smaller].
+    #[arg(short, long, visible_alias = "ctx-size", value_name = "N")]
     pub ctx: Option<usize>,
 
     /// Score only the first N chunks.
@@ -64,8 +71,9 @@ pub struct PerplexityArgs {
 
 /// Runs `tgi perplexity`.
 pub fn run(args: PerplexityArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))
+    let file = args.file.clone().or(args.file_flag.clone()).ok_or_else(|| InputError("no text file".into()))?;
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))
         .map_err(|e| InputError(format!("{e:#}")))?;
     let m = args.model.load()?;
     let ctx = args.ctx.unwrap_or(512.min(m.model.config().context));
@@ -87,7 +95,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     let mut kl = match &args.kl_divergence_base {
         Some(path) if args.kl_divergence => Kl::Compare(BaseReader::open(path, &header)?, KlStats::default()),
         Some(path) if chunks > 0 => {
-            Kl::Save(BaseWriter::create(path, args.force, std::slice::from_ref(&args.file), &header)?)
+            Kl::Save(BaseWriter::create(path, args.force, std::slice::from_ref(&file), &header)?)
         }
         _ => Kl::None,
     };

@@ -9,9 +9,15 @@ use candle_core::Device;
 /// Errors choosing a device.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    /// The spelling is not `cpu`, `cuda`, `cuda:N` or `metal`.
-    #[error("unknown device '{0}': expected cpu, cuda, cuda:N or metal")]
+    /// The spelling is not `cpu`, `gpu`, `cuda`, `cuda:N` or `metal`.
+    #[error("unknown device '{0}': expected cpu, gpu, cuda, cuda:N or metal")]
     Unknown(String),
+    /// `gpu` asked for, and the binary was built with no GPU backend.
+    #[error(
+        "this tgi was built without GPU support; rebuild with `cargo build --release --features cuda` (NVIDIA) or \
+         `--features metal` (Apple)"
+    )]
+    NoGpu,
     /// The binary was built without the backend the device needs.
     #[error("this tgi was built without {feature} support; rebuild with `cargo build --release --features {feature}`")]
     NotBuilt {
@@ -47,7 +53,8 @@ impl FromStr for DeviceSpec {
         let unknown = || DeviceError::Unknown(s.to_string());
         match s.trim().to_ascii_lowercase().as_str() {
             "cpu" => Ok(DeviceSpec::Cpu),
-            "cuda" | "gpu" => Ok(DeviceSpec::Cuda(0)),
+            "gpu" => DeviceSpec::gpu(),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
             "metal" | "mps" => Ok(DeviceSpec::Metal),
             other => match other.strip_prefix("cuda:") {
                 Some(n) => n.parse().map(DeviceSpec::Cuda).map_err(|_| unknown()),
@@ -58,6 +65,17 @@ impl FromStr for DeviceSpec {
 }
 
 impl DeviceSpec {
+    /// The GPU this build runs on: the first CUDA device, else Metal; refused for a build without either.
+    pub fn gpu() -> Result<DeviceSpec, DeviceError> {
+        if cfg!(feature = "cuda") {
+            Ok(DeviceSpec::Cuda(0))
+        } else if cfg!(feature = "metal") {
+            Ok(DeviceSpec::Metal)
+        } else {
+            Err(DeviceError::NoGpu)
+        }
+    }
+
     /// The device for the startup log and `--json` reports: on the CPU, with the kernels' instruction-set level.
     pub fn describe(&self) -> String {
         match self {
@@ -174,6 +192,17 @@ mod tests {
         }
         if !cfg!(feature = "metal") {
             assert!(DeviceSpec::Metal.open().unwrap_err().to_string().contains("without metal"));
+        }
+        // `gpu` is the GPU the build has, else a hint naming both GPU features.
+        match "GPU".parse::<DeviceSpec>() {
+            Ok(d) => assert_ne!(d, DeviceSpec::Cpu),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("without GPU support") && e.contains("--features cuda") && e.contains("metal"),
+                    "{e}"
+                );
+            }
         }
     }
 

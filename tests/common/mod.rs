@@ -80,3 +80,16 @@ pub fn chat_model(dir: &Path) -> PathBuf {
     std::fs::write(&cfg_path, cfg.to_string()).unwrap();
     hf
 }
+
+/// The published Gemma 3 270M GGUF named by `TGI_GEMMA3_GGUF` (`tests/gemma/fetch.sh` downloads it and prints its
+/// path). Without the variable the test says so and passes, unless `CI` is set.
+pub fn gemma3_file() -> Option<PathBuf> {
+    match std::env::var_os("TGI_GEMMA3_GGUF") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("CI").is_some() => panic!("CI: set TGI_GEMMA3_GGUF=$(bash tests/gemma/fetch.sh)"),
+        None => {
+            eprintln!("skipped: TGI_GEMMA3_GGUF is unset (TGI_GEMMA3_GGUF=$(bash tests/gemma/fetch.sh) runs it)");
+            None
+        }
+    }
+}

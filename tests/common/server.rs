@@ -82,6 +82,14 @@ impl Server {
         stdout
     }
 
+    /// The process's peak resident memory so far in bytes (`VmHWM`), where /proc tells.
+    pub fn peak_rss(&self) -> Option<u64> {
+        let pid = self.child.as_ref()?.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    }
+
     /// `http://127.0.0.1:PORT` + `path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)

@@ -20,8 +20,11 @@ response), mean/std/min/P50/P90/P95/P99/max of each measure, peak requests in fl
 all requests meeting every SLO).\n\n\
 Examples:\n  \
 tgi bench --url http://127.0.0.1:3000 --concurrency 1,4,16 --requests 200\n  \
-tgi bench --model model-q4_k_m.gguf --rate sweep --duration 60s --json run.json --plot charts/\n  \
-tgi bench --url http://127.0.0.1:8080 --api openai --ignore-eos --input-tokens 512 --output-tokens 128:32 \
+tgi bench -m model-q4_k_m.gguf -p 512 -n 128 -c 1,8\n  \
+tgi bench --model model-q4_k_m.gguf --rate sweep --duration 60s \\\n    \
+--json run.json --plot charts/\n  \
+tgi bench --url localhost:8080 --api openai --ignore-eos \\\n    \
+--input-tokens 512 --output-tokens 128:32 \\\n    \
 --tokenizer TinyLlama/TinyLlama-1.1B-Chat-v1.0\n  \
 tgi bench compare a.json b.json --plot charts/";
 

@@ -50,7 +50,7 @@ pub struct LoadArgs {
     pub burstiness: f64,
 
     /// Requests measured per load level [default: 100 unless --duration].
-    #[arg(short = 'n', long, value_name = "N", help_heading = "Load")]
+    #[arg(long, value_name = "N", help_heading = "Load")]
     pub requests: Option<usize>,
 
     /// Length of each load level instead of a request count, e.g. 60s, 500ms, 2m (requests in flight at the end
@@ -74,13 +74,21 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = DatasetFormat::Auto, help_heading = "Workload")]
     pub dataset: DatasetFormat,
 
-    /// Synthetic prompts of this many tokens: a count or MEAN:SPREAD (uniform in MEAN +- SPREAD).
-    #[arg(long, value_name = "N|MEAN:SPREAD", default_value = "128", help_heading = "Workload")]
+    /// Synthetic prompts of this many tokens: a count or MEAN:SPREAD (uniform in MEAN +- SPREAD); -p as
+    /// llama-bench's prompt length.
+    #[arg(
+        short = 'p',
+        long,
+        visible_alias = "n-prompt",
+        value_name = "N|MEAN:SPREAD",
+        default_value = "128",
+        help_heading = "Workload"
+    )]
     pub input_tokens: TokenCount,
 
-    /// Tokens to generate per request (overrides a prompt file's): a count or MEAN:SPREAD [default: 128, or
-    /// the file's].
-    #[arg(long, value_name = "N|MEAN:SPREAD", help_heading = "Workload")]
+    /// Tokens to generate per request (overrides a prompt file's): a count or MEAN:SPREAD; -n as llama-bench's
+    /// and llama-cli's generation length [default: 128, or the file's].
+    #[arg(short = 'n', long, visible_alias = "n-gen", value_name = "N|MEAN:SPREAD", help_heading = "Workload")]
     pub output_tokens: Option<TokenCount>,
 
     /// Tokenizer for synthetic prompts and ShareGPT lengths: tokenizer.json, a model directory, a GGUF file or a

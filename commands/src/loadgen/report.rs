@@ -21,6 +21,10 @@ pub struct Target {
     pub url: String,
     /// The API spoken: `tgi` or `openai`.
     pub api: String,
+    /// The route measured: `/generate_stream`, `/v1/completions` or `/v1/chat/completions` (absent in reports
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub route: String,
     /// Model name as the server reports it, when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

@@ -53,7 +53,13 @@ async fn bench(args: &LoadArgs, endpoint: Arc<Endpoint>, url: &str) -> Result<Be
     };
     let prompts = Arc::new(workload::build(&spec, counter.as_ref(), pool).await?);
     let label = args.label.clone().or_else(|| found.model.clone()).unwrap_or_else(|| url.to_string());
-    let target = Target { url: url.to_string(), api: found.api.name().to_string(), model: found.model.clone(), label };
+    let target = Target {
+        url: url.to_string(),
+        api: found.api.name().to_string(),
+        route: found.api.path().to_string(),
+        model: found.model.clone(),
+        label,
+    };
     let mut ctx = Ctx { args, endpoint, api: Arc::new(found.api), prompts, next_prompt: 0 };
     if !args.quiet {
         eprintln!(

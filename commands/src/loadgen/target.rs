@@ -58,6 +58,12 @@ pub async fn detect(
     let tgi_routes = info.is_ok();
     let want_openai = match choice {
         ApiChoice::Tgi => {
+            if chat {
+                return Err(InputError(
+                    "--endpoint chat is OpenAI's /v1/chat/completions; use --api openai (or auto) with it".into(),
+                )
+                .into());
+            }
             if ignore_eos {
                 return Err(InputError(
                     "--ignore-eos: TGI's API has no ignore_eos parameter; use --api openai (tgi serve, vLLM and \
@@ -69,7 +75,8 @@ pub async fn detect(
             false
         }
         ApiChoice::Openai => true,
-        ApiChoice::Auto => ignore_eos || info.is_err(),
+        // --endpoint chat and --ignore-eos exist only on the OpenAI side: asking for them settles it.
+        ApiChoice::Auto => ignore_eos || chat || info.is_err(),
     };
     if !want_openai {
         return Ok(Detected { api: Api::Tgi, model: info.ok().flatten(), tgi_routes });

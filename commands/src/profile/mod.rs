@@ -14,6 +14,9 @@ pub use self::machine::LocalMachine;
 pub use self::slo::{ProfileSlo, Slo};
 use crate::error::InputError;
 
+/// The profile of this machine (`--profile auto`).
+pub const AUTO: &str = "auto";
+
 /// The profiles shipped in `profiles/`, as (file name, text).
 const BUILTIN: [(&str, &str); 8] = [
     ("rpi5.toml", include_str!("../../../profiles/rpi5.toml")),
@@ -132,7 +135,7 @@ impl Profile {
 
     /// `NAME` (shipped), `FILE.toml` or `auto`.
     pub fn resolve(spec: &str) -> Result<Profile, InputError> {
-        if spec == "auto" {
+        if spec == AUTO {
             return Ok(Profile::auto(&LocalMachine::this()));
         }
         if spec.ends_with(".toml") || Path::new(spec).is_file() {
@@ -148,7 +151,7 @@ impl Profile {
     /// A profile of `m` itself: its cores and memory, the CPU, and default objectives.
     pub fn auto(m: &LocalMachine) -> Profile {
         Profile {
-            name: "auto".into(),
+            name: AUTO.into(),
             description: format!("this machine: {} cores, {:.1} GiB", m.cores, m.memory_gib),
             device: DeviceKind::Cpu,
             cores: m.cores,

@@ -77,13 +77,7 @@ impl FloatCheckpoint {
             ))
             .into());
         }
-        let name = if path.is_dir() {
-            std::fs::canonicalize(path).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        } else {
-            None
-        }
-        .unwrap_or_else(|| model.trim_end_matches('/').rsplit('/').next().unwrap_or(model).to_string());
-        Ok(FloatCheckpoint { files, config, weights, metas, name })
+        Ok(FloatCheckpoint { files, config, weights, metas, name: model_name(model) })
     }
 
     /// Bytes of the weight files.
@@ -177,6 +171,34 @@ pub fn print_summary(summary: &QuantizeSummary, json: bool, quiet: bool) -> Resu
     Ok(())
 }
 
+/// Folder names that say how a checkpoint is stored rather than what it is: the model's name is its parent's.
+const LAYOUT_FOLDERS: [&str; 6] = ["hf", "model", "checkpoint", "weights", "original", "safetensors"];
+
+/// The name default outputs are named after: a hub id's name; for a local checkpoint (a directory, or a file in
+/// one) the directory's name, its parent's when that is a layout folder (hf/, model/, ...), or the repo's for a
+/// hub cache snapshot (models--ORG--NAME/snapshots/REV).
+pub(super) fn model_name(model: &str) -> String {
+    let path = Path::new(model);
+    let Ok(full) = std::fs::canonicalize(path) else {
+        return model.trim_end_matches('/').rsplit('/').next().unwrap_or(model).to_string();
+    };
+    let dir = if full.is_dir() { full.as_path() } else { full.parent().unwrap_or(&full) };
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let parent = dir.parent();
+    if parent.and_then(name).as_deref() == Some("snapshots") {
+        if let Some(repo) = parent.and_then(Path::parent).and_then(name) {
+            if let Some(id) = repo.strip_prefix("models--") {
+                return id.rsplit("--").next().unwrap_or(id).to_string();
+            }
+        }
+    }
+    match name(dir) {
+        Some(n) if LAYOUT_FOLDERS.contains(&n.to_ascii_lowercase().as_str()) => parent.and_then(name).unwrap_or(n),
+        Some(n) => n,
+        None => "model".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +214,24 @@ mod tests {
         assert!(!is_quantized_linear(&m("model.layers.0.input_layernorm.weight", &[8])));
         assert!(!is_quantized_linear(&m("model.embed_tokens.weight", &[8, 8])));
         assert!(!is_quantized_linear(&m("lm_head.weight", &[8, 8])));
+    }
+
+    #[test]
+    fn default_names_come_from_the_model_not_its_layout_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let hf = dir.path().join("stories260k/hf");
+        let snapshot = dir.path().join("models--TinyLlama--TinyLlama-1.1B-Chat-v1.0/snapshots/0123abcd");
+        let plain = dir.path().join("my-model");
+        for d in [&hf, &snapshot, &plain] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(hf.join("model.safetensors"), b"").unwrap();
+        let name = |p: &Path| model_name(p.to_str().unwrap());
+        assert_eq!(name(&hf), "stories260k");
+        assert_eq!(name(&hf.join("model.safetensors")), "stories260k");
+        assert_eq!(name(&snapshot), "TinyLlama-1.1B-Chat-v1.0");
+        assert_eq!(name(&plain), "my-model");
+        assert_eq!(model_name("TinyLlama/TinyLlama-1.1B-Chat-v1.0"), "TinyLlama-1.1B-Chat-v1.0");
     }
 
     #[test]

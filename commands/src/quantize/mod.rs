@@ -4,6 +4,7 @@
 pub mod awq;
 mod bnb;
 mod hf_dir;
+mod positional;
 mod report;
 
 use std::fs::File;
@@ -13,7 +14,6 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::builder::{PossibleValuesParser, TypedValueParser};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tgi_engines::convert::preset::{Preset, TypeOverrides};
 use tgi_engines::convert::{run_job, ConvertError, ExportPlan, Scratch};
@@ -27,6 +27,7 @@ use tgi_formats::GgmlType;
 
 use crate::error::InputError;
 use crate::output::{finish_writer, AtomicFile};
+use positional::PresetParser;
 use report::{QuantizeSummary, SummaryHead, TensorReport};
 
 /// Output formats of `tgi quantize`.
@@ -50,19 +51,33 @@ use tgi_formats::bnb::FourBitType;
 
 /// Arguments of `tgi quantize`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  tgi quantize models/stories260k/hf --type q8_0 -o stories-q8_0.gguf\n  \
-tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m -o tinyllama-q4_k_m.gguf\n  \
-tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' -o model-q6_k.gguf\n  \
+#[command(after_help = "llama-quantize's positional form works too: tgi quantize IN [OUT] TYPE [THREADS].\n\n\
+Examples:\n  \
+tgi quantize models/stories260k/hf --type q8_0 -o stories-q8_0.gguf\n  \
+tgi quantize models/stories260k/stories260k-f32.gguf out-Q8_0.gguf Q8_0\n  \
+tgi quantize models/stories-distill-4l/hf\n  \
+tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m \\\n    \
+-o tinyllama-q4_k_m.gguf\n  \
+tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' \\\n    \
+-o model-q6_k.gguf\n  \
 tgi quantize models/stories260k/hf --format nf4 -o stories-nf4\n  \
-tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --format fp4 --blocksize 128 --no-double-quant -o tinyllama-fp4\n  \
+tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --format fp4 \\\n    \
+--blocksize 128 --no-double-quant -o tinyllama-fp4\n  \
 tgi quantize models/stories-distill-4l/hf --format awq -o stories-awq\n  \
-tgi quantize models/stories-distill-4l/hf --format awq --calib-file calib.jsonl --calib-samples 64 -o stories-awq\n  \
-tgi quantize models/stories-distill-4l/hf --format awq --method rtn -o stories-awq-rtn")]
+tgi quantize models/stories-distill-4l/hf --format awq \\\n    \
+--calib-file calib.jsonl --calib-samples 64 -o stories-awq-calib\n  \
+tgi quantize models/stories-distill-4l/hf --format awq --method rtn \\\n    \
+-o stories-awq-rtn")]
 pub struct QuantizeArgs {
     /// The model: a Hugging Face directory (or its model.safetensors, with config.json beside
     /// it), a hub id (org/name, from the local cache or downloaded), or a GGUF file (F32/F16/BF16,
     /// or already quantized with --allow-requantize).
     pub model: String,
+
+    /// llama-quantize's positional form after the model: [OUTPUT] TYPE [THREADS], the same as -o, --type and
+    /// --threads.
+    #[arg(value_name = "[OUTPUT] TYPE [THREADS]", num_args = 0..=3)]
+    pub positional: Vec<String>,
 
     /// GGUF input: requantize tensors that are already block-quantized to another type than their
     /// target (decoded to f32, then encoded), as llama-quantize --allow-requantize does. Each step
@@ -75,17 +90,15 @@ pub struct QuantizeArgs {
     #[arg(long, value_enum, default_value_t = Format::Gguf)]
     pub format: Format,
 
-    /// GGUF quantization preset, with llama.cpp's per-tensor rules [default: q4_k_m].
-    #[arg(
-        long = "type",
-        short = 't',
-        value_parser = PossibleValuesParser::new(Preset::ALL.map(|p| p.name()))
-            .map(|s| s.parse::<Preset>().expect("listed preset"))
-    )]
+    /// GGUF quantization preset, with llama.cpp's per-tensor rules, in any case (Q8_0 or q8_0); q3_k, q4_k and
+    /// q5_k mean the _m mixes [default: q4_k_m].
+    #[arg(long = "type", short = 't', value_name = "TYPE", value_parser = PresetParser)]
     pub preset: Option<Preset>,
 
     /// Output file for GGUF [default: <model name>-<type>.gguf], output directory for nf4/fp4/bnb
-    /// [default: <model name>-NF4 (or -FP4)] and awq [default: <model name>-AWQ], in the current directory.
+    /// [default: <model name>-NF4 (or -FP4)] and awq [default: <model name>-AWQ], in the current directory. The
+    /// model name is a hub id's, a GGUF file's general.name, or a directory's (its parent's for a directory named
+    /// like a layout, such as hf/, and the repo's for a hub cache snapshot).
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
 
@@ -229,9 +242,7 @@ impl Input {
         })?;
         let vocab = GgufVocab::from_hf_files(tokenizer, files.tokenizer_config.as_deref(), config.vocab_size)?;
         let weights = SafetensorsSet::open_files(&files.weights)?;
-        let name = model.trim_end_matches('/').rsplit('/').next().unwrap_or(model).to_string();
-        let name = if path.is_dir() { stem(&std::fs::canonicalize(path).unwrap_or(path.to_path_buf())) } else { name };
-        Ok(Input::Hf { name, config, vocab, weights, files: files.weights })
+        Ok(Input::Hf { name: hf_dir::model_name(model), config, vocab, weights, files: files.weights })
     }
 
     fn name(&self) -> &str {
@@ -298,6 +309,7 @@ fn file_size(p: &Path) -> u64 {
 /// Runs `tgi quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
     let started = Instant::now();
+    let args = args.with_positional()?;
     if let Some(n) = args.threads {
         if n == 0 {
             return Err(InputError("--threads must be at least 1".into()).into());

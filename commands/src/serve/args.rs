@@ -19,20 +19,26 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
 #[command(
     group = clap::ArgGroup::new("speculation").multiple(true).args(["speculate", "draft_model", "medusa"]),
     mut_arg("model", |a| a.env("TGI_MODEL")),
+    mut_arg("revision", |a| a.env("TGI_REVISION")),
     mut_arg("device", |a| a.env("TGI_DEVICE")),
+    mut_arg("n_gpu_layers", |a| a.env("TGI_N_GPU_LAYERS")),
     mut_arg("dtype", |a| a.env("TGI_DTYPE")),
     mut_arg("threads", |a| a.env("TGI_THREADS")),
-    mut_arg("mlock", |a| a.env("TGI_MLOCK")),
-    mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
-    mut_arg("lm_head_type", |a| a.env("TGI_LM_HEAD_TYPE")),
     mut_arg("cpu_kernels", |a| a.env("TGI_CPU_KERNELS")),
+    mut_arg("mlock", |a| a.env("TGI_MLOCK")),
+    mut_arg("quantize", |a| a.env("TGI_QUANTIZE")),
+    mut_arg("lm_head_type", |a| a.env("TGI_LM_HEAD_TYPE")),
+    mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
 SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
 at /api-doc/openapi.json, and a web chat page at / (open http://HOST:PORT/ in a browser; --no-webui turns it off).\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
-in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
-which beats the file, which beats the tuned --profile, which beats the default. The port answers 503 (/health included) while the model loads. \
+in the --config TOML file under its long name with underscores (max_batch_size = 64); TGI's launcher variables \
+(MODEL_ID, PORT, HOSTNAME, MAX_INPUT_TOKENS, MAX_TOTAL_TOKENS, MAX_BATCH_PREFILL_TOKENS, MAX_BATCH_TOTAL_TOKENS, \
+MAX_CONCURRENT_REQUESTS, QUANTIZE, SPECULATE, DTYPE, REVISION, JSON_OUTPUT, API_KEY; HF_TOKEN for downloads) are \
+read too, under the TGI_ ones (HOSTNAME only when it is not this machine's own name, which shells and containers set). \
+A flag beats the environment, which beats the file, which beats the tuned --profile, which beats the default. The port answers 503 (/health included) while the model loads. \
 SIGTERM or Ctrl-C makes /health answer 503, keeps serving for --drain-delay, then stops accepting requests and lets \
 those in flight finish (up to --shutdown-timeout).\n\n\
 Every request gets an id: the client's `x-request-id` header when it is printable ASCII of at most 128 bytes, else a \
@@ -40,11 +46,16 @@ generated one; it is returned in the response's `x-request-id` header and carrie
 request.\n\nExamples:\n  \
 tgi serve\n  \
 tgi serve -m model-q4_k_m.gguf --port 8080 --max-concurrent-requests 64\n  \
-TGI_API_KEY=secret tgi serve -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 --hostname 0.0.0.0\n  \
+TGI_API_KEY=secret tgi serve -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 \\\n    \
+--hostname 0.0.0.0\n  \
+tgi serve -m gemma-3-270m.gguf -c 8192 --parallel 4 --chat-template gemma\n  \
 tgi serve --config serve.toml\n  \
 tgi serve --profile x86-4c8g\n  \
-curl localhost:3000/generate -H 'Content-Type: application/json' \
--d '{\"inputs\": \"Once upon a time\", \"parameters\": {\"max_new_tokens\": 20}}'"
+curl localhost:3000/generate -H 'Content-Type: application/json' \\\n    \
+-d '{\"inputs\": \"Once upon a time\", \"parameters\": {\"max_new_tokens\": 20}}'\n  \
+curl localhost:3000/v1/chat/completions \\\n    \
+-H 'Content-Type: application/json' \\\n    \
+-d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'"
 )]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -63,8 +74,8 @@ pub struct ServeArgs {
     #[arg(long, env = "TGI_PROFILE", value_name = "NAME")]
     pub profile: Option<String>,
 
-    /// The address to listen on.
-    #[arg(long, env = "TGI_HOSTNAME", default_value = "127.0.0.1", value_name = "HOST")]
+    /// The address to listen on (--host as llama-server).
+    #[arg(long, visible_alias = "host", env = "TGI_HOSTNAME", default_value = "127.0.0.1", value_name = "HOST")]
     pub hostname: String,
 
     /// The port to listen on.
@@ -100,18 +111,20 @@ pub struct ServeArgs {
     #[arg(long, env = "TGI_MAX_INPUT_TOKENS", value_name = "N")]
     pub max_input_tokens: Option<usize>,
 
-    /// Most prompt plus generated tokens per request [default: the model's context length].
-    #[arg(long, env = "TGI_MAX_TOTAL_TOKENS", value_name = "N")]
+    /// Most prompt plus generated tokens per request (-c/--ctx-size as llama-server's per-sequence context)
+    /// [default: the model's context length; on the CPU at most 4096, unless --max-input-tokens asks for more].
+    #[arg(short = 'c', long, visible_alias = "ctx-size", env = "TGI_MAX_TOTAL_TOKENS", value_name = "N")]
     pub max_total_tokens: Option<usize>,
 
-    /// Tokens the KV cache holds for all running requests together [default: half the available
-    /// memory (on a GPU: 90% of its free memory after loading), at most --max-batch-size times the context
-    /// length].
+    /// Tokens the KV cache holds for all running requests together [default: on the CPU, --max-batch-size times
+    /// --max-total-tokens (as llama-server's -c times --parallel), at most half the available memory; on a GPU,
+    /// 90% of its free memory after loading, at most --max-batch-size times the context length]. The size is
+    /// logged before the cache is allocated.
     #[arg(long, env = "TGI_MAX_BATCH_TOTAL_TOKENS", value_name = "N")]
     pub max_batch_total_tokens: Option<usize>,
 
-    /// Most sequences per batch [default: 128].
-    #[arg(long, env = "TGI_MAX_BATCH_SIZE", value_name = "N")]
+    /// Most sequences per batch (--parallel/-np as llama-server's slots) [default: 16 on the CPU, 128 on a GPU].
+    #[arg(long, visible_alias = "parallel", env = "TGI_MAX_BATCH_SIZE", value_name = "N")]
     pub max_batch_size: Option<usize>,
 
     /// Most prompt tokens computed per step; longer prompts are prefilled in chunks.
@@ -341,6 +354,21 @@ mod tests {
 
     fn argv(extra: &[&str]) -> Vec<OsString> {
         ["tgi", "serve"].iter().chain(extra).map(OsString::from).collect()
+    }
+
+    /// What `--help` promises: every flag can be set with TGI_<FLAG> (TGI_QUANTIZE was missing once, and
+    /// `TGI_QUANTIZE=bogus` went unnoticed); clap reads exactly these names.
+    #[test]
+    fn every_flag_has_its_tgi_variable() {
+        let cmd = <super::ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
+        let mut walked = 0;
+        for arg in cmd.get_arguments().filter(|a| a.get_id() != "help") {
+            let long = arg.get_long().expect("serve takes flags only");
+            let want = format!("TGI_{}", long.to_ascii_uppercase().replace('-', "_"));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(want.as_str()), "--{long}");
+            walked += 1;
+        }
+        assert!(walked > 60, "{walked} flags");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Sizing the server from its settings and the model: token limits per request (defaults from the
-//! context length) and the KV cache budget (default from the memory the cache lives in: a GPU's free memory
-//! after the weights are loaded, else the host's available memory), checked against each other.
+//! context length) and the KV cache budget, checked against each other. On the CPU the cache holds what the
+//! server will use, as llama-server sizes `-c` times `--parallel`: --max-batch-size sequences of
+//! --max-total-tokens each (by default 16 of at most 4096), bounded by half the host's available memory. On a
+//! GPU it takes most of the device's free memory after the weights are loaded, as TGI does.
 
 use std::fmt;
 
@@ -13,8 +15,16 @@ use crate::error::InputError;
 /// Tokens per KV cache block (the scheduler allocates whole blocks).
 pub const BLOCK_SIZE: usize = tgi_engines::kv::BLOCK_SIZE;
 
-/// The share of the host's available memory the KV cache takes by default.
+/// The share of the host's available memory the KV cache takes at most by default.
 const HOST_FRACTION: f64 = 0.5;
+
+/// Most sequences per batch on the CPU by default: a CPU step's cost grows with the batch well before a GPU's
+/// does, and the cache is sized for them all.
+pub const CPU_MAX_BATCH_SIZE: usize = 16;
+
+/// Most tokens per request on the CPU by default when the model's context is longer: llama.cpp's `-c` default
+/// of many releases, and the cap TGI's launcher applies to long-context models.
+pub const CPU_MAX_TOTAL_TOKENS: usize = 4096;
 
 /// The share of a GPU's free memory (after the weights are loaded) the KV cache takes by default; the rest is
 /// left for activations, cuBLAS workspaces and the allocator.
@@ -72,8 +82,35 @@ pub struct SizingInputs {
     pub kv_bytes_per_token: usize,
     /// The memory the KV cache lives in, when known.
     pub memory: Option<Memory>,
-    /// The scheduler's default batch size.
-    pub default_max_batch_size: usize,
+    /// Where the model runs: the CPU's defaults differ from a GPU's.
+    pub device: DeviceSpec,
+}
+
+impl SizingInputs {
+    /// Whether the CPU's defaults apply.
+    fn on_cpu(&self) -> bool {
+        self.device == DeviceSpec::Cpu
+    }
+
+    /// Most sequences per batch when --max-batch-size is not given.
+    fn default_max_batch_size(&self) -> usize {
+        if self.on_cpu() {
+            CPU_MAX_BATCH_SIZE
+        } else {
+            tgi_engines::scheduler::SchedulerConfig::default().max_batch_size
+        }
+    }
+
+    /// Most tokens per request when --max-total-tokens is not given: the context length (on the CPU at most
+    /// [`CPU_MAX_TOTAL_TOKENS`], unless --max-input-tokens asks for more).
+    fn default_max_total_tokens(&self, max_input: Option<usize>) -> usize {
+        if self.on_cpu() {
+            let wanted = max_input.map_or(CPU_MAX_TOTAL_TOKENS, |i| CPU_MAX_TOTAL_TOKENS.max(i.saturating_add(1)));
+            self.context.min(wanted)
+        } else {
+            self.context
+        }
+    }
 }
 
 /// What decided the KV cache's size.
@@ -83,7 +120,9 @@ pub enum KvBudget {
     Flag,
     /// A share of this memory.
     Memory(Memory),
-    /// The batch size times the context length (less than the memory holds, or the memory is unknown).
+    /// The batch size times the tokens per request (on the CPU, within its share of memory).
+    BatchTimesTotal,
+    /// The batch size times the context length (on a GPU, less than its memory holds, or the memory is unknown).
     BatchTimesContext,
 }
 
@@ -92,6 +131,7 @@ impl fmt::Display for KvBudget {
         match self {
             KvBudget::Flag => f.write_str("--max-batch-total-tokens"),
             KvBudget::Memory(m) => write!(f, "{m}"),
+            KvBudget::BatchTimesTotal => f.write_str("--max-batch-size times --max-total-tokens"),
             KvBudget::BatchTimesContext => f.write_str("--max-batch-size times the context length"),
         }
     }
@@ -112,7 +152,7 @@ pub struct Sizes {
 /// the flag at fault.
 pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputError> {
     let bad = |msg: String| Err(InputError(msg));
-    let max_total = settings.max_total_tokens.unwrap_or(m.context);
+    let max_total = settings.max_total_tokens.unwrap_or_else(|| m.default_max_total_tokens(settings.max_input_tokens));
     if max_total > m.context {
         return bad(format!(
             "--max-total-tokens ({max_total}) is larger than the model's context length ({})",
@@ -126,16 +166,24 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
     if max_input >= max_total {
         return bad(format!("--max-input-tokens ({max_input}) must be less than --max-total-tokens ({max_total})"));
     }
-    let max_batch_size = settings.max_batch_size.unwrap_or(m.default_max_batch_size);
-    let cap = max_batch_size.saturating_mul(m.context);
+    let max_batch_size = settings.max_batch_size.unwrap_or_else(|| m.default_max_batch_size());
+    let (cap, whole) = if m.on_cpu() {
+        (max_batch_size.saturating_mul(max_total), KvBudget::BatchTimesTotal)
+    } else {
+        (max_batch_size.saturating_mul(m.context), KvBudget::BatchTimesContext)
+    };
     let (kv_tokens, kv_budget) = match (settings.max_batch_total_tokens, m.memory) {
         (Some(t), _) => (t, KvBudget::Flag),
         (None, Some(memory)) if memory.tokens(m.kv_bytes_per_token) < cap => {
             (memory.tokens(m.kv_bytes_per_token), KvBudget::Memory(memory))
         }
-        (None, _) => (cap, KvBudget::BatchTimesContext),
+        (None, _) => (cap, whole),
     };
-    let kv_tokens = kv_tokens / BLOCK_SIZE * BLOCK_SIZE;
+    // Whole blocks: a share of memory or a flag rounds down, a product of batch and request sizes up.
+    let kv_tokens = match kv_budget {
+        KvBudget::Flag | KvBudget::Memory(_) => kv_tokens / BLOCK_SIZE * BLOCK_SIZE,
+        KvBudget::BatchTimesTotal | KvBudget::BatchTimesContext => kv_tokens.div_ceil(BLOCK_SIZE) * BLOCK_SIZE,
+    };
     if kv_tokens < max_total {
         let (from, fix) = match kv_budget {
             KvBudget::Memory(Memory { device: DeviceSpec::Cpu, .. }) => {
@@ -191,42 +239,69 @@ mod tests {
         size(&settings(flags)?, m)
     }
 
+    /// A model of 512 tokens' context at 1 KiB per token, on a GPU with 1 GiB free.
     const M: SizingInputs = SizingInputs {
         context: 512,
         kv_bytes_per_token: 1024,
-        memory: Some(Memory { bytes: 1 << 30, device: DeviceSpec::Cpu }),
-        default_max_batch_size: 128,
+        memory: Some(Memory { bytes: 1 << 30, device: DeviceSpec::Cuda(0) }),
+        device: DeviceSpec::Cuda(0),
     };
 
+    /// The same model on the CPU of a host with `bytes` available, and a context of `context` tokens.
+    fn cpu(bytes: u64, context: usize) -> SizingInputs {
+        SizingInputs { context, memory: Some(Memory { bytes, device: DeviceSpec::Cpu }), device: DeviceSpec::Cpu, ..M }
+    }
+
     fn with_memory(bytes: u64, device: DeviceSpec) -> SizingInputs {
-        SizingInputs { memory: Some(Memory { bytes, device }), ..M }
+        SizingInputs { memory: Some(Memory { bytes, device }), device, ..M }
     }
 
     #[test]
-    fn defaults_follow_the_model_and_memory() {
-        let s = size_of(&[], &M).unwrap();
-        assert_eq!((s.limits.max_total_tokens, s.limits.max_input_tokens), (512, 511));
-        // Half of 1 GiB at 1 KiB per token, under the 128 x 512 cap.
-        assert_eq!(s.limits.max_batch_total_tokens, 65536);
-        assert_eq!(s.kv_budget, KvBudget::BatchTimesContext);
-        let s = size_of(&[], &with_memory(64 << 20, DeviceSpec::Cpu)).unwrap();
+    fn on_the_cpu_the_cache_holds_the_batch_times_the_tokens_per_request() {
+        // A 32k-context model on a host with 20 GiB available: 16 sequences of 4096 tokens, as llama-server's
+        // `-c 4096 --parallel 16`, not half the memory.
+        let s = size_of(&[], &cpu(20 << 30, 32768)).unwrap();
+        assert_eq!((s.limits.max_total_tokens, s.limits.max_input_tokens), (4096, 4095));
+        assert_eq!((s.max_batch_size, s.limits.max_batch_total_tokens), (16, 65536));
+        assert_eq!(s.kv_budget, KvBudget::BatchTimesTotal);
+        assert_eq!(s.kv_budget.to_string(), "--max-batch-size times --max-total-tokens");
+        // The batch and the request size follow their flags (-c and --parallel name the same settings).
+        let s = size_of(&["--max-batch-size", "4", "--max-total-tokens", "8192"], &cpu(20 << 30, 32768)).unwrap();
+        assert_eq!(s.limits.max_batch_total_tokens, 32768);
+        // A longer --max-input-tokens raises the default request size, within the context.
+        let s = size_of(&["--max-input-tokens", "10000"], &cpu(20 << 30, 32768)).unwrap();
+        assert_eq!((s.limits.max_total_tokens, s.limits.max_batch_total_tokens), (10001, 160016));
+        // A short context is used whole; sizes round up to whole blocks.
+        let s = size_of(&[], &cpu(20 << 30, 512)).unwrap();
+        assert_eq!((s.limits.max_total_tokens, s.limits.max_batch_total_tokens), (512, 8192));
+        let s = size_of(&["--max-batch-size", "1", "--max-total-tokens", "100"], &cpu(20 << 30, 512)).unwrap();
+        assert_eq!(s.limits.max_batch_total_tokens, 112);
+        // Half the available memory bounds it: 64 MiB at 1 KiB per token.
+        let s = size_of(&[], &cpu(64 << 20, 32768)).unwrap();
         assert_eq!(s.limits.max_batch_total_tokens, 32768);
         assert_eq!(s.kv_budget.to_string(), "half of the host's 0.1 GiB available memory");
-        assert_eq!(s.max_batch_size, 128);
-        let s = size_of(&["--max-batch-total-tokens", "1000"], &M).unwrap();
+        // The flag beats both.
+        let s = size_of(&["--max-batch-total-tokens", "1000"], &cpu(20 << 30, 512)).unwrap();
         assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (992, KvBudget::Flag));
-        let s = size_of(&[], &SizingInputs { memory: None, ..M }).unwrap();
-        assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (65536, KvBudget::BatchTimesContext));
+        // Unknown memory: the product.
+        let s = size_of(&[], &SizingInputs { memory: None, ..cpu(0, 32768) }).unwrap();
+        assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (65536, KvBudget::BatchTimesTotal));
     }
 
     #[test]
     fn a_gpu_budget_is_most_of_its_free_memory() {
+        // The GPU defaults: the whole context per request, 128 sequences, 90% of the free memory at most.
+        let s = size_of(&[], &M).unwrap();
+        assert_eq!((s.limits.max_total_tokens, s.limits.max_input_tokens, s.max_batch_size), (512, 511, 128));
+        assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (65536, KvBudget::BatchTimesContext));
         // 90% of 64 MiB of free device memory at 1 KiB per token: 58982.4 tokens, down to whole blocks.
         let s = size_of(&[], &with_memory(64 << 20, DeviceSpec::Cuda(0))).unwrap();
         assert_eq!(s.limits.max_batch_total_tokens, 58976);
         assert_eq!(s.kv_budget.to_string(), "90% of cuda:0's 0.1 GiB free memory");
         let err = size_of(&[], &with_memory(100_000, DeviceSpec::Cuda(1))).unwrap_err().0;
         assert!(err.contains("(80 from cuda:1's free memory)"), "{err}");
+        let s = size_of(&[], &SizingInputs { memory: None, ..M }).unwrap();
+        assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (65536, KvBudget::BatchTimesContext));
     }
 
     #[test]
@@ -244,7 +319,7 @@ mod tests {
         assert!(err(&["--max-total-tokens", "600"], &M).contains("context length (512)"));
         assert!(err(&["--max-input-tokens", "512"], &M).contains("less than --max-total-tokens (512)"));
         assert!(err(&["--max-batch-total-tokens", "256"], &M).contains("smaller than --max-total-tokens (512)"));
-        assert!(err(&[], &with_memory(100_000, DeviceSpec::Cpu)).contains("(48 from the available memory)"));
+        assert!(err(&[], &cpu(100_000, 512)).contains("(48 from the available memory)"));
         assert!(err(&["--max-concurrent-requests", "0"], &M).contains("--max-concurrent-requests"));
         assert!(err(&[], &SizingInputs { context: 1, ..M }).contains("context length (1)"));
     }

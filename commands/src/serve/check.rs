@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Result;
+use tgi_engines::device::DeviceSpec;
 use tgi_engines::scheduler::{EventSink, Request, SchedulerConfig, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
@@ -51,7 +52,7 @@ impl RequestChecker {
         tokenizer: Tokenizer,
         chat_template: Option<ChatTemplate>,
     ) -> Result<Self> {
-        let inputs = SizingInputs { context, kv_bytes_per_token: 1, memory: None, default_max_batch_size: 1 };
+        let inputs = SizingInputs { context, kv_bytes_per_token: 1, memory: None, device: DeviceSpec::Cpu };
         let sizes = size(settings, &inputs)?;
         let model = ServedModel {
             id: "checker".into(),

@@ -1,9 +1,9 @@
-//! `--config FILE.toml`: settings under the long flag names with underscores (what `tgi tune`
-//! writes), and `--profile NAME`: the configuration `tgi tune` wrote for that hardware profile (or
-//! the profile's baseline). A flag beats its `TGI_*` environment variable, which beats the file,
-//! which beats the profile, which beats the default: the files' values are appended as flags for
-//! exactly the settings that came from neither the command line, the environment nor an earlier
-//! layer, and the command line is parsed again.
+//! TGI's launcher variables (`MODEL_ID`, `PORT`, ...), `--config FILE.toml`: settings under the long flag
+//! names with underscores (what `tgi tune` writes), and `--profile NAME`: the configuration `tgi tune` wrote for
+//! that hardware profile (or the profile's baseline). A flag beats its `TGI_*` environment variable, which beats
+//! TGI's variable, which beats the file, which beats the profile, which beats the default: each layer's values
+//! are appended as flags for exactly the settings that came from neither the command line, the environment nor
+//! an earlier layer, and the command line is parsed again.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -16,10 +16,75 @@ use super::args::ServeArgs;
 use crate::error::InputError;
 use crate::profile::{tuned_path, LocalMachine, Profile};
 
-/// The serve arguments of the command line `argv` (`tgi serve ...`), with the `--config` file and then
-/// the `--profile`'s tuned configuration (when given) filling in what the flags and the environment left unset;
-/// with a line saying which profile layer was applied, for the startup log.
+/// TGI launcher variables and the settings they set here (TGI's `JSON_OUTPUT` switch is `log_format = json`;
+/// `HF_TOKEN` needs no mapping: downloads read it as TGI does).
+const TGI_VARIABLES: [(&str, &str); 15] = [
+    ("MODEL_ID", "model"),
+    ("REVISION", "revision"),
+    ("PORT", "port"),
+    ("HOSTNAME", "hostname"),
+    ("MAX_INPUT_TOKENS", "max_input_tokens"),
+    ("MAX_TOTAL_TOKENS", "max_total_tokens"),
+    ("MAX_BATCH_PREFILL_TOKENS", "max_batch_prefill_tokens"),
+    ("MAX_BATCH_TOTAL_TOKENS", "max_batch_total_tokens"),
+    ("MAX_CONCURRENT_REQUESTS", "max_concurrent_requests"),
+    ("QUANTIZE", "quantize"),
+    ("SPECULATE", "speculate"),
+    ("DTYPE", "dtype"),
+    ("JSON_OUTPUT", "log_format"),
+    ("API_KEY", "api_key"),
+    ("HF_TOKEN", ""),
+];
+
+/// The settings TGI's launcher variables in `env` give, as a layer, with the variables used; `host` is this
+/// machine's name: a `HOSTNAME` equal to it is the one shells and containers set, not a setting.
+fn tgi_variables(env: &dyn Fn(&str) -> Option<String>, host: Option<&str>) -> (toml::Table, Vec<&'static str>) {
+    let mut table = toml::Table::new();
+    let mut used = Vec::new();
+    for (var, key) in TGI_VARIABLES {
+        let Some(value) = env(var).filter(|v| !v.is_empty() && !key.is_empty()) else {
+            continue;
+        };
+        let value = match var {
+            "HOSTNAME" if host == Some(value.as_str()) => continue,
+            "JSON_OUTPUT" => match value.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => "json".to_string(),
+                _ => continue,
+            },
+            _ => value,
+        };
+        table.insert(key.to_string(), toml::Value::String(value));
+        used.push(var);
+    }
+    (table, used)
+}
+
+/// This machine's host name, when the system says.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
+}
+
+/// Whether resolving `tgi serve`'s settings needs layers beyond the parsed command line: --config, --profile, or
+/// a TGI launcher variable in the environment.
+pub fn has_layers(args: &ServeArgs) -> bool {
+    let env = |name: &str| std::env::var(name).ok();
+    args.config.is_some() || args.profile.is_some() || !tgi_variables(&env, host_name().as_deref()).1.is_empty()
+}
+
+/// The serve arguments of the command line `argv` (`tgi serve ...`), with TGI's launcher variables, the `--config`
+/// file and then the `--profile`'s tuned configuration (when given) filling in what the flags and the environment
+/// left unset; with lines saying which layers were applied, for the startup log.
 pub fn resolve(argv: &[OsString]) -> Result<(ServeArgs, Vec<String>)> {
+    let env = |name: &str| std::env::var(name).ok();
+    resolve_in(argv, &env, host_name().as_deref())
+}
+
+/// [`resolve`] with the environment `env` and the host name `host`.
+fn resolve_in(
+    argv: &[OsString],
+    env: &dyn Fn(&str) -> Option<String>,
+    host: Option<&str>,
+) -> Result<(ServeArgs, Vec<String>)> {
     // `tgi serve ARGS` parsed as a command named `serve`.
     let argv: Vec<OsString> = argv.iter().skip(1).cloned().collect();
     let cmd = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
@@ -27,6 +92,12 @@ pub fn resolve(argv: &[OsString]) -> Result<(ServeArgs, Vec<String>)> {
     let args = ServeArgs::from_arg_matches(&given).map_err(|e| InputError(e.to_string()))?;
     let mut layers = Vec::new();
     let mut notes = Vec::new();
+    let (variables, used) = tgi_variables(env, host);
+    if !used.is_empty() {
+        let origin = format!("TGI's variables ({})", used.join(", "));
+        notes.push(format!("{origin}: applied under the flags and TGI_* variables"));
+        layers.push((origin, variables));
+    }
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))
@@ -50,7 +121,8 @@ pub fn resolve(argv: &[OsString]) -> Result<(ServeArgs, Vec<String>)> {
         full.extend(extra);
         taken.extend(table.keys().cloned());
     }
-    let matches = cmd.try_get_matches_from(&full).map_err(|e| InputError(format!("{}: {e}", layers[0].0)))?;
+    let origins: Vec<&str> = layers.iter().map(|(origin, _)| origin.as_str()).collect();
+    let matches = cmd.try_get_matches_from(&full).map_err(|e| InputError(format!("{}: {e}", origins.join(", "))))?;
     let args = ServeArgs::from_arg_matches(&matches).map_err(|e| InputError(e.to_string()))?;
     Ok((args, notes))
 }
@@ -161,6 +233,50 @@ mod tests {
         assert!(resolved(&["--config", cfg]).is_err());
         assert!(resolved(&["--config", "/nonexistent.toml"]).is_err());
         assert_eq!(resolved(&[]).unwrap().port, 3000);
+    }
+
+    #[test]
+    fn tgi_launcher_variables_reach_the_settings_under_flags() {
+        let vars = [
+            ("MODEL_ID", "org/model"),
+            ("REVISION", "v1.0"),
+            ("PORT", "8080"),
+            ("HOSTNAME", "0.0.0.0"),
+            ("MAX_INPUT_TOKENS", "100"),
+            ("MAX_TOTAL_TOKENS", "200"),
+            ("MAX_BATCH_PREFILL_TOKENS", "300"),
+            ("MAX_BATCH_TOTAL_TOKENS", "4000"),
+            ("MAX_CONCURRENT_REQUESTS", "7"),
+            ("QUANTIZE", "bitsandbytes-nf4"),
+            ("SPECULATE", "2"),
+            ("DTYPE", "bfloat16"),
+            ("JSON_OUTPUT", "true"),
+            ("API_KEY", "secret"),
+            ("HF_TOKEN", "hf_x"),
+        ];
+        assert_eq!(vars.map(|(v, _)| v), TGI_VARIABLES.map(|(v, _)| v), "every variable is checked");
+        let env = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+        let argv =
+            |extra: &[&str]| -> Vec<OsString> { ["tgi", "serve"].iter().chain(extra).map(OsString::from).collect() };
+        let (a, notes) = resolve_in(&argv(&[]), &env, Some("vm")).unwrap();
+        assert_eq!((a.model.model.as_deref(), a.model.revision.as_deref()), (Some("org/model"), Some("v1.0")));
+        assert_eq!((a.port, a.hostname.as_str()), (8080, "0.0.0.0"));
+        assert_eq!((a.max_input_tokens, a.max_total_tokens), (Some(100), Some(200)));
+        assert_eq!((a.max_batch_prefill_tokens, a.max_batch_total_tokens), (300, Some(4000)));
+        assert_eq!((a.max_concurrent_requests, a.speculate), (7, Some(2)));
+        assert_eq!(a.model.quantize.map(|q| q.to_string()).as_deref(), Some("nf4"));
+        assert_eq!(a.model.dtype, Some(tgi_engines::device::ComputeDType::BF16));
+        assert_eq!((a.log_format, a.api_key.as_deref()), (crate::serve::log::LogFormat::Json, Some("secret")));
+        assert!(notes[0].starts_with("TGI's variables (MODEL_ID, REVISION, PORT"), "{notes:?}");
+        // A flag beats them; a HOSTNAME that is this machine's name is the shell's, not a setting.
+        let (a, _) = resolve_in(&argv(&["--port", "9", "-m", "x.gguf"]), &env, Some("0.0.0.0")).unwrap();
+        assert_eq!((a.port, a.model.model.as_deref(), a.hostname.as_str()), (9, Some("x.gguf"), "127.0.0.1"));
+        // A bad value is refused, naming the variables.
+        let bad = |name: &str| (name == "QUANTIZE").then(|| "bogus".to_string());
+        let e = resolve_in(&argv(&[]), &bad, None).unwrap_err().to_string();
+        assert!(e.contains("TGI's variables (QUANTIZE)") && e.contains("bogus"), "{e}");
+        let nothing = |_: &str| None;
+        assert!(resolve_in(&argv(&[]), &nothing, None).unwrap().1.is_empty());
     }
 
     #[test]

@@ -192,7 +192,7 @@ impl ValidationError {
 /// The parameter a sampling error is about.
 fn sampling_param(e: &SamplingError) -> &'static str {
     match e {
-        SamplingError::Temperature => "temperature",
+        SamplingError::Temperature | SamplingError::NegativeTemperature => "temperature",
         SamplingError::TopK => "top_k",
         SamplingError::TopP => "top_p",
         SamplingError::TypicalP => "typical_p",

@@ -84,9 +84,15 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         context: c.context,
         kv_bytes_per_token: kv_bytes_per_token(&loaded),
         memory: Memory::of(settings.model.device, gpu_free),
-        default_max_batch_size: SchedulerConfig::default().max_batch_size,
+        device: settings.model.device,
     };
     let sizes = budget::size(settings, &inputs)?;
+    tracing::info!(
+        "KV cache: allocating {} tokens ({:.1} MiB, from {})",
+        sizes.limits.max_batch_total_tokens,
+        mib(sizes.limits.max_batch_total_tokens, inputs.kv_bytes_per_token),
+        sizes.kv_budget
+    );
     let speculation = match &settings.speculation {
         Some(plan) => Some(plan.load(&loaded)?),
         None => None,
@@ -183,12 +189,16 @@ fn kv_bytes_per_token(m: &LoadedModel) -> usize {
     m.model.kv_dtype().bytes_per_token(c.layers, c.kv_heads, c.head_dim)
 }
 
+/// The size of `tokens` KV cache tokens in MiB.
+fn mib(tokens: usize, bytes_per_token: usize) -> f64 {
+    (tokens * bytes_per_token) as f64 / (1 << 20) as f64
+}
+
 /// The startup summary: model, KV budget, batch and request limits.
 fn summary(model: &ServedModel, device: &str, sizes: &Sizes, cfg: &SchedulerConfig, kv_bytes: usize) -> String {
     let l = &sizes.limits;
-    let mib = (l.max_batch_total_tokens * kv_bytes) as f64 / (1 << 20) as f64;
     format!(
-        "model {} on {}\nKV cache: {} tokens ({mib:.1} MiB, {kv_bytes} bytes per token, from {}), \
+        "model {} on {}\nKV cache: {} tokens ({:.1} MiB, {kv_bytes} bytes per token, from {}), \
          prefix caching {}\n\
          batches: up to {} sequences, {} prefill tokens per step ({} beside decodes)\n\
          requests: up to {} in flight, {} input tokens, {} total tokens\n\
@@ -196,6 +206,7 @@ fn summary(model: &ServedModel, device: &str, sizes: &Sizes, cfg: &SchedulerConf
         model.id,
         device,
         l.max_batch_total_tokens,
+        mib(l.max_batch_total_tokens, kv_bytes),
         sizes.kv_budget,
         if cfg.batching.prefix_caching { "on" } else { "off" },
         cfg.max_batch_size,

@@ -90,8 +90,7 @@ impl ServeSettings {
     /// `tgi serve ...`), with the `--config` file and the `--profile` layer filling in what the flags
     /// and the environment left unset, then validated.
     pub fn resolve(args: ServeArgs, argv: &[OsString]) -> Result<ServeSettings> {
-        let (args, notes) =
-            if args.config.is_some() || args.profile.is_some() { config::resolve(argv)? } else { (args, Vec::new()) };
+        let (args, notes) = if config::has_layers(&args) { config::resolve(argv)? } else { (args, Vec::new()) };
         Ok(ServeSettings::validate(args, notes)?)
     }
 
@@ -150,6 +149,8 @@ impl ServeSettings {
         batching.validate().map_err(|e| InputError(format!("--{} {}", e.field.replace('_', "-"), e.requirement)))?;
         let grammar = grammar_settings(&args)?;
         let mut args = args;
+        // --n-gpu-layers names the device once, here; everything after reads `device`.
+        args.model.device = args.model.device()?;
         let medusa_model = take_medusa_model(&mut args.model)?;
         let speculation = SpeculationPlan::from_args(&args, medusa_model.as_deref())?;
         Ok(ServeSettings {

@@ -25,9 +25,13 @@ already there, so a killed sweep resumes. The best configuration is written to -
 PROFILE` applies. Exits 1 when no configuration meets the SLOs (the journal is kept).\n\n\
 Examples:\n  \
 tgi tune --list-profiles\n  \
-tgi tune -m model-q4_k_m.gguf --profile x86-4c8g --budget 12 --repeats 3 --plot tune-charts/\n  \
-tgi tune -m model.gguf --profile auto --threads 1,2 --max-batch-size 1,8 --out best.toml\n  \
-tgi tune -m model-f16.gguf --profile rpi5 --quantize none,q8_0,q4_k_m --kv-cache-dtype f16,q8_0";
+tgi tune --profile auto --dry-run\n  \
+tgi tune -m model-q4_k_m.gguf --profile x86-4c8g --budget 12 --repeats 3 \\\n    \
+--plot tune-charts/\n  \
+tgi tune -m model.gguf --profile auto --threads 1,2 --max-batch-size 1,8 \\\n    \
+--out best.toml\n  \
+tgi tune -m model-f16.gguf --profile rpi5 --quantize none,q8_0,q4_k_m \\\n    \
+--kv-cache-dtype f16,q8_0";
 
 /// Arguments of `tgi tune`.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,6 +40,12 @@ pub struct TuneArgs {
     /// List the shipped hardware profiles and exit.
     #[arg(long, help_heading = "Profile")]
     pub list_profiles: bool,
+
+    /// Print the plan (the notes, the workload, the configurations the trials would run) and exit: no trial
+    /// runs and no file is written (the model is still probed when the profile has less memory than this
+    /// machine).
+    #[arg(long, help_heading = "Search")]
+    pub dry_run: bool,
 
     /// The target: a shipped profile's name (see --list-profiles), a profile TOML file, or `auto` (this
     /// machine's cores and memory, CPU, default SLOs).
@@ -101,15 +111,15 @@ pub struct TuneArgs {
     pub concurrency: Option<usize>,
 
     /// Requests measured per repeat [default: the profile's].
-    #[arg(short = 'n', long, value_name = "N", help_heading = "Workload")]
+    #[arg(long, value_name = "N", help_heading = "Workload")]
     pub requests: Option<usize>,
 
-    /// Prompt tokens per request [default: the profile's].
-    #[arg(long, value_name = "N", help_heading = "Workload")]
+    /// Prompt tokens per request (-p as llama-bench) [default: the profile's].
+    #[arg(short = 'p', long, value_name = "N", help_heading = "Workload")]
     pub input_tokens: Option<u64>,
 
-    /// Generated tokens per request [default: the profile's].
-    #[arg(long, value_name = "N", help_heading = "Workload")]
+    /// Generated tokens per request (-n as llama-bench) [default: the profile's].
+    #[arg(short = 'n', long, value_name = "N", help_heading = "Workload")]
     pub output_tokens: Option<u64>,
 
     /// Requests sent to each server before measuring.

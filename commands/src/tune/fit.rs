@@ -9,7 +9,7 @@ use super::args::TuneArgs;
 use super::space::{parse_list, Config, Param, Space, Value};
 use crate::error::InputError;
 use crate::loadgen::spawn::LocalServer;
-use crate::profile::{DeviceKind, LocalMachine, Profile, Workload};
+use crate::profile::{DeviceKind, LocalMachine, Profile, Workload, AUTO};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -193,7 +193,9 @@ pub fn transfer_notes(profile: &Profile, m: &LocalMachine) -> Vec<String> {
         "measured here ({} cores, {:.1} GiB, CPU): latency, throughput, goodput against the profile's SLOs, peak RSS",
         m.cores, m.memory_gib
     )];
-    if profile.device != DeviceKind::Cpu {
+    if profile.name == AUTO {
+        notes.push("profile auto is this machine: the figures and the best settings apply here as they are".into());
+    } else if profile.device != DeviceKind::Cpu {
         notes.push(format!(
             "not transferable: the profile targets {} ({}); trials run on this machine's CPU, so absolute latencies \
              and throughput, and the best GPU-side batch settings, do not carry over",
@@ -254,6 +256,8 @@ mod tests {
         assert_eq!((l.threads, l.kv_tokens), (2, None));
         assert!(notes[0].contains("clamped to this machine's 2 cores"), "{notes:?}");
         assert!(transfer_notes(&h100, &m)[1].contains("targets cuda"));
+        let here = transfer_notes(&Profile::auto(&m), &m);
+        assert!(here[1].contains("profile auto is this machine") && !here.join(" ").contains("not transferable"));
         let mut tiny = Profile::named("rpi5").unwrap();
         tiny.memory_gib = 1e-9;
         let e = limits(&tiny, &m, "Cargo.toml", Duration::from_secs(1), &mut notes).unwrap_err();

@@ -50,15 +50,19 @@ pub fn run(args: TuneArgs) -> Result<()> {
     };
     let out_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("tuned-{}.toml", profile.name)));
     let journal_path = args.journal.clone().unwrap_or_else(|| out_path.with_extension("jsonl"));
-    // Opened now so that a bad path fails before the sweep, not after it.
-    let out = AtomicFile::create(&out_path, true, &[])?;
-    let json = args.json.as_deref().map(|p| AtomicFile::create(p, true, &[])).transpose()?;
 
     let serve_timeout = Duration::from_secs_f64(args.serve_timeout);
     let mut notes = fit::transfer_notes(&profile, &machine);
     let limits = fit::limits(&profile, &machine, &source, serve_timeout, &mut notes)?;
     let space = fit::space(&args, &limits, &workload)?;
     let base = limits.baseline();
+    if args.dry_run {
+        print!("{}", plan(&profile, &notes, &space, &base, &args, &workload));
+        return Ok(());
+    }
+    // Opened now so that a bad path fails before the sweep, not after it.
+    let out = AtomicFile::create(&out_path, true, &[])?;
+    let json = args.json.as_deref().map(|p| AtomicFile::create(p, true, &[])).transpose()?;
     let setup = Setup {
         source: source.clone(),
         slo,
@@ -117,12 +121,12 @@ pub fn run(args: TuneArgs) -> Result<()> {
     );
     let title = format!("tgi tune: {} on profile {}", model_label(&args), profile.name);
     if let Some(dir) = &args.plot {
-        let written = rank::write_chart(&records, &slo, &title, dir)?;
+        let written = rank::write_chart(&records, &slo, &base, &title, dir)?;
         if !args.quiet {
             eprintln!("tgi tune: {} chart files in {}", written.len(), dir.display());
         }
     }
-    let best = rank::best(&records, &slo);
+    let best = rank::best(&records, &slo, &base);
     if let Some(f) = json {
         write_json(f, &profile, &machine, &notes, &records, best)?;
     }
@@ -136,6 +140,13 @@ pub fn run(args: TuneArgs) -> Result<()> {
             journal_path.display()
         );
     };
+    if records[best].config == base && records.len() > 1 {
+        eprintln!(
+            "tgi tune: no configuration beats serve's defaults by more than the noise (the repeats' spread, at least \
+             {:.0}% of goodput); keeping them",
+            search::NOISE_FLOOR * 100.0
+        );
+    }
     let text = best_toml(&records[best], &profile, &slo, args.model.is_some())?;
     write_text(out, &text)?;
     eprintln!("tgi tune: best {} -> {}", records[best].config, out_path.display());
@@ -143,6 +154,43 @@ pub fn run(args: TuneArgs) -> Result<()> {
         install(&profile.name, &text)?;
     }
     Ok(())
+}
+
+/// `--dry-run`: what a run would measure, without running it.
+fn plan(
+    profile: &Profile,
+    notes: &[String],
+    space: &space::Space,
+    base: &space::Config,
+    args: &TuneArgs,
+    w: &profile::Workload,
+) -> String {
+    let grid = space.grid_size();
+    let mut out = format!("tgi tune --dry-run: profile {} ({})\n", profile.name, profile.description);
+    for n in notes {
+        out.push_str(&format!("  {n}\n"));
+    }
+    out.push_str(&format!(
+        "each trial: {} x {} requests ({} tokens in, {} out, {} clients) after {} warm-up requests\n",
+        args.repeats, w.requests, w.input_tokens, w.output_tokens, w.concurrency, args.warmup
+    ));
+    if grid <= args.budget {
+        out.push_str(&format!("the full grid, {grid} trials:\n"));
+        for (i, c) in space.grid(base).iter().enumerate() {
+            out.push_str(&format!("  {:>3}. {c}\n", i + 1));
+        }
+    } else {
+        out.push_str(&format!(
+            "{grid} configurations: coordinate descent, at most {} trials, from serve's defaults ({base}), one \
+             parameter at a time:\n",
+            args.budget
+        ));
+        for (p, values) in &space.0 {
+            let values: Vec<String> = values.iter().map(ToString::to_string).collect();
+            out.push_str(&format!("  {}: {}\n", p.name(), values.join(", ")));
+        }
+    }
+    out
 }
 
 /// Keeps `TGI_*` settings in this environment (a `TGI_CONFIG`, `TGI_PROFILE`, `TGI_MAX_BATCH_SIZE`, ...) out of

@@ -8,6 +8,10 @@ use anyhow::Result;
 
 use super::space::{Config, Space};
 
+/// The least relative difference of the objective counted as real when the repeats cannot tell (one repeat, or
+/// repeats that happen to agree): a server's goodput varies by about this much from run to run.
+pub const NOISE_FLOOR: f64 = 0.05;
+
 /// A configuration's objective over its repeats.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measured {
@@ -18,12 +22,13 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// Whether `self` beats `other` by more than the noise of either.
+    /// Whether `self` beats `other` by more than the noise: the spread of either, and at least
+    /// [`NOISE_FLOOR`] of `other`.
     pub fn beats(&self, other: &Measured) -> bool {
         if !other.score.is_finite() {
             return self.score.is_finite();
         }
-        self.score - other.score > self.spread.max(other.spread)
+        self.score - other.score > self.spread.max(other.spread).max(NOISE_FLOOR * other.score.abs())
     }
 }
 
@@ -221,6 +226,10 @@ mod tests {
         let a = Measured { score: 10.0, spread: 1.0 };
         assert!(!Measured { score: 10.5, spread: 0.2 }.beats(&a));
         assert!(Measured { score: 11.5, spread: 0.2 }.beats(&a));
+        // Without a spread (one repeat), 3.5% is noise and 6% is not.
+        let one = Measured { score: 4.0, spread: 0.0 };
+        assert!(!Measured { score: 4.14, spread: 0.0 }.beats(&one));
+        assert!(Measured { score: 4.24, spread: 0.0 }.beats(&one));
         assert!(a.beats(&Measured { score: f64::NEG_INFINITY, spread: 0.0 }));
     }
 

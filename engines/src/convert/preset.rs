@@ -64,6 +64,10 @@ impl Preset {
         Preset::Q6_K,
     ];
 
+    /// llama-quantize's aliases: a bare K type names its medium mix.
+    pub const ALIASES: [(&'static str, Preset); 3] =
+        [("q3_k", Preset::Q3_K_M), ("q4_k", Preset::Q4_K_M), ("q5_k", Preset::Q5_K_M)];
+
     /// The lower-case name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -137,9 +141,13 @@ impl FromStr for Preset {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
-        Preset::ALL.into_iter().find(|p| p.name() == lower).ok_or_else(|| {
+        let alias = Preset::ALIASES.iter().find(|(n, _)| *n == lower).map(|(_, p)| *p);
+        alias.or_else(|| Preset::ALL.into_iter().find(|p| p.name() == lower)).ok_or_else(|| {
             let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown type '{s}'; expected one of: {}", names.join(", "))
+            format!(
+                "unknown type '{s}'; expected one of: {} (any case; q3_k, q4_k, q5_k mean the _m mixes)",
+                names.join(", ")
+            )
         })
     }
 }

@@ -134,11 +134,14 @@ pub(crate) enum HostBuf {
 }
 
 impl HostBuf {
+    /// `n` zero elements, allocated zeroed (calloc): the OS commits the pages only as blocks are written, so an
+    /// unused cache costs address space, not memory or start-up time.
     fn zeros(n: usize, dtype: KvDType) -> Self {
+        use half::vec::HalfBitsVecExt;
         match dtype {
             KvDType::F32 => HostBuf::F32(vec![0.0; n]),
-            KvDType::F16 => HostBuf::F16(vec![half::f16::ZERO; n]),
-            KvDType::BF16 => HostBuf::BF16(vec![half::bf16::ZERO; n]),
+            KvDType::F16 => HostBuf::F16(vec![0u16; n].reinterpret_into()),
+            KvDType::BF16 => HostBuf::BF16(vec![0u16; n].reinterpret_into()),
             KvDType::Q8_0 => HostBuf::Q8_0(vec![0; n / Q8_BLOCK * Q8_0_BYTES]),
         }
     }

@@ -20,24 +20,35 @@ use crate::convert::names::map_name;
 use crate::convert::preset::{ModelShape, Preset};
 use crate::convert::preset_types;
 
-/// What `--quantize` turns a dense checkpoint into.
+/// What `--quantize` turns a dense checkpoint into, or (TGI's `awq`) says the checkpoint already is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Quantize {
     /// A llama-quantize preset (per-tensor GGML types).
     Ggml(Preset),
     /// bitsandbytes 4-bit codes for the linear layers.
     Bnb4(FourBitType),
+    /// TGI's `--quantize awq`: the checkpoint is AWQ 4-bit and loads as stored (refused for any other).
+    Awq,
 }
 
-/// llama-quantize's aliases: a bare K type names its medium mix.
-const ALIASES: [(&str, Preset); 3] = [("q3_k", Preset::Q3_K_M), ("q4_k", Preset::Q4_K_M), ("q5_k", Preset::Q5_K_M)];
+/// TGI launcher `--quantize` values this engine has no counterpart for, with what to use instead.
+const REFUSED: [(&str, &str); 7] = [
+    ("bitsandbytes", "bitsandbytes 8-bit (LLM.int8) is not supported; for 8 bits use q8_0, for 4 bits nf4"),
+    ("eetq", "EETQ's 8-bit kernels are not supported; q8_0 quantizes to 8 bits in place"),
+    ("fp8", "FP8 is not supported; q8_0 quantizes to 8 bits in place"),
+    ("gptq", "GPTQ checkpoints are not supported; AWQ checkpoints load as they are, and GGUF files too"),
+    ("marlin", "Marlin (GPTQ) checkpoints are not supported; AWQ checkpoints load as they are, and GGUF files too"),
+    ("exl2", "EXL2 checkpoints are not supported; GGUF files and AWQ checkpoints load as they are"),
+    ("compressed-tensors", "compressed-tensors checkpoints are not supported; GGUF and AWQ load as they are"),
+];
 
 impl Quantize {
     /// Every accepted name, for help and errors.
     pub fn names() -> Vec<&'static str> {
         let mut v = vec!["nf4", "fp4"];
         v.extend(Preset::ALL.iter().filter(|p| p.default_type().is_quantized()).map(|p| p.name()));
-        v.extend(ALIASES.iter().map(|(n, _)| *n));
+        v.extend(Preset::ALIASES.iter().map(|(n, _)| *n));
+        v.extend(["bitsandbytes-nf4", "bitsandbytes-fp4", "awq"]);
         v
     }
 }
@@ -48,16 +59,15 @@ impl FromStr for Quantize {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
         let found = match lower.as_str() {
-            "nf4" => Some(Quantize::Bnb4(FourBitType::Nf4)),
-            "fp4" => Some(Quantize::Bnb4(FourBitType::Fp4)),
-            name => ALIASES
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, p)| *p)
-                .or_else(|| name.parse::<Preset>().ok().filter(|p| p.default_type().is_quantized()))
-                .map(Quantize::Ggml),
+            "nf4" | "bitsandbytes-nf4" => Some(Quantize::Bnb4(FourBitType::Nf4)),
+            "fp4" | "bitsandbytes-fp4" => Some(Quantize::Bnb4(FourBitType::Fp4)),
+            "awq" => Some(Quantize::Awq),
+            name => name.parse::<Preset>().ok().filter(|p| p.default_type().is_quantized()).map(Quantize::Ggml),
         };
         found.ok_or_else(|| {
+            if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == lower) {
+                return format!("--quantize {s}: {why}");
+            }
             let hint =
                 if matches!(lower.as_str(), "f32" | "f16" | "bf16") { " (float types: use --dtype)" } else { "" };
             format!("unknown quantization '{s}'{hint}; expected one of: {}", Quantize::names().join(", "))
@@ -70,6 +80,7 @@ impl fmt::Display for Quantize {
         match self {
             Quantize::Ggml(p) => f.write_str(p.name()),
             Quantize::Bnb4(k) => f.write_str(k.name()),
+            Quantize::Awq => f.write_str("awq"),
         }
     }
 }
@@ -219,5 +230,14 @@ mod tests {
         assert_eq!("q8_0".parse::<Quantize>(), Ok(Quantize::Ggml(Preset::Q8_0)));
         assert!("f16".parse::<Quantize>().unwrap_err().contains("--dtype"));
         assert!("q9".parse::<Quantize>().unwrap_err().contains("nf4, fp4, q8_0"));
+        // TGI's launcher values: bitsandbytes 4-bit by its names, AWQ as stored, the rest refused with a pointer.
+        assert_eq!("bitsandbytes-nf4".parse::<Quantize>(), Ok(Quantize::Bnb4(FourBitType::Nf4)));
+        assert_eq!("bitsandbytes-fp4".parse::<Quantize>(), Ok(Quantize::Bnb4(FourBitType::Fp4)));
+        assert_eq!("AWQ".parse::<Quantize>(), Ok(Quantize::Awq));
+        assert_eq!("Q4_K".parse::<Quantize>(), Ok(Quantize::Ggml(Preset::Q4_K_M)));
+        for (name, needle) in [("eetq", "q8_0"), ("fp8", "q8_0"), ("bitsandbytes", "LLM.int8"), ("gptq", "AWQ")] {
+            let e = name.parse::<Quantize>().unwrap_err();
+            assert!(e.contains(&format!("--quantize {name}: ")) && e.contains(needle), "{e}");
+        }
     }
 }

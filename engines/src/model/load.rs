@@ -159,9 +159,14 @@ fn in_situ(
     tied: bool,
     gguf_names: bool,
 ) -> Result<Weights, ModelError> {
-    if let Some(q) = opts.quantize {
-        let plan = plan(q, &weights, cfg, tied, gguf_names)?;
-        weights = weights.with_plan(plan);
+    match opts.quantize {
+        // TGI's `--quantize awq` names what the checkpoint is: nothing to do for an AWQ one.
+        Some(Quantize::Awq) if awq::any_packed(weights.metas()) => {}
+        Some(q) => {
+            let plan = plan(q, &weights, cfg, tied, gguf_names)?;
+            weights = weights.with_plan(plan);
+        }
+        None => {}
     }
     if let Some(ty) = opts.lm_head_type {
         weights = weights.with_output_type(ty);
@@ -183,6 +188,14 @@ fn plan(q: Quantize, weights: &Weights, cfg: &DecoderConfig, tied: bool, gguf_na
     }
     Ok(match q {
         Quantize::Bnb4(ty) => Plan::Bnb4(ty),
+        Quantize::Awq => {
+            return Err(ModelError::Unsupported(
+                "--quantize awq: the checkpoint is not AWQ (AWQ checkpoints load as they are, with or without \
+                 --quantize awq); `tgi quantize --format awq` makes one, and --quantize nf4 or q4_k_m quantize \
+                 this one in place"
+                    .into(),
+            ))
+        }
         Quantize::Ggml(preset) => {
             let shape = ModelShape {
                 n_layer: cfg.layers,

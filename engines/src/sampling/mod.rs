@@ -39,9 +39,12 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 /// A request's sampling parameters that fail validation; messages are TGI's, for HTTP 422 bodies.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SamplingError {
-    /// Temperature negative or not finite (0 means greedy).
+    /// TGI's temperature not above 0 or not finite (its API has `do_sample` for greedy).
     #[error("`temperature` must be strictly positive")]
     Temperature,
+    /// Temperature negative or not finite, where 0 means greedy (the OpenAI API, the command line).
+    #[error("`temperature` must be >= 0.0 (0 picks the most likely token)")]
+    NegativeTemperature,
     /// `top_k` of 0.
     #[error("`top_k` must be strictly positive")]
     TopK,

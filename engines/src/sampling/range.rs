@@ -49,7 +49,8 @@ impl FloatParam {
     /// The error a value outside the range gets.
     fn error(self) -> SamplingError {
         match self {
-            Self::Temperature | Self::PositiveTemperature => SamplingError::Temperature,
+            Self::Temperature => SamplingError::NegativeTemperature,
+            Self::PositiveTemperature => SamplingError::Temperature,
             Self::TopP => SamplingError::TopP,
             Self::TypicalP => SamplingError::TypicalP,
             Self::MinP => SamplingError::MinP,
@@ -91,14 +92,17 @@ mod tests {
         let next_down = |v: f64| f64::from_bits(v.to_bits() - 1);
         assert_eq!(FloatParam::TopP.narrow(1.0), Ok(1.0));
         assert_eq!(FloatParam::TopP.narrow(next_up(1.0)), Err(SamplingError::TopP));
-        assert_eq!(FloatParam::Temperature.narrow(next_up(f64::from(f32::MAX))), Err(SamplingError::Temperature));
+        assert_eq!(
+            FloatParam::Temperature.narrow(next_up(f64::from(f32::MAX))),
+            Err(SamplingError::NegativeTemperature)
+        );
         assert_eq!(FloatParam::PositiveTemperature.narrow(next_down(f64::from(TINY))), Err(SamplingError::Temperature));
         assert_eq!(FloatParam::TypicalP.narrow(next_up(f64::from(BELOW_ONE))), Err(SamplingError::TypicalP));
         assert_eq!(FloatParam::FrequencyPenalty.narrow(next_up(2.0)), Err(SamplingError::FrequencyPenalty));
         assert_eq!(FloatParam::PresencePenalty.narrow(-next_up(2.0)), Err(SamplingError::PresencePenalty));
         assert_eq!(FloatParam::MinP.narrow(f64::NAN), Err(SamplingError::MinP));
         assert_eq!(FloatParam::Temperature.narrow(0.7), Ok(0.7));
-        assert_eq!(FloatParam::Temperature.narrow(f64::INFINITY), Err(SamplingError::Temperature));
+        assert_eq!(FloatParam::Temperature.narrow(f64::INFINITY), Err(SamplingError::NegativeTemperature));
     }
 
     #[test]

@@ -267,8 +267,8 @@ fn validation_messages_match_tgi() {
         Ok(())
     );
     let err = |params: SamplingParams| check(params).unwrap_err();
-    assert_eq!(err(at(-0.1)), "`temperature` must be strictly positive");
-    assert_eq!(err(at(f32::NAN)), "`temperature` must be strictly positive");
+    assert_eq!(err(at(-0.1)), "`temperature` must be >= 0.0 (0 picks the most likely token)");
+    assert_eq!(err(at(f32::NAN)), "`temperature` must be >= 0.0 (0 picks the most likely token)");
     assert_eq!(err(SamplingParams { top_k: Some(0), ..base.clone() }), "`top_k` must be strictly positive");
     for p in [0.0, 1.5, f32::NAN] {
         assert_eq!(err(SamplingParams { top_p: Some(p), ..base.clone() }), "`top_p` must be > 0.0 and <= 1.0");

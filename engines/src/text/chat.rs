@@ -4,6 +4,7 @@
 //! controls, Python string/dict/list methods, `tojson` as `json.dumps`, `raise_exception`,
 //! `strftime_now`, `namespace`, and `{% generation %}` blocks rendered as their body.
 
+mod builtin;
 mod compat;
 mod message;
 mod pyjson;
@@ -11,6 +12,7 @@ mod templates;
 
 use std::sync::LazyLock;
 
+pub use builtin::{builtin, BUILTIN_NAMES};
 use chrono::{Local, NaiveDateTime};
 pub use message::{Content, ContentPart, FunctionCall, Message, ToolCall};
 use minijinja::syntax::SyntaxConfig;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 pub use config::{Architecture, GemmaExtras, LayerWindows, ModelConfig, MoeConfig, RopeScaling};
 pub use generation::GenerationConfig;
-pub use model_dir::{resolve, ModelFiles};
+pub use model_dir::{resolve, resolve_at, ModelFiles};
 pub use tokenizer::GgufVocab;
 
 /// An error reading a Hugging Face model; every message names the file (or Hub repo) and the problem.

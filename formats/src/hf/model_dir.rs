@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 use hf_hub::api::sync::ApiBuilder;
-use hf_hub::{Cache, CacheRepo};
+use hf_hub::{Cache, CacheRepo, Repo, RepoType};
 
 use super::json::{read_json, Obj};
 use super::HfError;
@@ -43,16 +43,45 @@ pub struct ModelFiles {
 /// `~/.cache/huggingface/hub`. With `HF_HUB_OFFLINE` set only the cache is used; otherwise missing
 /// files are downloaded (`HF_TOKEN` and `HF_ENDPOINT` are honoured).
 pub fn resolve(model: &str) -> Result<ModelFiles, HfError> {
+    resolve_at(model, None)
+}
+
+/// As [`resolve`], at `revision` (a branch, tag or commit) of a hub repo instead of `main`; refused for a local
+/// directory or file.
+pub fn resolve_at(model: &str, revision: Option<&str>) -> Result<ModelFiles, HfError> {
     let path = Path::new(model);
     if path.exists() {
-        return resolve_local(path);
+        return match revision {
+            Some(rev) => {
+                Err(invalid(path, format!("a local model has no revision ('{rev}'); revisions name hub commits")))
+            }
+            None => resolve_local(path),
+        };
     }
     if !is_repo_id(model) {
         return Err(invalid(path, "no such file or directory"));
     }
+    let revision = revision.unwrap_or(MAIN);
+    if !is_revision(revision) {
+        return Err(HfError::Hub {
+            repo: model.to_string(),
+            problem: format!("invalid revision '{revision}': expected a branch, tag or commit name"),
+        });
+    }
     let offline = std::env::var("HF_HUB_OFFLINE")
         .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
-    resolve_hub(model, &hub_cache_dir(model)?, offline)
+    resolve_hub(model, revision, &hub_cache_dir(model)?, offline)
+}
+
+/// The revision a hub id means without one.
+const MAIN: &str = "main";
+
+/// Whether `rev` can name a branch, tag or commit without leaving the cache's `refs/` directory.
+fn is_revision(rev: &str) -> bool {
+    !rev.is_empty()
+        && rev.len() <= 256
+        && rev.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
+        && rev.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 fn invalid(path: &Path, problem: impl Into<String>) -> HfError {
@@ -165,10 +194,11 @@ fn hub_cache_dir(repo: &str) -> Result<PathBuf, HfError> {
     })
 }
 
-/// Resolves `repo` from the hub cache at `cache_dir`, downloading missing files unless `offline`.
-fn resolve_hub(repo: &str, cache_dir: &Path, offline: bool) -> Result<ModelFiles, HfError> {
+/// Resolves `repo` at `revision` from the hub cache at `cache_dir`, downloading missing files unless `offline`.
+fn resolve_hub(repo: &str, revision: &str, cache_dir: &Path, offline: bool) -> Result<ModelFiles, HfError> {
     let cache = Cache::new(cache_dir.to_path_buf());
-    let cached = cache.model(repo.to_string());
+    let at = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string());
+    let cached = cache.repo(at.clone());
     let missing = missing_in_cache(&cached)?;
     // Online, a cached snapshot is used as is when it also has the tokenizer.
     let complete = missing.is_empty() && (offline || cached.get(TOKENIZER).is_some());
@@ -186,7 +216,7 @@ fn resolve_hub(repo: &str, cache_dir: &Path, offline: bool) -> Result<ModelFiles
             ),
         });
     }
-    download(repo, cache)
+    download(repo, at, cache)
 }
 
 /// The required files (config, weights) of the cached snapshot `refs/main` points to that are absent.
@@ -203,8 +233,9 @@ fn missing_in_cache(cached: &CacheRepo) -> Result<Vec<String>, HfError> {
     Ok(missing)
 }
 
-/// Downloads config, weights and the optional files of `repo` into `cache`, then resolves the snapshot.
-fn download(repo: &str, cache: Cache) -> Result<ModelFiles, HfError> {
+/// Downloads config, weights and the optional files of `repo` (at the revision `at` names) into `cache`, then
+/// resolves the snapshot.
+fn download(repo: &str, at: Repo, cache: Cache) -> Result<ModelFiles, HfError> {
     let hub = |problem: String| HfError::Hub { repo: repo.to_string(), problem };
     let mut builder = ApiBuilder::from_cache(cache.clone());
     if let Ok(token) = std::env::var("HF_TOKEN") {
@@ -214,12 +245,12 @@ fn download(repo: &str, cache: Cache) -> Result<ModelFiles, HfError> {
         builder = builder.with_endpoint(endpoint);
     }
     let api = builder.build().map_err(|e| hub(e.to_string()))?;
-    let remote = api.model(repo.to_string());
+    let remote = api.repo(at.clone());
     let info = remote.info().map_err(|e| {
         hub(format!("cannot list the repo ({e}); check the name, the network, or HF_TOKEN for gated models"))
     })?;
-    // Pin refs/main to the listed commit so every file lands in one snapshot directory.
-    let cached = cache.model(repo.to_string());
+    // Pin refs/REVISION to the listed commit so every file lands in one snapshot directory.
+    let cached = cache.repo(at);
     cached.create_ref(&info.sha).map_err(|e| hub(format!("cannot write to the cache: {e}")))?;
     let files: BTreeSet<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
     let fetch = |name: &str| remote.get(name).map_err(|e| hub(format!("downloading {name}: {e}")));
@@ -367,20 +398,38 @@ mod tests {
     #[test]
     fn hub_cache_offline() {
         let cache = fake_cache(&["config.json", "model.safetensors", "tokenizer.json", "generation_config.json"]);
-        let files = resolve_hub("org/name", cache.path(), true).unwrap();
+        let files = resolve_hub("org/name", MAIN, cache.path(), true).unwrap();
         let snapshot = cache.path().join("models--org--name/snapshots/0123abcd");
         assert_eq!(files.root, snapshot);
         assert_eq!(files.weights, vec![snapshot.join("model.safetensors")]);
         assert_eq!(files.tokenizer_json, Some(snapshot.join("tokenizer.json")));
         assert_eq!(files.tokenizer_config, None);
         // Complete with the tokenizer: used online too, without the network.
-        assert_eq!(resolve_hub("org/name", cache.path(), false).unwrap(), files);
+        assert_eq!(resolve_hub("org/name", MAIN, cache.path(), false).unwrap(), files);
+        // Another revision is another ref: a tag pointing at the same snapshot resolves to it, an unknown one is
+        // missing from the cache.
+        let refs = cache.path().join("models--org--name/refs");
+        fs::write(refs.join("v1.0"), "0123abcd").unwrap();
+        assert_eq!(resolve_hub("org/name", "v1.0", cache.path(), true).unwrap(), files);
+        assert!(err(resolve_hub("org/name", "v2.0", cache.path(), true)).contains("lacks config.json"));
+    }
+
+    #[test]
+    fn revisions_stay_inside_the_cache_and_local_models_have_none() {
+        for good in ["main", "v1.0", "refs/pr/1", "0123abcd"] {
+            assert!(is_revision(good), "{good}");
+        }
+        for bad in ["", "../x", "a/../../b", "/abs", "a//b", "a b", "a\\b"] {
+            assert!(!is_revision(bad), "{bad}");
+        }
+        assert!(err(resolve_at("org/name", Some("../up"))).contains("invalid revision '../up'"));
+        assert!(err(resolve_at(STORIES, Some("main"))).contains("a local model has no revision"));
     }
 
     #[test]
     fn hub_cache_offline_missing_files() {
         let cache = fake_cache(&["tokenizer.json"]);
-        let msg = err(resolve_hub("org/name", cache.path(), true));
+        let msg = err(resolve_hub("org/name", MAIN, cache.path(), true));
         let expected = format!(
             "Hugging Face Hub model 'org/name': HF_HUB_OFFLINE is set and the cache {} lacks config.json, \
              {WEIGHTS} (or {INDEX} and its shards)",
@@ -395,11 +444,11 @@ mod tests {
             r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#,
         )
         .unwrap();
-        let msg = err(resolve_hub("org/name", cache.path(), true));
+        let msg = err(resolve_hub("org/name", MAIN, cache.path(), true));
         assert!(msg.ends_with("lacks model-00002-of-00002.safetensors"), "{msg}");
 
         let empty = tempfile::tempdir().unwrap();
-        assert!(err(resolve_hub("org/other", empty.path(), true)).contains("lacks config.json"));
+        assert!(err(resolve_hub("org/other", MAIN, empty.path(), true)).contains("lacks config.json"));
     }
 
     /// The only test that touches HF_* variables (process-global): `resolve` reads them.

@@ -35,7 +35,13 @@ pub(crate) fn synthetic(label: &str, levels: &[usize], slowness: f64) -> BenchRe
 
 /// A target named `label`.
 pub(crate) fn target(label: &str) -> Target {
-    Target { url: "http://127.0.0.1:3000".into(), api: "tgi".into(), model: None, label: label.into() }
+    Target {
+        url: "http://127.0.0.1:3000".into(),
+        api: "tgi".into(),
+        route: "/generate_stream".into(),
+        model: None,
+        label: label.into(),
+    }
 }
 
 /// A request record with 12 output tokens.

@@ -41,8 +41,16 @@ pub struct Endpoint {
 pub type Failure = (ErrorKind, String);
 
 impl Endpoint {
-    /// Parses `http://host[:port][/prefix]`; https is refused with a clear message.
+    /// Parses `http://host[:port][/prefix]`, or `host[:port][/prefix]` (as curl takes it); https is refused with
+    /// a clear message.
     pub fn parse(url: &str, connect_timeout: Duration, read_timeout: Duration) -> Result<Endpoint, String> {
+        let bare;
+        let url = if url.contains("://") {
+            url
+        } else {
+            bare = format!("http://{url}");
+            bare.as_str()
+        };
         if url.starts_with("https://") {
             return Err(format!(
                 "{url}: TLS is not supported; benchmark over http:// (put a TLS-terminating proxy such as `socat` or \
@@ -336,6 +344,9 @@ mod tests {
         let e = Endpoint::parse("http://example.com/api/", d, d).unwrap();
         assert_eq!((e.authority.as_str(), e.prefix.as_str()), ("example.com:80", "/api"));
         assert!(Endpoint::parse("https://x:1", d, d).unwrap_err().contains("TLS is not supported"));
-        assert!(Endpoint::parse("x:1", d, d).is_err());
+        let e = Endpoint::parse("localhost:3101", d, d).unwrap();
+        assert_eq!((e.authority.as_str(), e.prefix.as_str()), ("localhost:3101", ""), "a bare host:port is http");
+        assert!(Endpoint::parse("ftp://x:1", d, d).unwrap_err().contains("expected an http://host:port URL"));
+        assert!(Endpoint::parse("", d, d).is_err());
     }
 }

@@ -26,6 +26,9 @@ use crate::serve::metrics::Tracker;
 use crate::serve::state::AppState;
 use crate::serve::stream::{self, StreamFormat};
 
+/// The answer for a model without a chat template: what to start the server with instead.
+const NO_TEMPLATE: &str = "the model has no chat template; start tgi serve with --chat-template NAME|FILE: a built-in \
+name such as chatml, llama3, mistral-v7, phi3 or gemma (llama.cpp's names), a Jinja file, or the template text";
 /// A chat request, validated.
 pub(super) struct Valid {
     checked: Checked,
@@ -126,10 +129,8 @@ pub(super) async fn validate(state: &AppState, req: &ChatRequest) -> Result<Vali
     if let Some(g) = &format {
         checked.constrain(state, "response_format", g.clone()).await?;
     }
-    let template = state
-        .lexicon
-        .chat_template(tools.is_some())
-        .ok_or_else(|| ApiError::Template("the model has no chat template".into()))?;
+    let template =
+        state.lexicon.chat_template(tools.is_some()).ok_or_else(|| ApiError::Template(NO_TEMPLATE.into()))?;
     let family = tools
         .as_ref()
         .map(|_| state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source())));
