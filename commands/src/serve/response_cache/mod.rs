@@ -169,6 +169,7 @@ mod tests {
             reason: FinishReason::Length,
             generated_tokens: 1,
             text: "x".into(),
+            stop_sequence: None,
             seed: 1,
             inference_time: Duration::from_secs(1),
             preemptions: 0,

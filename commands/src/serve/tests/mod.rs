@@ -200,7 +200,7 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
         let top = (0..req.params.top_logprobs).map(|k| (id + k as u32, logprob - k as f32)).collect();
         sink.send(Event::Token(TokenEvent { id, logprob, top, piece, text: emitted, special }));
         if last {
-            let reason = match (special, step.stop) {
+            let reason = match (special, &step.stop) {
                 (true, _) => FinishReason::EosToken,
                 (_, Some(_)) => FinishReason::StopSequence,
                 _ => FinishReason::Length,
@@ -209,6 +209,7 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
                 reason,
                 generated_tokens: i + 1,
                 text,
+                stop_sequence: step.stop,
                 seed,
                 inference_time: Duration::from_millis(5),
                 preemptions: 0,
