@@ -24,6 +24,7 @@ mod head;
 mod headers;
 mod limits;
 mod log;
+mod lru;
 mod metrics;
 mod openai;
 mod openapi;
