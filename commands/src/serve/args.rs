@@ -189,6 +189,16 @@ pub struct ServeArgs {
     )]
     pub response_cache_ttl: f64,
 
+    /// How many responses of the Responses API (`POST /v1/responses` with `store`, the default) are kept for
+    /// `GET /v1/responses/{id}` and `previous_response_id`: a number of responses, or a size in bytes with a unit
+    /// (64MiB), least recently used out first.
+    #[arg(long, env = "TGI_RESPONSES_STORE_SIZE", value_name = "N|SIZE", default_value = "64MiB")]
+    pub responses_store_size: CacheSize,
+
+    /// Seconds a stored response is kept after it was made.
+    #[arg(long, env = "TGI_RESPONSES_STORE_TTL", value_name = "SECS", default_value_t = 3600.0)]
+    pub responses_store_ttl: f64,
+
     /// Largest grammar a request may bring (`grammar`, `response_format`, a forced tool call), in bytes or with a
     /// unit: a JSON schema (about its size as compact JSON), a regular expression or a Lark grammar. Larger ones
     /// are refused with 422 before compiling.
