@@ -168,7 +168,8 @@ def main() -> None:
              "messages": [{"role": "user", "content": "Weather?"},
                           {"role": "assistant", "content": [
                               {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}]},
-                          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"}]}],
+                          {"role": "user", "content": [
+                              {"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"}]}],
              "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
              "tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 1024}, "stream": True}),
         (9, {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),

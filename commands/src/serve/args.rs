@@ -28,8 +28,9 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("cpu_kernels", |a| a.env("TGI_CPU_KERNELS")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
-SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
-at /api-doc/openapi.json.\n\n\
+SageMaker's /invocations), OpenAI's (/v1/chat/completions, /v1/completions, /v1/models, /v1/responses) and Anthropic's \
+(/v1/messages, /v1/messages/count_tokens; the key also as x-api-key); the OpenAPI description is at \
+/api-doc/openapi.json.\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \
 which beats the file, which beats the tuned --profile, which beats the default. The port answers 503 (/health included) while the model loads. \

@@ -24,13 +24,18 @@ pub struct Endpoint {
     pub authority: String,
     /// A path prefix from the URL ("" or e.g. `/proxy`).
     pub prefix: String,
-    /// `Authorization: Bearer` token.
+    /// The API key: `Authorization: Bearer`, or `x-api-key` for Anthropic's API.
     pub api_key: Option<String>,
+    /// Speak Anthropic's headers: the key as `x-api-key`, and `anthropic-version`.
+    pub anthropic: bool,
     /// Connect timeout.
     pub connect_timeout: Duration,
     /// Timeout for the response head and for each body chunk.
     pub read_timeout: Duration,
 }
+
+/// The `anthropic-version` sent to Anthropic's API.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// A failure: its kind and message.
 pub type Failure = (ErrorKind, String);
@@ -56,7 +61,7 @@ impl Endpoint {
         };
         let prefix = prefix.trim_end_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("/{prefix}") };
-        Ok(Endpoint { authority, prefix, api_key: None, connect_timeout, read_timeout })
+        Ok(Endpoint { authority, prefix, api_key: None, anthropic: false, connect_timeout, read_timeout })
     }
 
     /// Opens a connection.
@@ -84,8 +89,13 @@ impl Endpoint {
         if !body.is_empty() {
             b = b.header(CONTENT_TYPE, "application/json");
         }
-        if let Some(k) = &self.api_key {
-            b = b.header(AUTHORIZATION, format!("Bearer {k}"));
+        match (&self.api_key, self.anthropic) {
+            (Some(k), false) => b = b.header(AUTHORIZATION, format!("Bearer {k}")),
+            (Some(k), true) => b = b.header("x-api-key", k),
+            (None, _) => {}
+        }
+        if self.anthropic {
+            b = b.header("anthropic-version", ANTHROPIC_VERSION);
         }
         b.body(Full::new(body)).expect("a valid request")
     }

@@ -1,12 +1,12 @@
 //! A Messages request as the chat request it asks for: the system prompt first, text blocks joined, an
 //! assistant turn's `tool_use` blocks as its tool calls and `thinking` as its reasoning, each `tool_result` as a
 //! `tool` turn; tools as functions, `tool_choice` as OpenAI's, `thinking` as the template's `enable_thinking`,
-//! and the sampling fields as they are.
+//! `output_config.format` as `response_format`, and the sampling fields as they are.
 
 use serde_json::{json, Value};
 use tgi_engines::text::chat::{Content as ChatContent, FunctionCall, Message, ToolCall};
 
-use super::types::{Block, Content, MessagesRequest, Prompt, Role, ThinkingKind, ToolChoice};
+use super::types::{Block, Content, MessagesRequest, OutputFormat, Prompt, Role, ThinkingKind, ToolChoice};
 use crate::serve::error::ValidationError;
 use crate::serve::openai::tools::ToolFields;
 use crate::serve::openai::types::{ChatRequest, Sampling, Stop};
@@ -16,12 +16,17 @@ impl MessagesRequest {
     pub fn to_chat(&self) -> Result<ChatRequest, ValidationError> {
         let mut chat = self.prompt.to_chat()?;
         chat.max_tokens = Some(self.max_tokens);
+        if let Some(OutputFormat::JsonSchema { schema }) = self.output_config.as_ref().and_then(|c| c.format.as_ref()) {
+            chat.response_format =
+                Some(json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}));
+        }
         chat.sampling = Sampling {
             temperature: self.temperature,
             top_p: self.top_p,
             top_k: self.top_k,
             stop: self.stop_sequences.clone().map(Stop::Many),
             stream: self.stream,
+            ignore_eos: self.ignore_eos,
             ..Sampling::default()
         };
         Ok(chat)
@@ -251,6 +256,11 @@ mod tests {
         assert_eq!(base(json!({"tool_choice": {"type": "none"}})).unwrap().tools.tool_choice, Some(json!("none")));
         let off = base(json!({"thinking": {"type": "disabled"}})).unwrap();
         assert_eq!(off.chat_template_kwargs, Some(json!({"enable_thinking": false})));
+        let between = base(json!({"thinking": {"type": "between_tools"}})).unwrap();
+        assert_eq!(between.chat_template_kwargs, Some(json!({"enable_thinking": true})));
+        let format = base(json!({"output_config": {"effort": "low", "format": {"type": "json_schema",
+            "schema": {"type": "object"}}}}));
+        assert_eq!(format.unwrap().response_format.unwrap()["json_schema"]["schema"], json!({"type": "object"}));
         let server = base(json!({"tools": [{"type": "web_search_20250305", "name": "w", "input_schema": {}}]}));
         assert!(server.unwrap_err().to_string().starts_with("`tools[0].type`: server tools are not supported"));
         let image = json!({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image",

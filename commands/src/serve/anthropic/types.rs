@@ -48,6 +48,31 @@ pub struct MessagesRequest {
     /// Stream the answer as Anthropic's events.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// Keep generating past end-of-sequence tokens (vLLM's extension, as chat's; benchmarks use it).
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    /// The output's format (structured outputs); `effort` is accepted and ignored.
+    #[serde(default)]
+    pub output_config: Option<OutputConfig>,
+}
+
+/// `output_config`.
+#[derive(Debug, Deserialize)]
+pub struct OutputConfig {
+    /// JSON matching a schema, when given.
+    #[serde(default)]
+    pub format: Option<OutputFormat>,
+}
+
+/// `output_config.format`: `{"type": "json_schema", "schema": ...}`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputFormat {
+    /// JSON matching the schema.
+    JsonSchema {
+        /// The JSON schema.
+        schema: serde_json::Map<String, Value>,
+    },
 }
 
 /// A turn of the conversation.
@@ -179,7 +204,8 @@ pub enum ToolChoice {
     None {},
 }
 
-/// `thinking`: on (`enabled`, `adaptive`) or off; its `budget_tokens` is accepted and left to `max_tokens`.
+/// `thinking`: on (`enabled`, `adaptive`, `between_tools`) or off; its `budget_tokens` is accepted and left to
+/// `max_tokens`.
 #[derive(Debug, Deserialize)]
 pub struct Thinking {
     /// `enabled`, `adaptive` or `disabled`.
@@ -189,12 +215,14 @@ pub struct Thinking {
 
 /// Whether the model thinks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum ThinkingKind {
     /// Thinking on, with a budget.
     Enabled,
     /// Thinking on, as much as the model decides.
     Adaptive,
+    /// Thinking on, between tool calls.
+    BetweenTools,
     /// Thinking off.
     Disabled,
 }

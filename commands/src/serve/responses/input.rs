@@ -92,6 +92,7 @@ impl CreateRequest {
                 temperature: self.temperature,
                 top_p: self.top_p,
                 stream: self.stream,
+                ignore_eos: self.ignore_eos,
                 ..Sampling::default()
             },
         })

@@ -36,6 +36,9 @@ pub struct CreateRequest {
     /// Stream the answer as typed events.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// Keep generating past end-of-sequence tokens (vLLM's extension, as chat's; benchmarks use it).
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
     /// Keep the response for `GET` and `previous_response_id` [default: true].
     #[serde(default)]
     pub store: Option<bool>,
