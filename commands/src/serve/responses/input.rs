@@ -56,8 +56,13 @@ impl CreateRequest {
         Ok(out)
     }
 
-    /// The chat request of `conversation` (the previous response's, then the input's messages).
+    /// The chat request of `conversation` (the previous response's, then the input's messages), which must not
+    /// be empty (the input's reasoning items alone are not a conversation).
     pub fn to_chat(&self, conversation: Vec<Message>) -> Result<ChatRequest, ValidationError> {
+        if conversation.is_empty() {
+            let message = "the conversation is empty: no message, function call or output, and no previous response";
+            return Err(ValidationError::Field { param: "input", at: "input".into(), message: message.into() });
+        }
         let mut messages = Vec::with_capacity(conversation.len() + 1);
         if let Some(i) = &self.instructions {
             messages.push(Message::new("system", i.clone()));
@@ -109,6 +114,9 @@ fn tool((index, t): (usize, &Value)) -> Result<Value, ValidationError> {
     let Some(name) = t.get("name").and_then(Value::as_str) else {
         return Err(field("a function tool needs a `name`".into()));
     };
+    if t.get("strict").is_some_and(|s| !s.is_boolean() && !s.is_null()) {
+        return Err(field("`strict` must be a boolean".into()));
+    }
     let mut function = json!({"name": name});
     for key in ["description", "parameters"] {
         if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
@@ -214,11 +222,17 @@ mod tests {
         assert_eq!((chat.tools.parallel_tool_calls, chat.max_completion_tokens), (Some(false), Some(7)));
         assert_eq!(chat.response_format.unwrap()["json_schema"]["schema"], json!({"type": "object"}));
         assert_eq!((chat.sampling.temperature, chat.sampling.stream), (Some(0.5), Some(true)));
+        let empty = request(json!({"input": [{"type": "reasoning"}], "instructions": "Be brief."}));
+        let e = empty.to_chat(empty.input_messages().unwrap()).unwrap_err().to_string();
+        assert!(e.starts_with("`input`: the conversation is empty"), "{e}");
+        let hi = vec![Message::new("user", "Hi")];
         let bad = request(json!({"input": "Hi", "tools": [{"type": "web_search"}]}));
-        let e = bad.to_chat(Vec::new()).unwrap_err().to_string();
+        let e = bad.to_chat(hi.clone()).unwrap_err().to_string();
         assert!(e.starts_with("`tools[0]`: only function tools are supported"), "{e}");
+        let bad = request(json!({"input": "Hi", "tools": [{"type": "function", "name": "f", "strict": 1}]}));
+        assert!(bad.to_chat(hi.clone()).unwrap_err().to_string().contains("`strict` must be a boolean"));
         let bad = request(json!({"input": "Hi", "tool_choice": {"type": "allowed_tools"}}));
-        assert_eq!(bad.to_chat(Vec::new()).unwrap_err().param(), Some("tool_choice"));
+        assert_eq!(bad.to_chat(hi).unwrap_err().param(), Some("tool_choice"));
         let image =
             request(json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}));
         assert!(image.input_messages().unwrap_err().to_string().contains("type `input_image`"));
