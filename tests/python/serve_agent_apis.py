@@ -17,42 +17,12 @@ import anthropic
 import jsonschema
 import openai
 
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"enum": ["Paris", "Rome"]},
-        "days": {"type": "integer", "minimum": 1, "maximum": 7},
-    },
-    "required": ["city", "days"],
-    "additionalProperties": False,
-}
-TIME = {
-    "type": "object",
-    "properties": {"zone": {"enum": ["UTC", "CET"]}},
-    "required": ["zone"],
-    "additionalProperties": False,
-}
-SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
+# The tools and checks of the chat completions' tool tests (the same two functions and schemas).
+from serve_tools import SCHEMAS, WEATHER, check, valid_call
+
 STORY = "Tell me a story about a cat."
 # The anthropic SDK no longer takes sampling parameters; the server still does (greedy here).
 GREEDY = {"extra_body": {"temperature": 0}}
-
-
-def check(what, got, want):
-    if got != want:
-        sys.exit(f"{what}: got {got!r}, want {want!r}")
-    print(f"ok {what}")
-
-
-def valid_call(what, name, arguments, only=None):
-    """A call of a given tool (or of `only`) whose arguments (a JSON string or an object) fit its schema."""
-    check(f"{what}: a given tool", name in SCHEMAS and (only is None or name == only), True)
-    args = json.loads(arguments) if isinstance(arguments, str) else arguments
-    try:
-        jsonschema.validate(args, SCHEMAS[name])
-    except jsonschema.ValidationError as e:
-        sys.exit(f"{what}: arguments {args!r} do not fit {name}'s schema: {e.message}")
-    print(f"ok {what}: {name}({json.dumps(args)})")
 
 
 def expects(what, error_class, status, call):

@@ -146,7 +146,7 @@ fn in_progress(state: &AppState, req: &CreateRequest) -> ResponseObject {
         tools: req.tools.clone().unwrap_or_default(),
         truncation: "disabled",
         usage: None,
-        metadata: req.metadata.clone().unwrap_or_else(Map::new),
+        metadata: req.metadata.clone().unwrap_or_default(),
     }
 }
 
