@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::StatusCode;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tgi_engines::sampling::FinishReason;
 use tgi_engines::scheduler::Finished;
 use tgi_engines::text::chat::{Content, FunctionCall, Message, ToolCall};
