@@ -164,6 +164,21 @@ def main() -> None:
              "max_tokens": 4, "logprobs": True, "top_logprobs": 2, "stop": "x", "seed": 1}),
         (5, {"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"enable_thinking": False},
              "tools": [], "response_format": {"type": "text"}, "stream": True}),
+        (8, {"model": "m", "max_tokens": 8, "system": "Be brief.", "stop_sequences": ["."], "temperature": 0,
+             "messages": [{"role": "user", "content": "Weather?"},
+                          {"role": "assistant", "content": [
+                              {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}]},
+                          {"role": "user", "content": [
+                              {"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"}]}],
+             "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+             "tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 1024}, "stream": True}),
+        (9, {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
+        (10, {"model": "m", "instructions": "Be brief.", "max_output_tokens": 8, "input": [
+            {"role": "user", "content": "Weather?"},
+            {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "Sunny"}],
+            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+            "text": {"format": {"type": "json_object"}}, "store": False}),
     ]
     for i, (route, body) in enumerate(bodies):
         seed("request", f"seed-{i}.json", bytes([route]) + json.dumps(body).encode())

@@ -1,5 +1,6 @@
-//! End-to-end tests of `tgi bench`: against a running `tgi serve` on the bundled model, in-process, and
-//! against servers that do not stream or do not answer (errors, never a hang).
+//! End-to-end tests of `tgi bench`: against a running `tgi serve` on the bundled model (over OpenAI's API,
+//! Anthropic's Messages and OpenAI's Responses), in-process, and against servers that do not stream or do not
+//! answer (errors, never a hang).
 
 mod common;
 
@@ -89,6 +90,51 @@ fn measures_tgi_serve_over_openai_with_ignore_eos() {
     let rows = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(rows.lines().count(), 1 + 24);
     assert!(rows.lines().nth(1).unwrap().starts_with("1,,0,"));
+}
+
+#[test]
+fn measures_tgi_serve_over_anthropic_messages_and_openai_responses() {
+    let template = common::root().join("tests/chat_templates/hermes_tools.jinja");
+    let server = Server::start(&["--chat-template", template.to_str().unwrap(), "--api-key", "k"]);
+    let dir = tempfile::tempdir().unwrap();
+    for api in ["anthropic", "responses"] {
+        let json = dir.path().join(format!("{api}.json"));
+        let out = tgi([
+            "bench",
+            "--url",
+            &server.url(""),
+            "--api",
+            api,
+            "--api-key",
+            "k",
+            "--ignore-eos",
+            "-c",
+            "2",
+            "-n",
+            "6",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(assert_ok(&out), "", "{api}");
+        let r = read_json(&json);
+        assert_eq!((r["target"]["api"].as_str(), r["target"]["model"].as_str()), (Some(api), Some("stories260k")));
+        let s = &r["runs"][0]["summary"];
+        assert_eq!(s["requests_ok"], 6, "{api}: {s}");
+        assert!(s["errors"].as_object().unwrap().is_empty(), "{api}: {s}");
+        for req in r["runs"][0]["requests"].as_array().unwrap() {
+            // ignore_eos: every answer has the tokens asked for, by the server's count and by the delta events.
+            assert_eq!(req["output_tokens"], 8, "{api}: {req}");
+            assert_eq!(req["itl_ms"].as_array().unwrap().len(), 7, "{api}: {req}");
+            // The prompt is one user message: the chat template's tokens come with it.
+            assert!(req["input_tokens"].as_u64().unwrap() > 16, "{api}: {req}");
+            assert!(req["ttft_ms"].as_f64().unwrap() > 0.0);
+        }
+    }
 }
 
 #[test]

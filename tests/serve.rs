@@ -1,4 +1,4 @@
-//! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai SDK and
+//! End-to-end tests of `tgi serve` on the bundled model: real clients (the openai and anthropic SDKs and
 //! huggingface_hub, from tests/python), greedy outputs equal to `tgi generate`'s, tool calls, batching under
 //! concurrency, bad input, overload, dropped clients, API keys, config files, SIGTERM draining (with a drain delay) and
 //! JSON logs with request ids, and clients that hold connections (slow bodies, floods).
@@ -56,6 +56,13 @@ fn python_clients_call_tools_forced_by_the_grammar() {
     let template = common::root().join("tests/chat_templates/hermes_tools.jinja");
     let server = Server::start(&["--chat-template", template.to_str().unwrap()]);
     server.run_python("serve_tools.py", &[], "all tool checks passed");
+}
+
+#[test]
+fn agent_sdks_speak_anthropic_messages_and_openai_responses() {
+    let template = common::root().join("tests/chat_templates/hermes_tools.jinja");
+    let server = Server::start(&["--chat-template", template.to_str().unwrap(), "--api-key", "secret"]);
+    server.run_python("serve_agent_apis.py", &["secret".as_ref()], "all agent API checks passed");
 }
 
 #[test]

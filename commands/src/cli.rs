@@ -23,10 +23,11 @@ pub enum Command {
     Generate(crate::generate::GenerateArgs),
     /// Measure a model's perplexity on a text file, as llama-perplexity does.
     Perplexity(crate::perplexity::PerplexityArgs),
-    /// Serve a model over HTTP: TGI's API and OpenAI's, with continuous batching.
+    /// Serve a model over HTTP: TGI's API, OpenAI's (chat, completions, Responses) and Anthropic's Messages, with
+    /// continuous batching.
     Serve(crate::serve::ServeArgs),
-    /// Benchmark an LLM server (TGI- or OpenAI-compatible, or a model served in-process): TTFT, ITL, TPOT,
-    /// E2E latency and throughput per load level; `tgi bench compare` sets saved runs side by side.
+    /// Benchmark an LLM server (TGI-, OpenAI- or Anthropic-compatible, or a model served in-process): TTFT, ITL,
+    /// TPOT, E2E latency and throughput per load level; `tgi bench compare` sets saved runs side by side.
     Bench(crate::bench::BenchCommand),
     /// Sweep serving parameters for a hardware profile (each configuration served and measured), rank them against
     /// the profile's SLOs and write the best as a `tgi serve --config` file.

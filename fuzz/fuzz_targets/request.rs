@@ -1,6 +1,7 @@
-//! TGI and OpenAI request validation on arbitrary bodies: the first byte picks the route (`/`,
+//! TGI, OpenAI and Anthropic request validation on arbitrary bodies: the first byte picks the route (`/`,
 //! `/generate`, `/generate_stream`, `/tokenize`, `/v1/completions`, `/v1/chat/completions`,
-//! `/chat_tokenize`, `/invocations`), the rest is the body, answered by the server's own handlers
+//! `/chat_tokenize`, `/invocations`, `/v1/messages`, `/v1/messages/count_tokens`, `/v1/responses`), the rest
+//! is the body, answered by the server's own handlers
 //! with the default limits over the bundled model's tokenizer and a real chat template. No body may
 //! get a 5xx other than the 503 of the engine that refuses what passed validation.
 #![no_main]
@@ -16,7 +17,7 @@ use tgi_engines::text::tokenizer::Tokenizer;
 use tgi_formats::GgufFile;
 
 /// The routes, by the first byte of the input modulo their number.
-const ROUTES: [Route; 8] = [
+const ROUTES: [Route; 11] = [
     Route::Compat,
     Route::Generate,
     Route::GenerateStream,
@@ -25,6 +26,9 @@ const ROUTES: [Route; 8] = [
     Route::Chat,
     Route::ChatTokenize,
     Route::Invocations,
+    Route::Messages,
+    Route::CountTokens,
+    Route::Responses,
 ];
 
 /// The bundled model's context length.

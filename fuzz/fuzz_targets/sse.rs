@@ -1,5 +1,5 @@
 //! `tgi bench`'s server-sent-events reader on an arbitrary response body, fed in arbitrary chunks,
-//! and every event it yields read as a TGI and an OpenAI stream event. The first byte seeds the
+//! and every event it yields read as a TGI, OpenAI, Anthropic and Responses stream event. The first byte seeds the
 //! chunk sizes; the events must not depend on them.
 #![no_main]
 
@@ -35,8 +35,13 @@ fuzz_target!(|data: &[u8]| {
     };
     let chunked = events(body, seed);
     assert_eq!(chunked, events(body, 0), "events depend on how the body was chunked");
-    let apis =
-        [Api::Tgi, Api::OpenAi { model: "m".into(), chat: false }, Api::OpenAi { model: "m".into(), chat: true }];
+    let apis = [
+        Api::Tgi,
+        Api::OpenAi { model: "m".into(), chat: false },
+        Api::OpenAi { model: "m".into(), chat: true },
+        Api::Anthropic { model: "m".into() },
+        Api::Responses { model: "m".into() },
+    ];
     for data in &chunked {
         for api in &apis {
             let _ = api.event(data);

@@ -11,7 +11,10 @@ use crate::profile::Slo;
 /// What to send, how and how much: the target's API, the load levels, the workload and the measurement.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
-    /// The API to speak: tgi (/generate_stream), openai (/v1/completions) or auto (probe /info, then /v1/models).
+    /// The API to speak: tgi (/generate_stream), openai (/v1/completions or, with --endpoint chat,
+    /// /v1/chat/completions), anthropic (/v1/messages), responses (/v1/responses) or auto (probe /info, then
+    /// /v1/models). With anthropic and responses the prompt is one user message, and TTFT and ITL are measured from
+    /// the text (or tool input) delta events.
     #[arg(long, value_enum, default_value_t = ApiChoice::Auto, help_heading = "Target")]
     pub api: ApiChoice,
 
@@ -19,7 +22,7 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = Endpoint::Completions, help_heading = "Target")]
     pub endpoint: Endpoint,
 
-    /// Bearer token sent as `Authorization: Bearer KEY`.
+    /// The API key, sent as `Authorization: Bearer KEY` (as `x-api-key: KEY` with --api anthropic).
     #[arg(long, env = "TGI_API_KEY", value_name = "KEY", hide_env_values = true, help_heading = "Target")]
     pub api_key: Option<String>,
 
@@ -162,6 +165,10 @@ pub enum ApiChoice {
     Tgi,
     /// OpenAI's /v1/completions or /v1/chat/completions.
     Openai,
+    /// Anthropic's /v1/messages (the key sent as x-api-key, with anthropic-version).
+    Anthropic,
+    /// OpenAI's /v1/responses (nothing stored: store is false).
+    Responses,
 }
 
 /// The OpenAI endpoint used.

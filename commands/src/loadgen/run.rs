@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::args::{LoadArgs, RateSpec};
+use super::args::{ApiChoice, LoadArgs, RateSpec};
 use super::client::api::Api;
 use super::client::http::{Client, Endpoint};
 use super::load::{run_level, Level, LevelResult, OnDone, Prompts, Stop};
@@ -29,6 +29,7 @@ pub fn measure(args: &LoadArgs, url: &str) -> Result<BenchReport> {
     let (connect, read) = (Duration::from_secs_f64(args.connect_timeout), Duration::from_secs_f64(args.timeout));
     let mut endpoint = Endpoint::parse(url, connect, read).map_err(InputError)?;
     endpoint.api_key = args.api_key.clone();
+    endpoint.anthropic = args.api == ApiChoice::Anthropic;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(bench(args, Arc::new(endpoint), url))
 }

@@ -1,4 +1,5 @@
-//! Which API the server speaks (`--api auto` probes `/info`, then `/v1/models`) and the model it serves.
+//! Which API the server speaks (`--api auto` probes `/info`, then `/v1/models`) and the model it serves (the first
+//! `/v1/models` lists, for every API but TGI's, unless `--model-name` names it).
 
 use anyhow::Result;
 use hyper::Method;
@@ -74,7 +75,7 @@ pub async fn detect(
             }
             false
         }
-        ApiChoice::Openai => true,
+        ApiChoice::Openai | ApiChoice::Anthropic | ApiChoice::Responses => true,
         // --endpoint chat and --ignore-eos exist only on the OpenAI side: asking for them settles it.
         ApiChoice::Auto => ignore_eos || chat || info.is_err(),
     };
@@ -94,5 +95,10 @@ pub async fn detect(
             );
         }
     };
-    Ok(Detected { api: Api::OpenAi { model: model.clone(), chat }, model: Some(model), tgi_routes })
+    let api = match choice {
+        ApiChoice::Anthropic => Api::Anthropic { model: model.clone() },
+        ApiChoice::Responses => Api::Responses { model: model.clone() },
+        _ => Api::OpenAi { model: model.clone(), chat },
+    };
+    Ok(Detected { api, model: Some(model), tgi_routes })
 }

@@ -31,8 +31,9 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
-SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
-at /api-doc/openapi.json, and a web chat page at / (open http://HOST:PORT/ in a browser; --no-webui turns it off).\n\n\
+SageMaker's /invocations), OpenAI's (/v1/chat/completions, /v1/completions, /v1/models, /v1/responses) and Anthropic's \
+(/v1/messages, /v1/messages/count_tokens; the key also as x-api-key); the OpenAPI description is at \
+/api-doc/openapi.json, and a web chat page at / (open http://HOST:PORT/ in a browser; --no-webui turns it off).\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); TGI's launcher variables \
 (MODEL_ID, PORT, HOSTNAME, MAX_INPUT_TOKENS, MAX_TOTAL_TOKENS, MAX_BATCH_PREFILL_TOKENS, MAX_BATCH_TOTAL_TOKENS, \
@@ -203,6 +204,16 @@ pub struct ServeArgs {
         requires = "response_cache_size"
     )]
     pub response_cache_ttl: f64,
+
+    /// How many responses of the Responses API (`POST /v1/responses` with `store`, the default) are kept for
+    /// `GET /v1/responses/{id}` and `previous_response_id`: a number of responses, or a size in bytes with a unit
+    /// (64MiB), least recently used out first.
+    #[arg(long, env = "TGI_RESPONSES_STORE_SIZE", value_name = "N|SIZE", default_value = "64MiB")]
+    pub responses_store_size: CacheSize,
+
+    /// Seconds a stored response is kept after it was made.
+    #[arg(long, env = "TGI_RESPONSES_STORE_TTL", value_name = "SECS", default_value_t = 3600.0)]
+    pub responses_store_ttl: f64,
 
     /// Largest grammar a request may bring (`grammar`, `response_format`, a forced tool call), in bytes or with a
     /// unit: a JSON schema (about its size as compact JSON), a regular expression or a Lark grammar. Larger ones

@@ -12,7 +12,8 @@ use tgi_engines::text::tokenizer::Tokenizer;
 
 use super::backend::{Backend, Lexicon};
 use super::budget::{size, SizingInputs};
-use super::router::{answer, Handler};
+use super::error::Family;
+use super::router::{answer, Handler, ROUTES};
 use super::settings::ServeSettings;
 use super::state::{AppState, ServedModel};
 
@@ -35,6 +36,12 @@ pub enum Route {
     Completions,
     /// `POST /v1/chat/completions`.
     Chat,
+    /// `POST /v1/messages` (Anthropic).
+    Messages,
+    /// `POST /v1/messages/count_tokens` (Anthropic).
+    CountTokens,
+    /// `POST /v1/responses` (OpenAI Responses).
+    Responses,
 }
 
 /// Answers request bodies with the server's handlers over a tokenizer and chat template, with an
@@ -81,11 +88,15 @@ impl RequestChecker {
             Route::Invocations => Handler::Invocations,
             Route::Completions => Handler::Completions,
             Route::Chat => Handler::Chat,
+            Route::Messages => Handler::Messages,
+            Route::CountTokens => Handler::CountTokens,
+            Route::Responses => Handler::Responses,
         };
-        let answer = self.runtime.block_on(answer(&self.state, handler, raw));
+        let path = ROUTES.iter().find(|r| r.handler == handler).map_or("/", |r| r.path);
+        let answer = self.runtime.block_on(answer(&self.state, handler, path, raw));
         match answer {
             Ok(response) => response.status().as_u16(),
-            Err(e) => e.class().status.as_u16(),
+            Err(e) => e.render(Family::of(path)).0.as_u16(),
         }
     }
 }
@@ -154,5 +165,11 @@ mod tests {
         assert_eq!(c.status(Route::Invocations, br#"{"messages": [{"role": "user", "content": "Hi"}]}"#), 503);
         assert_eq!(c.status(Route::Invocations, br#"{"inputs": "Once"}"#), 503);
         assert_eq!(c.status(Route::Invocations, br#"{"parameters": {}}"#), 422);
+        let hi = br#"{"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}"#;
+        assert_eq!(c.status(Route::Messages, hi), 503);
+        assert_eq!(c.status(Route::Messages, br#"{"max_tokens": 4, "messages": []}"#), 400);
+        assert_eq!(c.status(Route::CountTokens, br#"{"messages": [{"role": "user", "content": "Hi"}]}"#), 200);
+        assert_eq!(c.status(Route::Responses, br#"{"input": "Hi"}"#), 503);
+        assert_eq!(c.status(Route::Responses, br#"{"input": 3}"#), 422);
     }
 }

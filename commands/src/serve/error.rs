@@ -1,5 +1,6 @@
 //! Every way a request can fail, and the one table from failure to HTTP status, TGI `error_type`,
-//! OpenAI error `type` and the `tgi_request_failure` label.
+//! OpenAI error `type` and the `tgi_request_failure` label; each error rendered in the shape of the API
+//! its route belongs to ([`Family`]: TGI's, OpenAI's or Anthropic's).
 
 use std::time::Duration;
 
@@ -153,6 +154,16 @@ pub enum ValidationError {
     /// Bad `tools` or `tool_choice`.
     #[error(transparent)]
     Tools(#[from] ToolError),
+    /// A field of a Messages or Responses request that the API does not take in this form.
+    #[error("`{at}`: {message}")]
+    Field {
+        /// The top-level field, for OpenAI's `param`.
+        param: &'static str,
+        /// Where in the request, e.g. `messages[0].content[1]`.
+        at: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The request can never fit the KV cache.
     #[error("the request needs {needed} KV cache tokens but the cache holds {capacity}")]
     KvCapacity {
@@ -185,6 +196,7 @@ impl ValidationError {
             Self::TopLogprobsWithoutLogprobs => "logprobs",
             Self::EmptyMessages | Self::NonTextContent(_) => "messages",
             Self::Tools(e) => e.param(),
+            Self::Field { param, .. } => param,
         })
     }
 }
@@ -241,11 +253,14 @@ pub enum ApiError {
     #[error("Failed to read the request body: {0}")]
     Body(String),
     /// A missing or wrong API key.
-    #[error("Invalid or missing API key: send `Authorization: Bearer <key>`")]
+    #[error("Invalid or missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`")]
     Unauthorized,
     /// No such route.
     #[error("Not found: {0}")]
     NotFound(String),
+    /// No stored response with this id (never stored, expired, evicted or deleted).
+    #[error("No response with id '{0}' is stored (responses expire after --responses-store-ttl)")]
+    ResponseNotFound(String),
     /// The route exists but not with this method.
     #[error("Method {method} not allowed on {path}")]
     MethodNotAllowed {
@@ -300,6 +315,30 @@ impl From<SubmitError> for ApiError {
     }
 }
 
+/// The API a route belongs to, whose error shape its errors take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// TGI's routes: `{"error": message, "error_type": type}`.
+    Tgi,
+    /// OpenAI's routes (under `/v1/`): `{"error": {"message", "type", "param", "code"}}`.
+    OpenAi,
+    /// Anthropic's routes (`/v1/messages...`): `{"type": "error", "error": {"type", "message"}}`.
+    Anthropic,
+}
+
+impl Family {
+    /// The family of the route at `path`.
+    pub fn of(path: &str) -> Self {
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") {
+            Family::Anthropic
+        } else if path.starts_with("/v1/") {
+            Family::OpenAi
+        } else {
+            Family::Tgi
+        }
+    }
+}
+
 /// How an error shows on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Class {
@@ -342,6 +381,9 @@ impl ApiError {
             Self::Body(_) => (StatusCode::BAD_REQUEST, "validation", "invalid_request_error", "validation"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication", "authentication_error", "unauthorized"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "not_found"),
+            Self::ResponseNotFound(_) => {
+                (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "response_not_found")
+            }
             Self::MethodNotAllowed { .. } => {
                 (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "invalid_request_error", "method_not_allowed")
             }
@@ -376,6 +418,38 @@ impl ApiError {
     /// TGI's error body: `{"error": message, "error_type": type}`.
     pub fn tgi_body(&self) -> serde_json::Value {
         serde_json::json!({"error": self.to_string(), "error_type": self.class().tgi_type})
+    }
+
+    /// Anthropic's error body: `{"type": "error", "error": {"type", "message"}}`, its types named by status as
+    /// Anthropic names them.
+    pub fn anthropic_body(&self) -> serde_json::Value {
+        let kind = match self.class().status.as_u16() {
+            401 => "authentication_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 => "overloaded_error",
+            408 | 504 => "timeout_error",
+            // The engine failed: not the request's fault.
+            424 => "api_error",
+            400..=499 => "invalid_request_error",
+            _ => "api_error",
+        };
+        serde_json::json!({"type": "error", "error": {"type": kind, "message": self.to_string()}})
+    }
+
+    /// The status and body of this error on a route of `family`: Anthropic's API answers a refused input with
+    /// 400 (it has no 422).
+    pub fn render(&self, family: Family) -> (StatusCode, serde_json::Value) {
+        let status = self.class().status;
+        match family {
+            Family::Tgi => (status, self.tgi_body()),
+            Family::OpenAi => (status, self.openai_body()),
+            Family::Anthropic if status == StatusCode::UNPROCESSABLE_ENTITY => {
+                (StatusCode::BAD_REQUEST, self.anthropic_body())
+            }
+            Family::Anthropic => (status, self.anthropic_body()),
+        }
     }
 
     /// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`.
@@ -418,5 +492,32 @@ mod tests {
         assert_eq!(o["error"]["param"], "inputs");
         assert_eq!(o["error"]["code"], "context_length_exceeded");
         assert_eq!(ApiError::from(SubmitError::NotRunning).class().status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[test]
+    fn each_family_has_its_shape() {
+        assert_eq!(Family::of("/generate"), Family::Tgi);
+        assert_eq!(Family::of("/v1/responses/resp_1"), Family::OpenAi);
+        assert_eq!(Family::of("/v1/messages"), Family::Anthropic);
+        assert_eq!(Family::of("/v1/messages/count_tokens"), Family::Anthropic);
+        assert_eq!(Family::of("/v1/messagesx"), Family::OpenAi);
+        let e = ApiError::from(ValidationError::EmptyMessages);
+        let (status, body) = e.render(Family::Anthropic);
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            body,
+            serde_json::json!({"type": "error", "error": {"type": "invalid_request_error",
+                "message": "Input validation error: `messages` cannot be empty"}})
+        );
+        assert_eq!(e.render(Family::OpenAi).0, StatusCode::UNPROCESSABLE_ENTITY);
+        let kind = |e: ApiError| e.render(Family::Anthropic).1["error"]["type"].clone();
+        assert_eq!(kind(ApiError::Unauthorized), "authentication_error");
+        assert_eq!(kind(ApiError::Overloaded), "rate_limit_error");
+        assert_eq!(kind(ApiError::PayloadTooLarge(1)), "request_too_large");
+        assert_eq!(kind(ApiError::NotRunning), "overloaded_error");
+        assert_eq!(kind(ApiError::Generation("x".into())), "api_error");
+        assert_eq!(kind(ApiError::Timeout(std::time::Duration::from_secs(1))), "timeout_error");
+        assert_eq!(kind(ApiError::Incomplete), "api_error");
+        assert_eq!(ApiError::ResponseNotFound("r".into()).render(Family::OpenAi).0, StatusCode::NOT_FOUND);
     }
 }

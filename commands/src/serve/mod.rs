@@ -1,4 +1,5 @@
-//! `tgi serve`: TGI's and OpenAI's HTTP APIs (hyper on tokio) over the continuous-batching engine.
+//! `tgi serve`: TGI's, OpenAI's (chat, completions, Responses) and Anthropic's (Messages) HTTP APIs (hyper on
+//! tokio) over the continuous-batching engine.
 //!
 //! A request is parsed into its route's raw type, validated into engine [`Request`]s
 //! (`tgi_engines::scheduler::Request`), submitted through the [`backend::Backend`] trait with a
@@ -9,6 +10,7 @@
 //! [`ServeSettings`] before [`run`] starts; every request carries an id (`x-request-id`) in its log
 //! span.
 
+mod anthropic;
 mod args;
 mod backend;
 mod body;
@@ -24,12 +26,15 @@ mod head;
 mod headers;
 mod limits;
 mod log;
+mod lru;
 mod metrics;
 mod openai;
 mod openapi;
 mod parse_errors;
+mod parts;
 mod request_id;
 mod response_cache;
+mod responses;
 mod router;
 mod run;
 mod sagemaker;

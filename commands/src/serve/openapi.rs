@@ -35,6 +35,9 @@ fn bounds(limits: &RequestLimits, vocab_size: usize) -> Vec<(String, usize)> {
     // Chat's `max_tokens` is ignored when `max_completion_tokens` is set: only its wire type bounds it.
     out.push((schema("ChatRequest", "max_completion_tokens/maximum"), max_new));
     out.push((schema("CompletionRequest", "max_tokens/maximum"), max_new));
+    out.push((schema("AnthropicMessagesRequest", "max_tokens/maximum"), max_new));
+    out.push((schema("AnthropicMessagesRequest", "stop_sequences/maxItems"), limits.max_stop_sequences));
+    out.push((schema("CreateResponseRequest", "max_output_tokens/maximum"), max_new));
     let max_top = (limits.max_top_n_tokens as usize).min(tgi_engines::sampling::MAX_TOP_LOGPROBS);
     out.push((schema("CompletionRequest", "logprobs/maximum"), max_top));
     out.push((schema("CompletionRequest", "best_of/maximum"), limits.max_best_of.max(limits.max_n)));
@@ -75,5 +78,8 @@ mod tests {
         assert_eq!(p("CompletionRequest/properties/best_of/maximum"), 4);
         assert_eq!(p("CompletionRequest/properties/logprobs/maximum"), 5);
         assert_eq!(p("CompletionRequest/properties/prompt/oneOf/3/items/items/maximum"), 511);
+        assert_eq!(p("AnthropicMessagesRequest/properties/max_tokens/maximum"), 15);
+        assert_eq!(p("AnthropicMessagesRequest/properties/stop_sequences/maxItems"), 2);
+        assert_eq!(p("CreateResponseRequest/properties/max_output_tokens/maximum"), 15);
     }
 }

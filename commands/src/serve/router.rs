@@ -1,5 +1,6 @@
 //! The route table and what surrounds every handler: 404 and 405, the API key, the body limit,
-//! CORS, and errors rendered in the route's family (OpenAI's shape under `/v1/`, TGI's elsewhere).
+//! CORS, and errors rendered in the route's family (Anthropic's shape under `/v1/messages`, OpenAI's
+//! elsewhere under `/v1/`, TGI's elsewhere).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -7,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
 use hyper::header::{
-    HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, ORIGIN, RETRY_AFTER,
-    VARY,
+    HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, CONNECTION, CONTENT_LENGTH, ORIGIN, RETRY_AFTER, VARY,
 };
 use hyper::{HeaderMap, Method, Request, StatusCode};
 use tgi_engines::sampling::SamplingParams;
@@ -17,13 +17,13 @@ use tracing::Instrument;
 
 use super::backend::ChannelSink;
 use super::body::{self, HttpResponse, ResponseBody};
-use super::error::ApiError;
+use super::error::{ApiError, Family};
 use super::head;
 use super::metrics::Caches;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::response_cache::Directive;
 use super::state::AppState;
-use super::{openai, openapi, sagemaker, tgi, webui};
+use super::{anthropic, openai, openapi, responses, sagemaker, tgi, webui};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,16 @@ pub enum Handler {
     Completions,
     /// `GET /v1/models`.
     Models,
+    /// `POST /v1/messages` (Anthropic).
+    Messages,
+    /// `POST /v1/messages/count_tokens` (Anthropic).
+    CountTokens,
+    /// `POST /v1/responses` (OpenAI Responses).
+    Responses,
+    /// `GET /v1/responses/{response_id}`.
+    GetResponse,
+    /// `DELETE /v1/responses/{response_id}`.
+    DeleteResponse,
     /// `GET /api-doc/openapi.json`.
     OpenApi,
     /// `GET /` asking for HTML (a browser), unless `--no-webui`: the web chat page.
@@ -71,6 +81,11 @@ impl Handler {
                 | Self::Invocations
                 | Self::Chat
                 | Self::Completions
+                | Self::Messages
+                | Self::CountTokens
+                | Self::Responses
+                | Self::GetResponse
+                | Self::DeleteResponse
         )
     }
 }
@@ -78,12 +93,26 @@ impl Handler {
 /// One route.
 #[derive(Clone, Copy, Debug)]
 pub struct Route {
-    /// `GET` or `POST`.
+    /// `GET`, `POST` or `DELETE`.
     pub method: &'static str,
-    /// The exact path.
+    /// The path, as OpenAPI writes it: a `{name}` segment stands for any one non-empty segment.
     pub path: &'static str,
     /// Its handler.
     pub handler: Handler,
+}
+
+impl Route {
+    /// Whether the route's path is `path`.
+    pub fn matches(&self, path: &str) -> bool {
+        let (mut pattern, mut given) = (self.path.split('/'), path.split('/'));
+        loop {
+            match (pattern.next(), given.next()) {
+                (None, None) => return true,
+                (Some(p), Some(g)) if p == g || (p.starts_with('{') && p.ends_with('}') && !g.is_empty()) => {}
+                _ => return false,
+            }
+        }
+    }
 }
 
 /// Every route the server serves.
@@ -102,6 +131,11 @@ pub const ROUTES: &[Route] = &[
     Route { method: "POST", path: "/v1/chat/completions", handler: Handler::Chat },
     Route { method: "POST", path: "/v1/completions", handler: Handler::Completions },
     Route { method: "GET", path: "/v1/models", handler: Handler::Models },
+    Route { method: "POST", path: "/v1/messages", handler: Handler::Messages },
+    Route { method: "POST", path: "/v1/messages/count_tokens", handler: Handler::CountTokens },
+    Route { method: "POST", path: "/v1/responses", handler: Handler::Responses },
+    Route { method: "GET", path: "/v1/responses/{response_id}", handler: Handler::GetResponse },
+    Route { method: "DELETE", path: "/v1/responses/{response_id}", handler: Handler::DeleteResponse },
     Route { method: "GET", path: "/api-doc/openapi.json", handler: Handler::OpenApi },
 ];
 
@@ -137,8 +171,8 @@ async fn respond(state: Arc<AppState>, req: Request<Incoming>, in_reserve: bool)
             } else {
                 tracing::info!(status, error = %e, "request refused");
             }
-            let body = if path.starts_with("/v1/") { e.openai_body() } else { e.tgi_body() };
-            let mut r = body::json(e.class().status, &body);
+            let (status, body) = e.render(Family::of(&path));
+            let mut r = body::json(status, &body);
             let h = r.headers_mut();
             match e {
                 ApiError::MethodNotAllowed { .. } => {
@@ -163,9 +197,8 @@ async fn respond(state: Arc<AppState>, req: Request<Incoming>, in_reserve: bool)
 
 /// The answer to any request while the model loads: 503 in the route's family, retry in a second.
 pub fn loading(path: &str) -> HttpResponse {
-    let e = ApiError::Loading;
-    let body = if path.starts_with("/v1/") { e.openai_body() } else { e.tgi_body() };
-    let mut r = body::json(e.class().status, &body);
+    let (status, body) = ApiError::Loading.render(Family::of(path));
+    let mut r = body::json(status, &body);
     r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
     r
 }
@@ -173,7 +206,7 @@ pub fn loading(path: &str) -> HttpResponse {
 /// The methods `path` answers to, for `Allow` (`HEAD` wherever `GET` is).
 fn allowed(path: &str) -> HeaderValue {
     let mut methods = Vec::new();
-    for r in ROUTES.iter().filter(|r| r.path == path) {
+    for r in ROUTES.iter().filter(|r| r.matches(path)) {
         methods.push(r.method);
         if r.method == "GET" {
             methods.push("HEAD");
@@ -186,8 +219,9 @@ fn allowed(path: &str) -> HeaderValue {
 async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) -> Result<HttpResponse, ApiError> {
     head::host(req.version(), req.headers())?;
     head::uri(req.uri())?;
-    let path = req.uri().path();
-    if !ROUTES.iter().any(|r| r.path == path) {
+    let path = req.uri().path().to_owned();
+    let path = path.as_str();
+    if !ROUTES.iter().any(|r| r.matches(path)) {
         return Err(ApiError::NotFound(path.to_owned()));
     }
     if req.method() == Method::OPTIONS {
@@ -195,7 +229,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
     }
     // HEAD is GET without the body, which hyper leaves out.
     let method = if req.method() == Method::HEAD { "GET" } else { req.method().as_str() };
-    let Some(r) = ROUTES.iter().find(|r| r.path == path && r.method == method) else {
+    let Some(r) = ROUTES.iter().find(|r| r.matches(path) && r.method == method) else {
         return Err(ApiError::MethodNotAllowed { method: req.method().to_string(), path: path.to_owned() });
     };
     let handler = if r.path == "/" && r.handler == Handler::Health && state.webui && webui::asked(req.headers()) {
@@ -206,7 +240,7 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
     if in_reserve && handler != Handler::Health {
         return Err(ApiError::TooManyConnections);
     }
-    if handler.protected() && !state.access.authorized(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
+    if handler.protected() && !state.access.authorized(req.headers()) {
         return Err(ApiError::Unauthorized);
     }
     let directive = Directive::of(req.headers());
@@ -224,11 +258,12 @@ async fn route(state: &Arc<AppState>, req: Request<Incoming>, in_reserve: bool) 
         }
         _ => bytes::Bytes::new(),
     };
-    directive.scope(answer(state, handler, &raw)).await
+    directive.scope(answer(state, handler, path, &raw)).await
 }
 
-/// `handler`'s answer to a request with body `raw` (empty for `GET`), past the checks every route shares.
-pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Result<HttpResponse, ApiError> {
+/// `handler`'s answer to a request for `path` with body `raw` (empty but for `POST`), past the checks every
+/// route shares.
+pub async fn answer(state: &Arc<AppState>, handler: Handler, path: &str, raw: &[u8]) -> Result<HttpResponse, ApiError> {
     match handler {
         Handler::Health => health(state).await,
         Handler::Compat => tgi::compat(state, body::parse(raw)?).await,
@@ -248,12 +283,22 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Resu
         Handler::Chat => openai::chat(state, body::parse(raw)?).await,
         Handler::Completions => openai::completions(state, body::parse(raw)?).await,
         Handler::Models => Ok(openai::models(state)),
+        Handler::Messages => anthropic::messages(state, body::parse(raw)?).await,
+        Handler::CountTokens => anthropic::count_tokens(state, body::parse(raw)?),
+        Handler::Responses => responses::create(state, body::parse(raw)?).await,
+        Handler::GetResponse => responses::get(state, last_segment(path)),
+        Handler::DeleteResponse => responses::delete(state, last_segment(path)),
         Handler::OpenApi => {
             let doc = openapi::document(&state.limits, state.lexicon.tokenizer().vocab_size());
             Ok(body::response(StatusCode::OK, "application/json", doc))
         }
         Handler::WebUi => Ok(webui::page()),
     }
+}
+
+/// The last segment of `path` (a `{name}` parameter's value).
+fn last_segment(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or_default()
 }
 
 /// How long `/health`'s one-token generation may take.
@@ -314,7 +359,7 @@ fn preflight(state: &AppState, path: &str, headers: &HeaderMap) -> HttpResponse 
         let asked = headers.get("access-control-request-headers").cloned();
         h.insert(
             "access-control-allow-headers",
-            asked.unwrap_or(HeaderValue::from_static("authorization, content-type")),
+            asked.unwrap_or(HeaderValue::from_static("authorization, content-type, x-api-key, anthropic-version")),
         );
         h.insert("access-control-max-age", HeaderValue::from_static("86400"));
     }
@@ -340,4 +385,20 @@ fn cors(state: &AppState, origin: Option<HeaderValue>, r: &mut HttpResponse) {
              x-inference-time, x-time-per-token, x-prompt-tokens, x-generated-tokens, x-request-id",
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_paths_match_their_parameters() {
+        let get = ROUTES.iter().find(|r| r.handler == Handler::GetResponse).unwrap();
+        assert!(get.matches("/v1/responses/resp_1"));
+        assert!(!get.matches("/v1/responses/") && !get.matches("/v1/responses") && !get.matches("/v1/responses/a/b"));
+        let chat = ROUTES.iter().find(|r| r.handler == Handler::Chat).unwrap();
+        assert!(chat.matches("/v1/chat/completions") && !chat.matches("/v1/chat/completions/"));
+        assert_eq!(allowed("/v1/responses/resp_1"), "GET, HEAD, DELETE, OPTIONS");
+        assert_eq!(last_segment("/v1/responses/resp_1"), "resp_1");
+    }
 }

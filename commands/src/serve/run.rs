@@ -16,6 +16,7 @@ use super::budget::{self, Memory, Sizes, SizingInputs};
 use super::connections;
 use super::log;
 use super::response_cache::ResponseCache;
+use super::responses::store::{ResponseStore, SystemClock};
 use super::server::{self, ConnectionLimits, Stopped};
 use super::settings::ServeSettings;
 use super::speculation::describe;
@@ -126,6 +127,7 @@ fn start(settings: &ServeSettings) -> Result<Started> {
     }
     let state = AppState::new(Arc::new(handle), model, sizes.limits, settings.access.clone(), served)
         .with_response_cache(settings.response_cache.map(ResponseCache::new))
+        .with_responses_store(ResponseStore::new(settings.responses_store, Arc::new(SystemClock)))
         .with_grammars(settings.grammar)
         .with_webui(settings.webui);
     let limits = ConnectionLimits {

@@ -19,6 +19,7 @@ use super::grammar::GrammarSettings;
 use super::log::LogFormat;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheConfig;
+use super::responses::store::StoreConfig;
 use super::state::Access;
 use crate::error::InputError;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
@@ -47,6 +48,8 @@ pub struct ServeSettings {
     pub drain_delay: Duration,
     /// The response cache, when on.
     pub response_cache: Option<CacheConfig>,
+    /// The bounds of the Responses API's store.
+    pub responses_store: StoreConfig,
     /// Requests in flight at once (at least 1).
     pub max_concurrent_requests: usize,
     /// Most `best_of` candidates (at least 1).
@@ -138,6 +141,13 @@ impl ServeSettings {
         let response_cache = args
             .response_cache_size
             .map(|size| CacheConfig { size, ttl: Duration::from_secs_f64(args.response_cache_ttl) });
+        if !(args.responses_store_ttl.is_finite() && args.responses_store_ttl > 0.0) {
+            return bad("--responses-store-ttl must be a positive number of seconds");
+        }
+        let responses_store = StoreConfig {
+            size: args.responses_store_size,
+            ttl: Duration::try_from_secs_f64(args.responses_store_ttl).unwrap_or(Duration::MAX),
+        };
         let batching = Batching {
             max_batch_prefill_tokens: args.max_batch_prefill_tokens,
             max_prefill_tokens_per_step: args.max_prefill_tokens_per_step.map(NonZeroUsize::get),
@@ -164,6 +174,7 @@ impl ServeSettings {
             shutdown_timeout: Duration::from_secs_f64(args.shutdown_timeout),
             drain_delay: Duration::from_secs_f64(args.drain_delay),
             response_cache,
+            responses_store,
             max_concurrent_requests: args.max_concurrent_requests,
             max_best_of: args.max_best_of,
             max_stop_sequences: args.max_stop_sequences,
@@ -270,6 +281,10 @@ pub(crate) mod tests {
         assert_eq!(s.drain_delay, Duration::from_millis(1500));
         let cache = CacheConfig { size: CacheSize::Bytes(64 << 20), ttl: Duration::from_secs(60) };
         assert_eq!(s.response_cache, Some(cache));
+        assert_eq!(s.responses_store, StoreConfig::default(), "the flags' defaults are the store's");
+        let store = settings(&["--responses-store-size=2", "--responses-store-ttl=1.5"]).unwrap().responses_store;
+        assert_eq!(store, StoreConfig { size: CacheSize::Entries(2), ttl: Duration::from_millis(1500) });
+        assert!(settings(&["--responses-store-ttl=0"]).is_err() && settings(&["--responses-store-ttl=nan"]).is_err());
         assert_eq!(
             settings(&["--response-cache-size=100"]).unwrap().response_cache.unwrap().size,
             CacheSize::Entries(100)

@@ -5,6 +5,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use hyper::header::AUTHORIZATION;
+use hyper::HeaderMap;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::backend::{Backend, Lexicon};
@@ -14,6 +16,7 @@ use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::ResponseCache;
+use super::responses::store::ResponseStore;
 
 /// The server's shared state.
 pub struct AppState {
@@ -45,6 +48,8 @@ pub struct AppState {
     pub grammars: Grammars,
     /// Whether `GET /` serves the web chat page to browsers (off unless [`AppState::with_webui`] turns it on).
     pub webui: bool,
+    /// The Responses API's stored responses.
+    pub responses: ResponseStore,
 }
 
 /// Whether the server is stopping: begun once by the accept loop, awaited by body reads (a request
@@ -78,7 +83,7 @@ impl Default for Stopping {
 /// Who may call what.
 #[derive(Clone, Debug, Default)]
 pub struct Access {
-    /// The key generation routes require as `Authorization: Bearer <key>`.
+    /// The key generation routes require as `Authorization: Bearer <key>` or `x-api-key: <key>` (Anthropic's).
     pub api_key: Option<String>,
     /// Origins allowed by CORS (`*` for any); empty disables CORS headers.
     pub cors_allow_origin: Vec<String>,
@@ -125,6 +130,7 @@ impl AppState {
             response_cache: None,
             grammars: Grammars::new(GrammarSettings::default()),
             webui: false,
+            responses: ResponseStore::default(),
         }
     }
 
@@ -146,6 +152,12 @@ impl AppState {
         self
     }
 
+    /// The state with this store of responses.
+    pub fn with_responses_store(mut self, store: ResponseStore) -> Self {
+        self.responses = store;
+        self
+    }
+
     /// A permit for one more request in flight, or 429 at once (never a wait).
     pub fn permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         self.permits.clone().try_acquire_owned().map_err(|_| ApiError::Overloaded)
@@ -153,12 +165,13 @@ impl AppState {
 }
 
 impl Access {
-    /// Whether an `Authorization` header value carries the key (always, without a key). The
-    /// comparison takes the same time wherever the first difference is.
-    pub fn authorized(&self, header: Option<&[u8]>) -> bool {
+    /// Whether the request's headers carry the key, as `Authorization: Bearer <key>` or `x-api-key: <key>`
+    /// (always, without a key). The comparison takes the same time wherever the first difference is.
+    pub fn authorized(&self, headers: &HeaderMap) -> bool {
         let Some(key) = &self.api_key else { return true };
-        let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else { return false };
-        constant_time_eq(given, key.as_bytes())
+        let bearer = headers.get(AUTHORIZATION).and_then(|h| h.as_bytes().strip_prefix(b"Bearer "));
+        let given = [bearer, headers.get("x-api-key").map(|h| h.as_bytes())];
+        given.into_iter().flatten().any(|g| constant_time_eq(g, key.as_bytes()))
     }
 
     /// The prefix-cache namespace: a hash of the API key (0 without one), so cached prompt blocks
@@ -188,17 +201,25 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs.iter().map(|&(k, v)| (hyper::header::HeaderName::from_static(k), v.parse().unwrap())).collect()
+    }
+
     #[test]
-    fn bearer_keys() {
+    fn bearer_and_x_api_keys() {
         let open = Access::default();
-        assert!(open.authorized(None));
+        assert!(open.authorized(&HeaderMap::new()));
         assert_eq!(open.cache_salt(), 0);
         let a = Access { api_key: Some("s3cret".into()), ..Access::default() };
-        assert!(a.authorized(Some(b"Bearer s3cret")));
-        assert!(!a.authorized(Some(b"Bearer s3cre")));
-        assert!(!a.authorized(Some(b"Bearer s3cret!")));
-        assert!(!a.authorized(Some(b"s3cret")));
-        assert!(!a.authorized(None));
+        let bearer = |v: &'static str| a.authorized(&headers(&[("authorization", v)]));
+        assert!(bearer("Bearer s3cret"));
+        assert!(!bearer("Bearer s3cre"));
+        assert!(!bearer("Bearer s3cret!"));
+        assert!(!bearer("s3cret"));
+        assert!(!a.authorized(&HeaderMap::new()));
+        assert!(a.authorized(&headers(&[("x-api-key", "s3cret")])));
+        assert!(!a.authorized(&headers(&[("x-api-key", "Bearer s3cret")])));
+        assert!(a.authorized(&headers(&[("authorization", "Bearer nope"), ("x-api-key", "s3cret")])));
         assert_ne!(a.cache_salt(), 0);
         assert!(constant_time_eq(b"", b""));
         assert!(!constant_time_eq(b"", b"\xff"));

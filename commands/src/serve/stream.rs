@@ -1,5 +1,6 @@
 //! Server-sent events: a task reads a request's engine events and writes them, formatted by the
-//! route's [`StreamFormat`], into the response body (with a comment line when idle for 15 s). When the client goes away the body is
+//! route's [`StreamFormat`] (as `data:` payloads, or named events where the API names them), into the
+//! response body (with a comment line when idle for 15 s). When the client goes away the body is
 //! dropped, the task stops, and dropping its [`Running`] cancels the request inside the engine.
 
 use std::sync::atomic::Ordering;
@@ -15,24 +16,56 @@ use super::generation::{fail, Running};
 use super::metrics::Tracker;
 use super::state::AppState;
 
-/// Turns one route's events into SSE `data:` payloads.
+/// One server-sent event: a `data:` payload, named (`event:`) where the API names its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sse {
+    /// The `event:` field, when the API sends one.
+    pub name: Option<&'static str>,
+    /// The `data:` payload.
+    pub data: String,
+}
+
+impl Sse {
+    /// An event named `name` (Anthropic's and OpenAI Responses' typed events).
+    pub fn named(name: &'static str, data: String) -> Self {
+        Sse { name: Some(name), data }
+    }
+
+    /// The event on the wire.
+    fn bytes(&self) -> Bytes {
+        match self.name {
+            Some(name) => Bytes::from(format!("event: {name}\ndata: {}\n\n", self.data)),
+            None => event(&self.data),
+        }
+    }
+}
+
+impl From<String> for Sse {
+    fn from(data: String) -> Self {
+        Sse { name: None, data }
+    }
+}
+
+/// Turns one route's events into server-sent events.
 pub trait StreamFormat: Send + Sync + 'static {
+    /// One event: a `data:` payload (`String`) or an [`Sse`].
+    type Event: Into<Sse> + Send;
     /// Candidate `index` left the queue.
-    fn started(&mut self, _index: usize, _cached_tokens: usize) -> Vec<String> {
+    fn started(&mut self, _index: usize, _cached_tokens: usize) -> Vec<Self::Event> {
         Vec::new()
     }
     /// Candidate `index`'s prompt log-probabilities (once, before its first token, when asked for).
-    fn prompt_logprobs(&mut self, _index: usize, _logprobs: Vec<Option<PromptLogprob>>) -> Vec<String> {
+    fn prompt_logprobs(&mut self, _index: usize, _logprobs: Vec<Option<PromptLogprob>>) -> Vec<Self::Event> {
         Vec::new()
     }
     /// Candidate `index` generated a token.
-    fn token(&mut self, index: usize, token: TokenEvent) -> Vec<String>;
+    fn token(&mut self, index: usize, token: TokenEvent) -> Vec<Self::Event>;
     /// Candidate `index` finished.
-    fn finished(&mut self, index: usize, finished: Finished) -> Vec<String>;
+    fn finished(&mut self, index: usize, finished: Finished) -> Vec<Self::Event>;
     /// Every candidate finished (OpenAI's usage chunk and `[DONE]`).
-    fn end(&mut self) -> Vec<String>;
-    /// The payload reporting a failure; the stream ends after it.
-    fn error(&self, err: &ApiError) -> String;
+    fn end(&mut self) -> Vec<Self::Event>;
+    /// The event reporting a failure; the stream ends after it.
+    fn error(&self, err: &ApiError) -> Self::Event;
 }
 
 /// How often an idle stream sends a comment line, so proxies keep the connection (axum's default).
@@ -54,10 +87,10 @@ pub fn spawn(
     tokio::spawn(drive(state, running, tracker, format, tx).in_current_span());
 }
 
-/// Sends `payloads`; false once the client is gone.
-async fn send_all(tx: &Sender<Bytes>, payloads: Vec<String>) -> bool {
-    for p in payloads {
-        if tx.send(event(&p)).await.is_err() {
+/// Sends `events`; false once the client is gone.
+async fn send_all(tx: &Sender<Bytes>, events: Vec<impl Into<Sse>>) -> bool {
+    for e in events {
+        if tx.send(e.into().bytes()).await.is_err() {
             return false;
         }
     }
@@ -138,5 +171,5 @@ async fn report(
 ) {
     let err = fail(state, tracker, err);
     tracing::warn!(error = %err, "stream failed");
-    let _ = tx.send(event(&format.error(&err))).await;
+    let _ = tx.send(format.error(&err).into().bytes()).await;
 }

@@ -73,6 +73,8 @@ pub struct Finished {
     pub generated_tokens: usize,
     /// The whole output text (the stop string and what follows excluded).
     pub text: String,
+    /// The stop string that ended it, when one did (Anthropic's `stop_sequence`).
+    pub stop_sequence: Option<String>,
     /// The sampler's seed, given or drawn.
     pub seed: u64,
     /// From leaving the queue to the last token.

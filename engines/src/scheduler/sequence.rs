@@ -439,6 +439,7 @@ impl<'m> Sequence<'m> {
             reason,
             generated_tokens: self.completion.generated(),
             text: self.completion.take_text(),
+            stop_sequence: self.completion.take_stop_sequence(),
             seed: self.sampler.seed(),
             inference_time: now - self.state.started().unwrap_or(now),
             preemptions: self.preemptions,

@@ -43,6 +43,8 @@ pub struct Completion<'t> {
     generated: usize,
     /// Set once the completion ended.
     finish: Option<FinishReason>,
+    /// The stop string that ended it, when one did.
+    stop_sequence: Option<String>,
 }
 
 impl<'t> Completion<'t> {
@@ -57,6 +59,7 @@ impl<'t> Completion<'t> {
             text: String::new(),
             generated: 0,
             finish: None,
+            stop_sequence: None,
         }
     }
 
@@ -74,7 +77,8 @@ impl<'t> Completion<'t> {
         } else if let Some(piece) = self.decoder.push(token) {
             let r = self.stops.push(&piece);
             (out.piece, out.text) = (piece, r.text);
-            out.finish = r.stop.map(|_| FinishReason::StopSequence);
+            out.finish = r.stop.is_some().then_some(FinishReason::StopSequence);
+            self.stop_sequence = r.stop;
         }
         if out.finish.is_none() && self.generated >= self.rules.max_tokens {
             out.finish = Some(FinishReason::Length);
@@ -85,6 +89,7 @@ impl<'t> Completion<'t> {
             out.text.push_str(&r.text);
             out.text.push_str(&self.stops.flush());
             out.finish = Some(if r.stop.is_some() { FinishReason::StopSequence } else { reason });
+            self.stop_sequence = r.stop;
         }
         self.text.push_str(&out.text);
         self.finish = out.finish;
@@ -99,6 +104,11 @@ impl<'t> Completion<'t> {
     /// Takes the output so far (the whole output once the completion ended).
     pub fn take_text(&mut self) -> String {
         std::mem::take(&mut self.text)
+    }
+
+    /// Takes the stop string that ended the completion, when one did.
+    pub fn take_stop_sequence(&mut self) -> Option<String> {
+        self.stop_sequence.take()
     }
 }
 
@@ -210,6 +220,7 @@ mod tests {
         assert_eq!(finish, Some(FinishReason::StopSequence));
         assert_eq!(texts.concat(), decoded[..at]);
         assert_eq!(c.take_text(), decoded[..at]);
+        assert_eq!(c.take_stop_sequence().as_deref(), Some(stop));
         // Text that may start a stop string is held back until it cannot; nothing is lost.
         let mut c = completion(&["time!"], 100, false);
         let outs: Vec<TokenText> = tokens.iter().map(|&t| c.accept(t)).collect();
@@ -225,7 +236,7 @@ mod tests {
         let (texts, finish) = run(&mut c, &tokens);
         assert_eq!(finish, Some(FinishReason::Length));
         assert_eq!((texts.concat().as_str(), texts.last().unwrap().as_str()), ("the ti", "ti"));
-        assert_eq!(c.take_text(), "the ti");
+        assert_eq!((c.take_text().as_str(), c.take_stop_sequence()), ("the ti", None));
         // At least one token, even with no room.
         let mut c = completion(&[], 0, false);
         assert_eq!(c.accept(tokens[0]).finish, Some(FinishReason::Length));
@@ -237,7 +248,7 @@ mod tests {
         let mut c = completion(&["a\u{FFFD}"], 2, false);
         let (texts, finish) = run(&mut c, &[byte(b'a'), byte(0xC3)]);
         assert_eq!((texts.concat().as_str(), finish), ("", Some(FinishReason::StopSequence)));
-        assert_eq!(c.take_text(), "");
+        assert_eq!((c.take_text().as_str(), c.take_stop_sequence().as_deref()), ("", Some("a\u{FFFD}")));
     }
 
     #[test]

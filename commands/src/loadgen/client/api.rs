@@ -1,4 +1,5 @@
-//! The two APIs a benchmark speaks: what to send for a prompt, and what each stream event means.
+//! The APIs a benchmark speaks (TGI's, OpenAI's completions and chat, Anthropic's Messages, OpenAI's Responses):
+//! what to send for a prompt, and what each stream event means.
 
 use serde_json::{json, Value};
 
@@ -13,6 +14,16 @@ pub enum Api {
         model: String,
         /// Chat endpoint instead of completions.
         chat: bool,
+    },
+    /// Anthropic's `POST /v1/messages`, the prompt as one user message, for `model`.
+    Anthropic {
+        /// The `model` field.
+        model: String,
+    },
+    /// OpenAI's `POST /v1/responses`, the prompt as the input text, for `model`.
+    Responses {
+        /// The `model` field.
+        model: String,
     },
 }
 
@@ -48,6 +59,8 @@ impl Api {
         match self {
             Api::Tgi => "tgi",
             Api::OpenAi { .. } => "openai",
+            Api::Anthropic { .. } => "anthropic",
+            Api::Responses { .. } => "responses",
         }
     }
 
@@ -57,6 +70,8 @@ impl Api {
             Api::Tgi => "/generate_stream",
             Api::OpenAi { chat: false, .. } => "/v1/completions",
             Api::OpenAi { chat: true, .. } => "/v1/chat/completions",
+            Api::Anthropic { .. } => "/v1/messages",
+            Api::Responses { .. } => "/v1/responses",
         }
     }
 
@@ -82,6 +97,21 @@ impl Api {
                 }
                 v
             }
+            Api::Anthropic { model } => json!({
+                "model": model,
+                "max_tokens": p.max_tokens,
+                "temperature": 0.0,
+                "stream": true,
+                "messages": [{"role": "user", "content": p.text}],
+            }),
+            Api::Responses { model } => json!({
+                "model": model,
+                "input": p.text,
+                "max_output_tokens": p.max_tokens,
+                "temperature": 0.0,
+                "stream": true,
+                "store": false,
+            }),
         };
         if ignore_eos {
             v["ignore_eos"] = json!(true);
@@ -101,6 +131,8 @@ impl Api {
         match self {
             Api::Tgi => tgi_event(&v),
             Api::OpenAi { .. } => openai_event(&v),
+            Api::Anthropic { .. } => anthropic_event(&v),
+            Api::Responses { .. } => responses_event(&v),
         }
         .ok_or_else(|| format!("unexpected event for the {} API: {}", self.name(), clip(data)))
     }
@@ -145,6 +177,47 @@ fn openai_event(v: &Value) -> Option<Event> {
     if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
         ev.output_tokens = u.get("completion_tokens").and_then(Value::as_u64);
         ev.input_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
+    }
+    Some(ev)
+}
+
+/// An event of Anthropic's stream: text and tool input deltas are tokens, `message_start` has the prompt's tokens,
+/// `message_delta` the generated ones, `message_stop` ends the stream (`ping` and the others tell nothing).
+fn anthropic_event(v: &Value) -> Option<Event> {
+    let mut ev = Event::default();
+    match v.get("type")?.as_str()? {
+        "content_block_delta" => {
+            let d = v.get("delta")?;
+            ev.token =
+                d.get("text").or_else(|| d.get("partial_json")).and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+        }
+        "message_start" => ev.input_tokens = v.pointer("/message/usage/input_tokens").and_then(Value::as_u64),
+        "message_delta" => ev.output_tokens = v.pointer("/usage/output_tokens").and_then(Value::as_u64),
+        "message_stop" => ev.done = true,
+        _ => {}
+    }
+    Some(ev)
+}
+
+/// An event of a Responses stream: text and argument deltas are tokens; `response.completed`,
+/// `response.incomplete` and `response.failed` end the stream (with the usage), `error` is an error.
+fn responses_event(v: &Value) -> Option<Event> {
+    let mut ev = Event::default();
+    match v.get("type")?.as_str()? {
+        "response.output_text.delta" | "response.function_call_arguments.delta" => {
+            ev.token = v.get("delta").and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+        }
+        "response.completed" | "response.incomplete" | "response.failed" => {
+            ev.done = true;
+            let usage = v.pointer("/response/usage").filter(|u| !u.is_null());
+            ev.output_tokens = usage.and_then(|u| u.get("output_tokens")).and_then(Value::as_u64);
+            ev.input_tokens = usage.and_then(|u| u.get("input_tokens")).and_then(Value::as_u64);
+            if let Some(e) = v.pointer("/response/error").filter(|e| !e.is_null()) {
+                ev.error = Some(e.get("message").and_then(Value::as_str).map_or_else(|| e.to_string(), str::to_string));
+            }
+        }
+        "error" => ev.error = Some(v.get("message").and_then(Value::as_str).unwrap_or("error").to_string()),
+        _ => {}
     }
     Some(ev)
 }
@@ -194,6 +267,46 @@ mod tests {
         assert_eq!((body["messages"][0]["content"].as_str(), body["ignore_eos"].as_bool()), (Some("p"), Some(true)));
         let c = Api::OpenAi { model: "m".into(), chat: false };
         assert!(c.event(r#"{"choices":[{"text":"x","finish_reason":"length"}]}"#).unwrap().done);
+    }
+
+    #[test]
+    fn anthropic_events() {
+        let api = Api::Anthropic { model: "m".into() };
+        let start = api.event(r#"{"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":0}}}"#);
+        assert_eq!(start.unwrap(), Event { input_tokens: Some(7), ..Event::default() });
+        assert_eq!(api.event(r#"{"type":"ping"}"#).unwrap(), Event::default());
+        let text = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#;
+        assert!(api.event(text).unwrap().token);
+        let args = r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}"#;
+        assert!(api.event(args).unwrap().token);
+        let delta =
+            api.event(r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}"#);
+        assert_eq!(delta.unwrap().output_tokens, Some(9));
+        assert!(api.event(r#"{"type":"message_stop"}"#).unwrap().done);
+        let e = api.event(r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#).unwrap();
+        assert_eq!(e.error.as_deref(), Some("busy"));
+        assert!(api.event(r#"{"choices":[]}"#).is_err());
+        let body: Value = serde_json::from_slice(&api.body(&prompt(), true)).unwrap();
+        assert_eq!((body["messages"][0]["content"].as_str(), body["max_tokens"].as_u64()), (Some("p"), Some(3)));
+        assert_eq!((body["stream"].as_bool(), body["ignore_eos"].as_bool()), (Some(true), Some(true)));
+    }
+
+    #[test]
+    fn responses_events() {
+        let api = Api::Responses { model: "m".into() };
+        assert_eq!(api.event(r#"{"type":"response.created","sequence_number":0}"#).unwrap(), Event::default());
+        let text = r#"{"type":"response.output_text.delta","delta":"hi","sequence_number":3}"#;
+        assert!(api.event(text).unwrap().token);
+        let done =
+            r#"{"type":"response.completed","response":{"usage":{"input_tokens":4,"output_tokens":9},"error":null}}"#;
+        let done = api.event(done).unwrap();
+        assert!(done.done && done.output_tokens == Some(9) && done.input_tokens == Some(4));
+        let e = api.event(r#"{"type":"error","message":"boom","code":null,"sequence_number":5}"#).unwrap();
+        assert_eq!(e.error.as_deref(), Some("boom"));
+        assert!(api.event(r#"{"delta":"x"}"#).is_err());
+        let body: Value = serde_json::from_slice(&api.body(&prompt(), false)).unwrap();
+        assert_eq!((body["input"].as_str(), body["max_output_tokens"].as_u64()), (Some("p"), Some(3)));
+        assert_eq!(body["store"], false, "a benchmark keeps nothing");
     }
 
     fn prompt() -> Prompt {

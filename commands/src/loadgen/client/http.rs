@@ -25,8 +25,10 @@ pub struct Endpoint {
     pub authority: String,
     /// A path prefix from the URL ("" or e.g. `/proxy`).
     pub prefix: String,
-    /// `Authorization: Bearer` token.
+    /// The API key: `Authorization: Bearer`, or `x-api-key` for Anthropic's API.
     pub api_key: Option<String>,
+    /// Speak Anthropic's headers: the key as `x-api-key`, and `anthropic-version`.
+    pub anthropic: bool,
     /// Connect timeout.
     pub connect_timeout: Duration,
     /// Timeout for the response head and for each body chunk.
@@ -36,6 +38,9 @@ pub struct Endpoint {
     #[cfg(test)]
     pub pipes: Option<tokio::sync::mpsc::UnboundedSender<tokio::io::DuplexStream>>,
 }
+
+/// The `anthropic-version` sent to Anthropic's API.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// A failure: its kind and message.
 pub type Failure = (ErrorKind, String);
@@ -73,6 +78,7 @@ impl Endpoint {
             authority,
             prefix,
             api_key: None,
+            anthropic: false,
             connect_timeout,
             read_timeout,
             #[cfg(test)]
@@ -119,8 +125,13 @@ impl Endpoint {
         if !body.is_empty() {
             b = b.header(CONTENT_TYPE, "application/json");
         }
-        if let Some(k) = &self.api_key {
-            b = b.header(AUTHORIZATION, format!("Bearer {k}"));
+        match (&self.api_key, self.anthropic) {
+            (Some(k), false) => b = b.header(AUTHORIZATION, format!("Bearer {k}")),
+            (Some(k), true) => b = b.header("x-api-key", k),
+            (None, _) => {}
+        }
+        if self.anthropic {
+            b = b.header("anthropic-version", ANTHROPIC_VERSION);
         }
         b.body(Full::new(body)).expect("a valid request")
     }

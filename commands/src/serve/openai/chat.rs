@@ -4,80 +4,45 @@
 
 use std::sync::Arc;
 
-use hyper::{HeaderMap, StatusCode};
-use tgi_engines::sampling::MAX_TOP_LOGPROBS;
+use hyper::StatusCode;
 use tgi_engines::scheduler::{Finished, TokenEvent};
-use tgi_engines::text::chat::Message;
 
-use super::common::{token_logprob, usage, Checked, Meta};
-use super::tools::grammar::calls;
-use super::tools::{prompt, Markers, Reading, Reply, StreamedCalls, ToolCallFormat, ToolError};
+use super::common::{token_logprob, usage, Meta};
+use super::conversation::{response_headers, start, StreamedAnswer};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatLogprobs, ChatRequest, ChunkChoice, Delta, Usage,
 };
 use crate::serve::backend::Lexicon;
-use crate::serve::body::{self, event_stream, HttpResponse};
-use crate::serve::error::{ApiError, ValidationError};
-use crate::serve::generation::{collect, fail, submit};
-use crate::serve::grammar;
-use crate::serve::headers;
-use crate::serve::limits::{tokenize, Budget};
-use crate::serve::metrics::Tracker;
+use crate::serve::body::{self, HttpResponse};
+use crate::serve::error::ApiError;
+use crate::serve::generation::collect;
 use crate::serve::state::AppState;
-use crate::serve::stream::{self, StreamFormat};
-
-/// The answer for a model without a chat template: what to start the server with instead.
-const NO_TEMPLATE: &str = "the model has no chat template; start tgi serve with --chat-template NAME|FILE: a built-in \
-name such as chatml, llama3, mistral-v7, phi3 or gemma (llama.cpp's names), a Jinja file, or the template text";
-/// A chat request, validated.
-pub(super) struct Valid {
-    checked: Checked,
-    /// The prompt's tokens and the tokens left to generate.
-    pub budget: Budget,
-    logprobs: bool,
-    /// The conversation rendered through the chat template.
-    pub text: String,
-    /// How answers are read for tool calls, when the request offers tools.
-    calls: Option<Reading>,
-}
+use crate::serve::stream::StreamFormat;
 
 /// `POST /v1/chat/completions`.
 pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpResponse, ApiError> {
-    let mut tracker = Tracker::new(state.metrics.clone());
-    let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
-    let valid = validate(state, &req).await.map_err(|e| fail(state, &mut tracker, e))?;
-    let requests = valid.checked.requests(state, std::slice::from_ref(&valid.budget), valid.checked.n, false);
-    tracker.queued(valid.budget.ids.len(), valid.budget.max_new_tokens, requests.len());
-    let running = submit(state, requests, permit).map_err(|e| fail(state, &mut tracker, e))?;
+    let mut started = start(state, &req).await?;
     let meta = Meta::new(state, "chatcmpl");
+    let valid = &started.valid;
     let prompt_tokens = valid.budget.ids.len();
-    let characters = valid.text.chars().count();
     if valid.checked.stream {
-        let (mut response, tx) = event_stream();
-        headers::start(response.headers_mut(), &state.model.compute_type, characters);
         let format = ChatStream {
             meta,
             lexicon: state.lexicon.clone(),
             logprobs: valid.logprobs,
             include_usage: valid.checked.include_usage,
             usage: Usage { prompt_tokens, ..Usage::default() },
-            sent: vec![String::new(); valid.checked.n],
-            calls: (0..valid.checked.n).map(|_| valid.calls.map(StreamedCalls::new)).collect(),
+            answers: (0..valid.checked.n).map(|_| valid.streamed()).collect(),
         };
-        stream::spawn(state.clone(), running, tracker, format, tx);
-        return Ok(response);
+        return Ok(started.stream(state, format));
     }
-    let (candidates, timings) = collect(state, running, &mut tracker).await?;
-    let lex = state.lexicon.as_ref();
+    let (candidates, timings) = collect(state, started.running, &mut started.tracker).await?;
+    let (valid, lex) = (&started.valid, state.lexicon.as_ref());
     let choices = candidates
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            let (text, reason) = (c.finished.text.clone(), c.finished.reason);
-            let reply = match valid.calls {
-                Some(reading) => Reply::read(reading, &text, reason),
-                None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason.as_openai() },
-            };
+            let reply = valid.reply(c.finished.text.clone(), c.finished.reason);
             let tool_calls = (!reply.tool_calls.is_empty()).then_some(reply.tool_calls);
             ChatChoice {
                 index,
@@ -99,60 +64,9 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
         choices,
         usage,
     };
-    let mut h = HeaderMap::new();
-    headers::start(&mut h, &state.model.compute_type, characters);
-    headers::timings(&mut h, &timings, prompt_tokens, usage.completion_tokens);
     let mut out = body::json(StatusCode::OK, &answer);
-    out.headers_mut().extend(h);
+    out.headers_mut().extend(response_headers(state, valid, &timings, &usage));
     Ok(out)
-}
-
-/// Checks the request, renders the conversation and fits it into the limits.
-pub(super) async fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiError> {
-    if req.messages.is_empty() {
-        return Err(ValidationError::EmptyMessages.into());
-    }
-    if let Some(kind) = req.messages.iter().find_map(Message::non_text_part) {
-        return Err(ValidationError::NonTextContent(kind.to_string()).into());
-    }
-    let tools = req.tools.check().map_err(ValidationError::from)?;
-    let logprobs = req.logprobs.unwrap_or(false);
-    let top = req.top_logprobs.unwrap_or(0);
-    if top > 0 && !logprobs {
-        return Err(ValidationError::TopLogprobsWithoutLogprobs.into());
-    }
-    if top > MAX_TOP_LOGPROBS {
-        return Err(ValidationError::Logprobs { name: "top_logprobs", max: MAX_TOP_LOGPROBS, given: top }.into());
-    }
-    let mut checked = req.sampling.check(&state.limits, logprobs, top)?;
-    let format = req.response_format.as_ref().map(|f| grammar::parse("response_format", f)).transpose()?.flatten();
-    if let Some(g) = &format {
-        checked.constrain(state, "response_format", g.clone()).await?;
-    }
-    let template =
-        state.lexicon.chat_template(tools.is_some()).ok_or_else(|| ApiError::Template(NO_TEMPLATE.into()))?;
-    let family = tools
-        .as_ref()
-        .map(|_| state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source())));
-    let offered = tools.as_ref().zip(family);
-    if let Some((t, f)) = offered {
-        match (&format, t.forced()) {
-            (Some(_), true) => return Err(ValidationError::from(ToolError::WithGrammar).into()),
-            // The answer follows `response_format`; its calls, if any, are read unforced.
-            (Some(_), false) => {}
-            (None, _) => {
-                let markers = Markers::find(f, state.lexicon.tokenizer());
-                checked.constrain(state, "tools", calls(f, t, &markers)).await?;
-            }
-        }
-    }
-    let text = prompt::render(template, &req.messages, offered, req.chat_template_kwargs.as_ref())
-        .map_err(|e| ApiError::Template(e.to_string()))?;
-    let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
-    let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
-    let budget = state.limits.fit(ids, None, max_new)?;
-    let calls = offered.map(|(t, format)| Reading { format, forced: t.forced() });
-    Ok(Valid { checked, budget, logprobs, text, calls })
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
@@ -164,10 +78,8 @@ struct ChatStream {
     logprobs: bool,
     include_usage: bool,
     usage: Usage,
-    /// Text streamed so far per choice.
-    sent: Vec<String>,
-    /// Per choice, its tool calls when the request offers tools.
-    calls: Vec<Option<StreamedCalls>>,
+    /// Per choice, its answer so far.
+    answers: Vec<StreamedAnswer>,
 }
 
 impl ChatStream {
@@ -187,18 +99,11 @@ impl ChatStream {
     fn choice(index: usize, delta: Delta, finish_reason: Option<&'static str>) -> ChunkChoice {
         ChunkChoice { index, delta, logprobs: None, finish_reason }
     }
-
-    /// The deltas of more of choice `index`'s text: content, or its tool calls' parts.
-    fn deltas(&mut self, index: usize, text: &str) -> Vec<Delta> {
-        match &mut self.calls[index] {
-            Some(calls) => calls.feed(text),
-            None if text.is_empty() => Vec::new(),
-            None => vec![Delta::content(text.to_string())],
-        }
-    }
 }
 
 impl StreamFormat for ChatStream {
+    type Event = String;
+
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);
@@ -209,9 +114,8 @@ impl StreamFormat for ChatStream {
         if token.text.is_empty() && !self.logprobs {
             return Vec::new();
         }
-        self.sent[index].push_str(&token.text);
         let mut choices: Vec<ChunkChoice> =
-            self.deltas(index, &token.text).into_iter().map(|d| Self::choice(index, d, None)).collect();
+            self.answers[index].feed(&token.text).into_iter().map(|d| Self::choice(index, d, None)).collect();
         if self.logprobs {
             if choices.is_empty() {
                 choices.push(Self::choice(index, Delta::content(String::new()), None));
@@ -223,14 +127,7 @@ impl StreamFormat for ChatStream {
 
     fn finished(&mut self, index: usize, f: Finished) -> Vec<String> {
         self.usage.completion_tokens += f.generated_tokens;
-        let rest = f.text.strip_prefix(self.sent[index].as_str()).unwrap_or_default().to_string();
-        let mut deltas = self.deltas(index, &rest);
-        let mut reason = f.reason.as_openai();
-        if let Some(calls) = &mut self.calls[index] {
-            let (last, calls_reason) = calls.finish(f.reason);
-            deltas.extend(last);
-            reason = calls_reason;
-        }
+        let (deltas, reason) = self.answers[index].finish(&f);
         let mut out: Vec<String> =
             deltas.into_iter().map(|d| self.chunk(vec![Self::choice(index, d, None)], None)).collect();
         // The finish delta carries (empty) content, as TGI's schema and the clients following it require.

@@ -4,7 +4,7 @@
 
 use hyper::StatusCode;
 
-use super::chat::validate;
+use super::conversation::validate;
 use super::types::ChatRequest;
 use crate::serve::body::{self, HttpResponse};
 use crate::serve::error::ApiError;

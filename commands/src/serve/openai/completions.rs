@@ -215,6 +215,8 @@ impl CompletionStream {
 }
 
 impl StreamFormat for CompletionStream {
+    type Event = String;
+
     fn started(&mut self, index: usize, cached_tokens: usize) -> Vec<String> {
         let cached = &mut self.usage.prompt_tokens_details.cached_tokens;
         *cached = (*cached).max(cached_tokens);

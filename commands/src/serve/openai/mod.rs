@@ -1,10 +1,12 @@
 //! OpenAI's API: `/v1/chat/completions`, `/v1/completions` and `/v1/models`; and TGI's
-//! `/chat_tokenize`, which takes a chat request.
+//! `/chat_tokenize`, which takes a chat request. The chat request's path ([`conversation`]) is the one the
+//! Messages and Responses APIs (`super::anthropic`, `super::responses`) take too.
 
 mod chat;
 mod chat_tokenize;
-mod common;
+pub mod common;
 mod completions;
+pub mod conversation;
 pub mod tools;
 pub mod types;
 

@@ -7,7 +7,6 @@
 
 mod directive;
 mod key;
-mod size;
 mod store;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +15,9 @@ use std::time::Duration;
 
 use tgi_engines::scheduler::{Event, Request};
 
+pub use crate::serve::lru::CacheSize;
 pub use directive::Directive;
 use key::Key;
-pub use size::CacheSize;
 use store::Store;
 
 /// The cache's settings.
@@ -169,6 +168,7 @@ mod tests {
             reason: FinishReason::Length,
             generated_tokens: 1,
             text: "x".into(),
+            stop_sequence: None,
             seed: 1,
             inference_time: Duration::from_secs(1),
             preemptions: 0,

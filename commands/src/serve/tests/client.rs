@@ -33,13 +33,32 @@ impl Reply {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    /// The `data:` payloads of a server-sent event stream.
+    /// The `data:` payloads of a server-sent event stream (named or not).
     pub fn events(&self) -> Vec<String> {
         let text = self.text();
         assert!(text.ends_with("\n\n"), "stream not terminated by a blank line: {text:?}");
         text.split("\n\n")
             .filter(|e| !e.is_empty())
-            .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data event: {e:?}")).to_string())
+            .map(|e| {
+                let data = e.split_once('\n').filter(|(name, _)| name.starts_with("event: ")).map_or(e, |(_, d)| d);
+                data.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data event: {e:?}")).to_string()
+            })
+            .collect()
+    }
+
+    /// The named events of a server-sent event stream (Anthropic's, OpenAI Responses'): each `event:` name and
+    /// its `data:` as JSON.
+    pub fn named_events(&self) -> Vec<(String, Value)> {
+        let text = self.text();
+        assert!(text.ends_with("\n\n"), "stream not terminated by a blank line: {text:?}");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let (name, data) = e.split_once('\n').unwrap_or_else(|| panic!("not a named event: {e:?}"));
+                let name = name.strip_prefix("event: ").unwrap_or_else(|| panic!("no event name: {e:?}"));
+                let data = data.strip_prefix("data: ").unwrap_or_else(|| panic!("no data: {e:?}"));
+                (name.to_string(), serde_json::from_str(data).unwrap())
+            })
             .collect()
     }
 

@@ -1,6 +1,7 @@
 //! In-process tests of the HTTP layer: a real server on a loopback port over a deterministic mock
 //! engine (the bundled model's tokenizer, no weights), and a tiny HTTP/1.1 client.
 
+mod anthropic;
 mod client;
 mod engine_failure;
 mod errors;
@@ -12,6 +13,7 @@ mod openapi;
 mod prompt_bytes;
 mod request_id;
 mod response_cache;
+mod responses;
 mod sagemaker;
 mod tgi;
 mod tools;
@@ -32,6 +34,7 @@ use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 use super::backend::{Backend, Lexicon};
 use super::limits::RequestLimits;
 use super::response_cache::{CacheConfig, ResponseCache};
+use super::responses::store::ResponseStore;
 use super::server::{serve, ConnectionLimits, Stopped};
 use super::state::{Access, AppState, ServedModel};
 
@@ -200,7 +203,7 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
         let top = (0..req.params.top_logprobs).map(|k| (id + k as u32, logprob - k as f32)).collect();
         sink.send(Event::Token(TokenEvent { id, logprob, top, piece, text: emitted, special }));
         if last {
-            let reason = match (special, step.stop) {
+            let reason = match (special, &step.stop) {
                 (true, _) => FinishReason::EosToken,
                 (_, Some(_)) => FinishReason::StopSequence,
                 _ => FinishReason::Length,
@@ -209,6 +212,7 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
                 reason,
                 generated_tokens: i + 1,
                 text,
+                stop_sequence: step.stop,
                 seed,
                 inference_time: Duration::from_millis(5),
                 preemptions: 0,
@@ -253,31 +257,38 @@ impl TestServer {
 
     /// A server with these limits and access rules.
     fn with(limits: RequestLimits, access: Access) -> Self {
-        Self::build(limits, access, lexicon(), 64, None)
+        Self::build(limits, access, lexicon(), 64, None, ResponseStore::default())
+    }
+
+    /// A server with these limits, open access and this store of responses.
+    fn with_store(limits: RequestLimits, store: ResponseStore) -> Self {
+        Self::build(limits, Access::default(), lexicon(), 64, None, store)
     }
 
     /// A server with these limits and access rules serving at most `max_connections` connections as usual.
     fn bounded(limits: RequestLimits, access: Access, max_connections: usize) -> Self {
-        Self::build(limits, access, lexicon(), max_connections, None)
+        Self::build(limits, access, lexicon(), max_connections, None, ResponseStore::default())
     }
 
     /// A server with these limits and access rules over `lex`.
     fn with_lexicon(limits: RequestLimits, access: Access, lex: Arc<TestLexicon>) -> Self {
-        Self::build(limits, access, lex, 64, None)
+        Self::build(limits, access, lex, 64, None, ResponseStore::default())
     }
 
     /// A server with the test limits, these access rules and a response cache.
     fn cached(access: Access, cache: CacheConfig) -> Self {
-        Self::build(limits(), access, lexicon(), 64, Some(cache))
+        Self::build(limits(), access, lexicon(), 64, Some(cache), ResponseStore::default())
     }
 
-    /// A server over `lex` with these limits, access rules, connection bound and response cache.
+    /// A server over `lex` with these limits, access rules, connection bound, response cache and store of
+    /// responses.
     fn build(
         limits: RequestLimits,
         access: Access,
         lex: Arc<TestLexicon>,
         max_connections: usize,
         cache: Option<CacheConfig>,
+        store: ResponseStore,
     ) -> Self {
         let mock =
             Arc::new(MockBackend { lexicon: lex.clone(), submitted: Mutex::default(), cancelled: Arc::default() });
@@ -290,7 +301,7 @@ impl TestServer {
             kv_budget: "--max-batch-total-tokens".into(),
         };
         let state = AppState::new(mock.clone(), lex, limits, access, model);
-        let state = Arc::new(state.with_response_cache(cache.map(ResponseCache::new)));
+        let state = Arc::new(state.with_response_cache(cache.map(ResponseCache::new)).with_responses_store(store));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {

@@ -179,6 +179,36 @@ fn responses_match_the_openapi_schemas() {
     }
     conforms(&doc, "POST", "/generate", &request(s.addr, "POST", "/generate", &[], b"{"));
     conforms(&doc, "POST", "/generate", &post(s.addr, "/generate", &json!({"inputs": "x".repeat(5000)})));
+    let anthropic = json!({"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]});
+    let with = |base: &Value, extra: Value| {
+        let mut b = base.clone();
+        b.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let responses = json!({"model": "m", "max_output_tokens": 3, "input": "Hi"});
+    let new_apis = [
+        ("/v1/messages", anthropic.clone()),
+        ("/v1/messages", with(&anthropic, json!({"stream": true, "stop_sequences": ["upon"], "max_tokens": 9}))),
+        ("/v1/messages", with(&anthropic, json!({"max_tokens": 0}))),
+        ("/v1/messages", with(&anthropic, json!({"stream": true, "messages": [{"role": "user", "content": "fail"}]}))),
+        ("/v1/messages/count_tokens", json!({"messages": [{"role": "user", "content": "Hi"}], "system": "Be brief."})),
+        ("/v1/messages/count_tokens", json!({"messages": []})),
+        ("/v1/responses", with(&responses, json!({"metadata": {"k": "v"}, "instructions": "Be brief."}))),
+        ("/v1/responses", with(&responses, json!({"stream": true}))),
+        ("/v1/responses", with(&responses, json!({"max_output_tokens": 40, "stream": true}))),
+        ("/v1/responses", with(&responses, json!({"input": "please fail", "stream": true}))),
+        ("/v1/responses", with(&responses, json!({"previous_response_id": "resp_none"}))),
+        ("/v1/responses", with(&responses, json!({"input": 1}))),
+    ];
+    for (path, body) in new_apis {
+        conforms(&doc, "POST", path, &post(s.addr, path, &body));
+    }
+    let stored = post(s.addr, "/v1/responses", &responses).json();
+    let at = format!("/v1/responses/{}", stored["id"].as_str().unwrap());
+    let template = "/v1/responses/{response_id}";
+    conforms(&doc, "GET", template, &get(s.addr, &at));
+    conforms(&doc, "DELETE", template, &request(s.addr, "DELETE", &at, &[], b""));
+    conforms(&doc, "DELETE", template, &request(s.addr, "DELETE", &at, &[], b""));
     for r in ROUTES.iter().filter(|r| r.method == "GET") {
         conforms(&doc, "GET", r.path, &get(s.addr, r.path));
     }
@@ -190,7 +220,13 @@ fn responses_match_the_openapi_schemas() {
             &doc,
             "POST",
             "/v1/chat/completions",
-            &post(t.addr, "/v1/chat/completions", &super::tools::chat(extra)),
+            &post(t.addr, "/v1/chat/completions", &super::tools::chat(extra.clone())),
         );
+        let tools = json!({"tools": [{"name": "get_weather", "input_schema": {"type": "object"}}], "max_tokens": 300,
+            "messages": [{"role": "user", "content": "weather?"}], "stream": extra.get("stream").is_some()});
+        conforms(&doc, "POST", "/v1/messages", &post(t.addr, "/v1/messages", &tools));
+        let tools = json!({"tools": [{"type": "function", "name": "get_weather"}], "max_output_tokens": 300,
+            "input": "weather?", "stream": extra.get("stream").is_some()});
+        conforms(&doc, "POST", "/v1/responses", &post(t.addr, "/v1/responses", &tools));
     }
 }

@@ -192,6 +192,8 @@ impl TgiStream {
 }
 
 impl StreamFormat for TgiStream {
+    type Event = String;
+
     fn token(&mut self, _index: usize, token: TokenEvent) -> Vec<String> {
         match self.held.replace(token) {
             Some(prev) => vec![self.event(prev, None, None)],

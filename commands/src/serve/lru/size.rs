@@ -1,20 +1,20 @@
-//! `--response-cache-size`: a number of entries, or a size in bytes with a unit.
+//! `--response-cache-size` and `--responses-store-size`: a number of entries, or a size in bytes with a unit.
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::serve::byte_size::number_and_unit;
 
-/// How much the response cache holds: entries (`1000`) or bytes (`64MB`, `1GiB`, `512KiB`).
+/// How much a store holds: entries (`1000`) or bytes (`64MB`, `1GiB`, `512KiB`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheSize {
-    /// At most this many answers.
+    /// At most this many entries.
     Entries(usize),
-    /// At most this many bytes of answers (their approximate size in memory, keys included).
+    /// At most this many bytes of entries (their approximate size in memory, keys included).
     Bytes(usize),
 }
 
-/// Why a `--response-cache-size` value was refused.
+/// Why a size value was refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a positive number of entries or a size such as 64MB, 512KiB or 1GiB")]
 pub struct BadCacheSize(String);
