@@ -23,7 +23,7 @@ use super::metrics::Caches;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::response_cache::Directive;
 use super::state::AppState;
-use super::{openai, openapi, sagemaker, tgi, webui};
+use super::{embed, openai, openapi, sagemaker, tgi, webui};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +56,10 @@ pub enum Handler {
     OpenApi,
     /// `GET /` asking for HTML (a browser), unless `--no-webui`: the web chat page.
     WebUi,
+    /// `POST /v1/embeddings`.
+    Embeddings,
+    /// `POST /embed`.
+    Embed,
 }
 
 impl Handler {
@@ -71,6 +75,8 @@ impl Handler {
                 | Self::Invocations
                 | Self::Chat
                 | Self::Completions
+                | Self::Embeddings
+                | Self::Embed
         )
     }
 }
@@ -103,6 +109,8 @@ pub const ROUTES: &[Route] = &[
     Route { method: "POST", path: "/v1/completions", handler: Handler::Completions },
     Route { method: "GET", path: "/v1/models", handler: Handler::Models },
     Route { method: "GET", path: "/api-doc/openapi.json", handler: Handler::OpenApi },
+    Route { method: "POST", path: "/v1/embeddings", handler: Handler::Embeddings },
+    Route { method: "POST", path: "/embed", handler: Handler::Embed },
 ];
 
 /// Serves one HTTP request; never fails (errors become JSON responses). The request gets an id
@@ -253,6 +261,8 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, raw: &[u8]) -> Resu
             Ok(body::response(StatusCode::OK, "application/json", doc))
         }
         Handler::WebUi => Ok(webui::page()),
+        Handler::Embeddings => embed::embeddings(state, body::parse(raw)?).await,
+        Handler::Embed => embed::embed(state, body::parse(raw)?).await,
     }
 }
 
@@ -280,6 +290,8 @@ async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
         cache_salt: 0,
         constraint: None,
         request_id: RequestId::current(),
+        thinking: None,
+        pooling: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     state.backend.submit(req, Box::new(ChannelSink::new(0, tx))).map_err(|_| ApiError::Unhealthy)?;

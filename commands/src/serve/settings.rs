@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 use tgi_engines::constraint::{GrammarConfig, GrammarLimits, NumberDigits};
+use tgi_engines::pooling::Pooling;
 
 use super::args::ServeArgs;
 use super::config;
 use super::grammar::GrammarSettings;
 use super::log::LogFormat;
+use super::openai::reasoning::ReasoningSettings;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheConfig;
 use super::state::Access;
@@ -86,6 +88,10 @@ pub struct ServeSettings {
     pub prefix_caching: bool,
     /// The tool-call format of chat answers, when set (else the chat template's family).
     pub tool_call_parser: Option<ToolCallFormat>,
+    /// How chat answers' thinking is returned and bounded.
+    pub reasoning: ReasoningSettings,
+    /// How embeddings pool the final hidden states.
+    pub pooling: Pooling,
     /// How grammars are bounded, compiled and cached.
     pub grammar: GrammarSettings,
     /// Speculative decoding, when on (validated; the draft model or heads load after the target).
@@ -156,6 +162,12 @@ impl ServeSettings {
             return bad("--waiting-served-ratio must be a non-negative number");
         }
         let grammar = grammar_settings(&args)?;
+        let budget = match args.reasoning_budget {
+            -1 => None,
+            n if n >= 0 => Some(n as usize),
+            _ => return bad("--reasoning-budget must be -1 (no limit) or a number of tokens"),
+        };
+        let reasoning = ReasoningSettings { format: args.reasoning_format, budget };
         let mut args = args;
         let medusa_model = take_medusa_model(&mut args.model)?;
         let speculation = SpeculationPlan::from_args(&args, medusa_model.as_deref())?;
@@ -190,6 +202,8 @@ impl ServeSettings {
             max_waiting_tokens: args.max_waiting_tokens,
             prefix_caching: !args.no_prefix_caching,
             tool_call_parser: args.tool_call_parser,
+            reasoning,
+            pooling: args.pooling.into(),
             grammar,
             speculation,
             notes,

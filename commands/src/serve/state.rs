@@ -5,6 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use tgi_engines::pooling::Pooling;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::backend::{Backend, Lexicon};
@@ -12,6 +13,7 @@ use super::error::ApiError;
 use super::grammar::{GrammarSettings, Grammars};
 use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
+use super::openai::reasoning::ReasoningSettings;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::ResponseCache;
 
@@ -99,6 +101,12 @@ pub struct ServedModel {
     pub tool_call_parser: Option<ToolCallFormat>,
     /// What sized the KV cache, in words (`/info`'s `kv_cache_budget`).
     pub kv_budget: String,
+    /// How chat answers' thinking is returned and bounded.
+    pub reasoning: ReasoningSettings,
+    /// How embeddings pool the final hidden states (`--pooling`).
+    pub pooling: Pooling,
+    /// The embeddings' size (the model's hidden size; 0 without a model).
+    pub embedding_size: usize,
 }
 
 impl AppState {

@@ -238,7 +238,7 @@ impl<'m> Engine<'m> {
     fn place(&mut self, seq: &mut Sequence<'m>) -> Option<usize> {
         let reserve = self.running.iter().filter(|s| s.tokens.len() > s.table.capacity()).count();
         let pool = self.kv.allocator_mut();
-        let share = self.cfg.prefix_caching && !seq.wants_prompt_logprobs;
+        let share = self.cfg.prefix_caching && seq.shares_prefix();
         let shared = if share {
             let most = ((seq.tokens.len() - 1) / BLOCK_SIZE).min(seq.hashes.len());
             pool.share(&mut seq.table, &seq.hashes[..most])
@@ -361,13 +361,7 @@ impl<'m> Engine<'m> {
                 })
                 .collect::<Vec<_>>()
         };
-        let run = || {
-            if hidden {
-                m.model.forward_hidden(kv, &inputs)
-            } else {
-                m.model.forward(kv, &inputs).map(|logits| Rows { logits, hidden: Vec::new() })
-            }
-        };
+        let run = || m.model.run(kv, &inputs, hidden);
         let (rows, timed) = rayon::join(run, masks);
         let masks = timed
             .into_iter()

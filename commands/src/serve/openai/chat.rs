@@ -1,6 +1,6 @@
 //! `POST /v1/chat/completions`: the conversation (and its tools, see [`super::tools`]) through the model's
 //! chat template, `n` choices, streamed as `chat.completion.chunk` events ending with `data: [DONE]`, or
-//! answered at once.
+//! answered at once; a thinking model's reasoning apart from its answer (see [`super::reasoning`]).
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use tgi_engines::scheduler::{Finished, TokenEvent};
 use tgi_engines::text::chat::Message;
 
 use super::common::{token_logprob, usage, Checked, Meta};
+use super::reasoning::{self, Part, ReasoningFormat, Splitter};
 use super::tools::grammar::calls;
 use super::tools::{prompt, Markers, Reading, Reply, StreamedCalls, ToolCallFormat, ToolError};
 use super::types::{
@@ -36,6 +37,8 @@ pub(super) struct Valid {
     pub text: String,
     /// How answers are read for tool calls, when the request offers tools.
     calls: Option<Reading>,
+    /// When answers' reasoning is split out: whether the prompt opens the thinking block.
+    split: Option<bool>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -60,6 +63,7 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
             usage: Usage { prompt_tokens, ..Usage::default() },
             sent: vec![String::new(); valid.checked.n],
             calls: (0..valid.checked.n).map(|_| valid.calls.map(StreamedCalls::new)).collect(),
+            splits: (0..valid.checked.n).map(|_| valid.split.map(Splitter::new)).collect(),
         };
         stream::spawn(state.clone(), running, tracker, format, tx);
         return Ok(response);
@@ -70,7 +74,11 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            let (text, reason) = (c.finished.text.clone(), c.finished.reason);
+            let reason = c.finished.reason;
+            let (thought, text) = match valid.split {
+                Some(open) => reasoning::split(open, &c.finished.text),
+                None => (None, c.finished.text.clone()),
+            };
             let reply = match valid.calls {
                 Some(reading) => Reply::read(reading, &text, reason),
                 None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason.as_openai() },
@@ -78,7 +86,13 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
             let tool_calls = (!reply.tool_calls.is_empty()).then_some(reply.tool_calls);
             ChatChoice {
                 index,
-                message: AssistantMessage { role: "assistant", content: reply.content, tool_calls },
+                message: AssistantMessage {
+                    role: "assistant",
+                    content: reply.content,
+                    reasoning_content: thought.clone(),
+                    reasoning: thought,
+                    tool_calls,
+                },
                 logprobs: valid
                     .logprobs
                     .then(|| ChatLogprobs { content: c.tokens.iter().map(|t| token_logprob(lex, t)).collect() }),
@@ -145,13 +159,20 @@ pub(super) async fn validate(state: &AppState, req: &ChatRequest) -> Result<Vali
             }
         }
     }
-    let text = prompt::render(template, &req.messages, offered, req.chat_template_kwargs.as_ref())
+    let settings = state.model.reasoning;
+    let thinks = reasoning::thinks(template);
+    let kwargs = settings.kwargs(req.chat_template_kwargs.as_ref());
+    let text = prompt::render(template, &req.messages, offered, kwargs.as_ref())
         .map_err(|e| ApiError::Template(e.to_string()))?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
     let calls = offered.map(|(t, format)| Reading { format, forced: t.forced() });
-    Ok(Valid { checked, budget, logprobs, text, calls })
+    if thinks {
+        checked.thinking = Some(reasoning::thinking(&text, settings.budget, state.lexicon.tokenizer()));
+    }
+    let split = (thinks && settings.format == ReasoningFormat::Deepseek).then(|| reasoning::opens(&text));
+    Ok(Valid { checked, budget, logprobs, text, calls, split })
 }
 
 /// The chat stream: a role chunk per choice when it starts, a chunk per token with new text (or
@@ -167,6 +188,8 @@ struct ChatStream {
     sent: Vec<String>,
     /// Per choice, its tool calls when the request offers tools.
     calls: Vec<Option<StreamedCalls>>,
+    /// Per choice, its reasoning split out when it is.
+    splits: Vec<Option<Splitter>>,
 }
 
 impl ChatStream {
@@ -187,8 +210,29 @@ impl ChatStream {
         ChunkChoice { index, delta, logprobs: None, finish_reason }
     }
 
-    /// The deltas of more of choice `index`'s text: content, or its tool calls' parts.
+    /// The deltas of more of choice `index`'s text: reasoning, content, or its tool calls' parts.
     fn deltas(&mut self, index: usize, text: &str) -> Vec<Delta> {
+        let parts = match &mut self.splits[index] {
+            Some(s) => s.feed(text),
+            None => vec![Part::Content(text.to_string())],
+        };
+        self.parts(index, parts)
+    }
+
+    /// The deltas of parts of choice `index`'s text.
+    fn parts(&mut self, index: usize, parts: Vec<Part>) -> Vec<Delta> {
+        let mut out = Vec::new();
+        for part in parts {
+            match part {
+                Part::Reasoning(text) => out.push(Delta::reasoning(text)),
+                Part::Content(text) => out.extend(self.content(index, &text)),
+            }
+        }
+        out
+    }
+
+    /// The deltas of more of choice `index`'s answer proper: content, or its tool calls' parts.
+    fn content(&mut self, index: usize, text: &str) -> Vec<Delta> {
         match &mut self.calls[index] {
             Some(calls) => calls.feed(text),
             None if text.is_empty() => Vec::new(),
@@ -224,6 +268,8 @@ impl StreamFormat for ChatStream {
         self.usage.completion_tokens += f.generated_tokens;
         let rest = f.text.strip_prefix(self.sent[index].as_str()).unwrap_or_default().to_string();
         let mut deltas = self.deltas(index, &rest);
+        let held = self.splits[index].as_mut().map(Splitter::finish).unwrap_or_default();
+        deltas.extend(self.parts(index, held));
         let mut reason = f.reason.as_openai();
         if let Some(calls) = &mut self.calls[index] {
             let (last, calls_reason) = calls.finish(f.reason);

@@ -5,6 +5,7 @@ mod chat;
 mod chat_tokenize;
 mod common;
 mod completions;
+pub mod reasoning;
 pub mod tools;
 pub mod types;
 
