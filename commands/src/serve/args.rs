@@ -29,8 +29,9 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("lm_head_type", |a| a.env("TGI_LM_HEAD_TYPE")),
     mut_arg("cpu_kernels", |a| a.env("TGI_CPU_KERNELS")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
-    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
-SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/models); the OpenAPI description is \
+    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /embed, /info, /health, /metrics, \
+and SageMaker's /invocations) and OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models); \
+the OpenAPI description is \
 at /api-doc/openapi.json, and a web chat page at / (open http://HOST:PORT/ in a browser; --no-webui turns it off).\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); a flag beats the environment, \

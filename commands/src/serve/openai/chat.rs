@@ -161,7 +161,7 @@ pub(super) async fn validate(state: &AppState, req: &ChatRequest) -> Result<Vali
     }
     let settings = state.model.reasoning;
     let thinks = reasoning::thinks(template);
-    let kwargs = settings.kwargs(req.chat_template_kwargs.as_ref());
+    let kwargs = settings.kwargs(req.chat_template_kwargs.as_ref(), thinks);
     let text = prompt::render(template, &req.messages, offered, kwargs.as_ref())
         .map_err(|e| ApiError::Template(e.to_string()))?;
     let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;

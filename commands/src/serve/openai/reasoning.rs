@@ -35,14 +35,15 @@ pub struct ReasoningSettings {
 }
 
 impl ReasoningSettings {
-    /// The chat template's variables: the request's `chat_template_kwargs`, with `enable_thinking: false` when the
-    /// budget is 0 and the request does not set it (as llama-server's `--reasoning-budget 0`).
-    pub fn kwargs(&self, given: Option<&Value>) -> Option<Value> {
+    /// The variables of a chat template that thinks (`thinks`): the request's `chat_template_kwargs`, with
+    /// `enable_thinking` when the request does not set it, as llama-server passes it: false when the budget is 0,
+    /// else true (templates written for llama.cpp close the block at once when it is not set).
+    pub fn kwargs(&self, given: Option<&Value>, thinks: bool) -> Option<Value> {
         let mut kwargs = given.cloned();
-        if self.budget == Some(0) {
+        if thinks {
             let map = kwargs.get_or_insert_with(|| Value::Object(serde_json::Map::new()));
             if let Some(map) = map.as_object_mut() {
-                map.entry("enable_thinking").or_insert(Value::Bool(false));
+                map.entry("enable_thinking").or_insert(Value::Bool(self.budget != Some(0)));
             }
         }
         kwargs
@@ -254,6 +255,18 @@ mod tests {
                 assert_eq!(streamed(open, text, n), whole, "{text:?} in pieces of {n}");
             }
         }
+    }
+
+    #[test]
+    fn enable_thinking_follows_the_budget_unless_the_request_sets_it() {
+        let on = ReasoningSettings::default();
+        let off = ReasoningSettings { budget: Some(0), ..on };
+        assert_eq!(on.kwargs(None, true), Some(serde_json::json!({"enable_thinking": true})));
+        assert_eq!(off.kwargs(None, true), Some(serde_json::json!({"enable_thinking": false})));
+        let given = serde_json::json!({"enable_thinking": true, "x": 1});
+        assert_eq!(off.kwargs(Some(&given), true), Some(given.clone()));
+        assert_eq!(off.kwargs(None, false), None);
+        assert_eq!(on.kwargs(Some(&given), false), Some(given));
     }
 
     #[test]
