@@ -50,10 +50,12 @@ fn pooled_beside_generations(cfg: SchedulerConfig) -> Stats {
         "One day, a girl named Sue went to the store with her mom. They bought apples, milk and bread.",
     ];
     let mut submitted: Vec<(Request, Receiver<Event>)> = Vec::new();
-    for (i, t) in texts.iter().enumerate() {
+    for t in texts {
         let ids = m.tokenizer.encode(t, true, false).unwrap();
         for pooling in [None, Some(Pooling::Mean), Some(Pooling::Last)] {
-            let req = Request { pooling, ..request(ids.clone(), 6 + i) };
+            // Generations long enough to need every block of the smallest pool, so that they preempt.
+            let new = if pooling.is_some() { 1 } else { 4 * BLOCK_SIZE - 1 - ids.len() };
+            let req = Request { pooling, ignore_eos: true, ..request(ids.clone(), new) };
             let (s, rx) = sink(None);
             h.submit(req.clone(), s).unwrap();
             submitted.push((req, rx));
