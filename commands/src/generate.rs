@@ -186,6 +186,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         cache_salt: 0,
         constraint: None,
         request_id: String::new(),
+        thinking: None,
+        pooling: None,
     };
     let req = GenerateRequest { request, prefill_chunk: args.prefill_chunk };
     let m = Arc::new(m);

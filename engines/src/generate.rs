@@ -174,6 +174,8 @@ mod tests {
             cache_salt: 0,
             constraint: None,
             request_id: String::new(),
+            thinking: None,
+            pooling: None,
         };
         let req = GenerateRequest { request, prefill_chunk: 7 };
         let c = config_for(&req, 512);

@@ -11,6 +11,7 @@ pub mod kld;
 pub mod kv;
 pub mod model;
 pub mod perplexity;
+pub mod pooling;
 pub mod sampling;
 pub mod scheduler;
 pub mod speculative;

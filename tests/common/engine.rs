@@ -51,6 +51,8 @@ pub fn decode_greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32>
         cache_salt: 0,
         constraint: None,
         request_id: String::new(),
+        thinking: None,
+        pooling: None,
     };
     generate(m, &GenerateRequest { request, prefill_chunk: 512 }, |_| {}).unwrap().tokens
 }

@@ -8,8 +8,10 @@ use tgi_engines::constraint::{GrammarConfig, NumberDigits};
 use tgi_engines::model::Quantize;
 
 use super::byte_size::ByteSize;
+use super::embed::PoolingFlag;
 use super::grammar::{DEFAULT_QUEUE, DEFAULT_THREADS, DEFAULT_TIMEOUT_SECS};
 use super::log::LogFormat;
+use super::openai::reasoning::ReasoningFormat;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheSize;
 use crate::model_args::{ChatTemplateArg, ModelArgs};
@@ -30,9 +32,9 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("lm_head_type", |a| a.env("TGI_LM_HEAD_TYPE")),
     mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
-    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /info, /health, /metrics, and \
-SageMaker's /invocations), OpenAI's (/v1/chat/completions, /v1/completions, /v1/models, /v1/responses) and Anthropic's \
-(/v1/messages, /v1/messages/count_tokens; the key also as x-api-key); the OpenAPI description is at \
+    after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /embed, /info, /health, /metrics, \
+and SageMaker's /invocations), OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/responses) \
+and Anthropic's (/v1/messages, /v1/messages/count_tokens; the key also as x-api-key); the OpenAPI description is at \
 /api-doc/openapi.json, and a web chat page at / (open http://HOST:PORT/ in a browser; --no-webui turns it off).\n\n\
 Every flag can also be set with a TGI_<FLAG> environment variable (TGI_PORT, TGI_MAX_BATCH_SIZE, TGI_API_KEY, ...) or \
 in the --config TOML file under its long name with underscores (max_batch_size = 64); TGI's launcher variables \
@@ -293,6 +295,26 @@ pub struct ServeArgs {
     /// template that shows none].
     #[arg(long, env = "TGI_TOOL_CALL_PARSER", value_enum, value_name = "FORMAT")]
     pub tool_call_parser: Option<ToolCallFormat>,
+
+    /// How chat answers' thinking is returned, for chat templates that think in `<think>…</think>` (Qwen3, QwQ,
+    /// the DeepSeek-R1 distills): `deepseek` in the message's `reasoning_content` (and `reasoning`) apart from
+    /// its `content`, streamed as deltas of their own; `none` left in `content` as the model wrote it.
+    #[arg(long, env = "TGI_REASONING_FORMAT", value_enum, value_name = "FORMAT",
+          default_value_t = ReasoningFormat::Deepseek)]
+    pub reasoning_format: ReasoningFormat,
+
+    /// Most tokens a chat answer may think for (in `<think>…</think>`, see --reasoning-format): then `</think>` is
+    /// forced and the answer follows. -1: no limit; 0: no thinking (the template also gets `enable_thinking:
+    /// false` unless the request's `chat_template_kwargs` set it). A grammar (`response_format`, tools) applies
+    /// after the thinking.
+    #[arg(long, env = "TGI_REASONING_BUDGET", value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub reasoning_budget: i64,
+
+    /// How /v1/embeddings and /embed pool the decoder's final hidden states (after its final norm) into one
+    /// vector per input: `mean` over every position, or the `last` position's (for models trained for it, such
+    /// as Qwen3-Embedding).
+    #[arg(long, env = "TGI_POOLING", value_enum, default_value_t = PoolingFlag::Mean)]
+    pub pooling: PoolingFlag,
 
     /// Speculative decoding: draft up to N tokens per sequence and step, verified by the model in the batched
     /// step (greedy output unchanged, sampled output keeps its distribution) [default: off; 4 with

@@ -68,6 +68,10 @@ impl RequestChecker {
             speculate: None,
             tool_call_parser: settings.tool_call_parser,
             kv_budget: sizes.kv_budget.to_string(),
+            reasoning: settings.reasoning,
+            pooling: settings.pooling,
+            // No model: no `dimensions` is its size.
+            embedding_size: 0,
         };
         let lexicon = Arc::new(CheckerLexicon { tokenizer, chat_template });
         let state = AppState::new(Arc::new(NoEngine), lexicon, sizes.limits, settings.access.clone(), model)

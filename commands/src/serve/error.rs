@@ -172,6 +172,34 @@ pub enum ValidationError {
         /// Tokens the cache holds.
         capacity: usize,
     },
+    /// More inputs to embed than one request may hold.
+    #[error("`{field}` may hold at most {max} inputs. Given: {given}")]
+    Inputs {
+        /// The field (`input`, `inputs`).
+        field: &'static str,
+        /// The limit.
+        max: usize,
+        /// The inputs given.
+        given: usize,
+    },
+    /// A token id outside the vocabulary.
+    #[error("`{field}` has token id {id}, outside the vocabulary of {vocab} tokens")]
+    TokenId {
+        /// The field (`input`, `inputs`).
+        field: &'static str,
+        /// The id.
+        id: u32,
+        /// The vocabulary's size.
+        vocab: usize,
+    },
+    /// Embeddings of another size than the model's.
+    #[error("`dimensions` is not supported: this model's embeddings have {size} dimensions and cannot be shortened. Given: {given}")]
+    Dimensions {
+        /// The model's embedding size.
+        size: usize,
+        /// The size asked for.
+        given: u64,
+    },
 }
 
 impl ValidationError {
@@ -197,6 +225,8 @@ impl ValidationError {
             Self::EmptyMessages | Self::NonTextContent(_) => "messages",
             Self::Tools(e) => e.param(),
             Self::Field { param, .. } => param,
+            Self::Inputs { field, .. } | Self::TokenId { field, .. } => field,
+            Self::Dimensions { .. } => "dimensions",
         })
     }
 }

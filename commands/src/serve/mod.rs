@@ -19,6 +19,7 @@ mod byte_size;
 mod check;
 mod config;
 mod connections;
+mod embed;
 mod error;
 mod generation;
 mod grammar;

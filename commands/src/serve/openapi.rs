@@ -44,6 +44,10 @@ fn bounds(limits: &RequestLimits, vocab_size: usize) -> Vec<(String, usize)> {
     let last_id = vocab_size.saturating_sub(1).min(U32_MAX);
     out.push((schema("CompletionRequest", "prompt/oneOf/2/items/maximum"), last_id));
     out.push((schema("CompletionRequest", "prompt/oneOf/3/items/items/maximum"), last_id));
+    for (s, field) in [("EmbeddingRequest", "input"), ("EmbedRequest", "inputs")] {
+        out.push((schema(s, &format!("{field}/oneOf/2/items/maximum")), last_id));
+        out.push((schema(s, &format!("{field}/oneOf/3/items/items/maximum")), last_id));
+    }
     out
 }
 

@@ -23,7 +23,7 @@ use super::metrics::Caches;
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::response_cache::Directive;
 use super::state::AppState;
-use super::{anthropic, openai, openapi, responses, sagemaker, tgi, webui};
+use super::{anthropic, embed, openai, openapi, responses, sagemaker, tgi, webui};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +66,10 @@ pub enum Handler {
     OpenApi,
     /// `GET /` asking for HTML (a browser), unless `--no-webui`: the web chat page.
     WebUi,
+    /// `POST /v1/embeddings`.
+    Embeddings,
+    /// `POST /embed`.
+    Embed,
 }
 
 impl Handler {
@@ -86,6 +90,8 @@ impl Handler {
                 | Self::Responses
                 | Self::GetResponse
                 | Self::DeleteResponse
+                | Self::Embeddings
+                | Self::Embed
         )
     }
 }
@@ -137,6 +143,8 @@ pub const ROUTES: &[Route] = &[
     Route { method: "GET", path: "/v1/responses/{response_id}", handler: Handler::GetResponse },
     Route { method: "DELETE", path: "/v1/responses/{response_id}", handler: Handler::DeleteResponse },
     Route { method: "GET", path: "/api-doc/openapi.json", handler: Handler::OpenApi },
+    Route { method: "POST", path: "/v1/embeddings", handler: Handler::Embeddings },
+    Route { method: "POST", path: "/embed", handler: Handler::Embed },
 ];
 
 /// Serves one HTTP request; never fails (errors become JSON responses). The request gets an id
@@ -293,6 +301,8 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, path: &str, raw: &[
             Ok(body::response(StatusCode::OK, "application/json", doc))
         }
         Handler::WebUi => Ok(webui::page()),
+        Handler::Embeddings => embed::embeddings(state, body::parse(raw)?).await,
+        Handler::Embed => embed::embed(state, body::parse(raw)?).await,
     }
 }
 
@@ -325,6 +335,8 @@ async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
         cache_salt: 0,
         constraint: None,
         request_id: RequestId::current(),
+        thinking: None,
+        pooling: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     state.backend.submit(req, Box::new(ChannelSink::new(0, tx))).map_err(|_| ApiError::Unhealthy)?;

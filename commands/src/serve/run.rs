@@ -116,6 +116,9 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         speculate: cfg.speculation.as_ref().map(|s| s.depth),
         tool_call_parser: settings.tool_call_parser,
         kv_budget: sizes.kv_budget.to_string(),
+        reasoning: settings.reasoning,
+        pooling: settings.pooling,
+        embedding_size: model.model.config().hidden,
     };
     let mut summary = summary(&served, &settings.model.device.describe(), &sizes, &cfg, inputs.kv_bytes_per_token);
     summary.push_str(&format!("\n{output_layer}"));

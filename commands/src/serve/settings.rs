@@ -12,11 +12,13 @@ use std::time::Duration;
 use anyhow::Result;
 use tgi_engines::constraint::{GrammarConfig, GrammarLimits, NumberDigits};
 use tgi_engines::scheduler::Batching;
+use tgi_engines::pooling::Pooling;
 
 use super::args::ServeArgs;
 use super::config;
 use super::grammar::GrammarSettings;
 use super::log::LogFormat;
+use super::openai::reasoning::ReasoningSettings;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheConfig;
 use super::responses::store::StoreConfig;
@@ -80,6 +82,10 @@ pub struct ServeSettings {
     pub batching: Batching,
     /// The tool-call format of chat answers, when set (else the chat template's family).
     pub tool_call_parser: Option<ToolCallFormat>,
+    /// How chat answers' thinking is returned and bounded.
+    pub reasoning: ReasoningSettings,
+    /// How embeddings pool the final hidden states.
+    pub pooling: Pooling,
     /// How grammars are bounded, compiled and cached.
     pub grammar: GrammarSettings,
     /// Speculative decoding, when on (validated; the draft model or heads load after the target).
@@ -158,6 +164,12 @@ impl ServeSettings {
         };
         batching.validate().map_err(|e| InputError(format!("--{} {}", e.field.replace('_', "-"), e.requirement)))?;
         let grammar = grammar_settings(&args)?;
+        let budget = match args.reasoning_budget {
+            -1 => None,
+            n if n >= 0 => Some(n as usize),
+            _ => return bad("--reasoning-budget must be -1 (no limit) or a number of tokens"),
+        };
+        let reasoning = ReasoningSettings { format: args.reasoning_format, budget };
         let mut args = args;
         // --n-gpu-layers names the device once, here; everything after reads `device`.
         args.model.device = args.model.device()?;
@@ -190,6 +202,8 @@ impl ServeSettings {
             max_batch_size: args.max_batch_size,
             batching,
             tool_call_parser: args.tool_call_parser,
+            reasoning,
+            pooling: args.pooling.into(),
             grammar,
             speculation,
             notes,

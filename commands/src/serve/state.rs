@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use hyper::header::AUTHORIZATION;
 use hyper::HeaderMap;
+use tgi_engines::pooling::Pooling;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::backend::{Backend, Lexicon};
@@ -14,6 +15,7 @@ use super::error::ApiError;
 use super::grammar::{GrammarSettings, Grammars};
 use super::limits::{PromptBytes, RequestLimits};
 use super::metrics::Metrics;
+use super::openai::reasoning::ReasoningSettings;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::ResponseCache;
 use super::responses::store::ResponseStore;
@@ -104,6 +106,12 @@ pub struct ServedModel {
     pub tool_call_parser: Option<ToolCallFormat>,
     /// What sized the KV cache, in words (`/info`'s `kv_cache_budget`).
     pub kv_budget: String,
+    /// How chat answers' thinking is returned and bounded.
+    pub reasoning: ReasoningSettings,
+    /// How embeddings pool the final hidden states (`--pooling`).
+    pub pooling: Pooling,
+    /// The embeddings' size (the model's hidden size; 0 without a model).
+    pub embedding_size: usize,
 }
 
 impl AppState {

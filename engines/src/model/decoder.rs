@@ -252,14 +252,10 @@ impl Decoder {
         Ok(self.run(kv, batch, false)?.logits)
     }
 
-    /// [`Decoder::forward`], also returning the final normalized hidden state of every row whose logits are
-    /// returned (what speculation heads such as Medusa read).
-    pub fn forward_hidden(&self, kv: &mut KvCache, batch: &[SeqInput<'_>]) -> Result<Rows, ModelError> {
-        self.run(kv, batch, true)
-    }
-
-    /// The forward pass, with the hidden rows when `hidden` is set.
-    fn run(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
+    /// [`Decoder::forward`] with every [`Rows`]: the logits each sequence asks for, the final normalized hidden
+    /// states of the rows asked for with [`Logits::HiddenAll`] and [`Logits::HiddenLast`] (pooling), and with
+    /// `hidden` those of the logits' rows too (what speculation heads such as Medusa read).
+    pub fn run(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
         // On a pool thread, the kernels' hundreds of parallel loops per token start without each waking the pool
         // from outside (tens of microseconds apiece: 4.5x decode speed on the bundled 260K model, 2 threads).
         rayon::scope(|_| self.forward_on_pool(kv, batch, hidden))
@@ -272,6 +268,7 @@ impl Decoder {
         let mut positions = Vec::new();
         let mut spans = Vec::with_capacity(batch.len());
         let mut wanted = Vec::new(); // rows whose logits are returned
+        let mut pooled = Vec::new(); // rows whose hidden state alone is returned
         for s in batch {
             let end = s.start + s.tokens.len();
             if end > cfg.context {
@@ -290,6 +287,10 @@ impl Decoder {
                 Logits::Last => {}
                 Logits::All => wanted.extend(rows.start as u32..rows.end as u32),
                 Logits::From(k) => wanted.extend((rows.start + k).min(rows.end) as u32..rows.end as u32),
+                Logits::HiddenAll => pooled.extend(rows.start as u32..rows.end as u32),
+                Logits::HiddenLast => {
+                    pooled.extend(rows.end.checked_sub(1).filter(|_| !rows.is_empty()).map(|r| r as u32))
+                }
             }
             tokens.extend_from_slice(s.tokens);
             positions.extend(s.start..end);
@@ -337,6 +338,18 @@ impl Decoder {
             x = (x + post_norm(m, b.mlp_post_norm.as_ref(), eps)?)?;
         }
         let mut out = Rows::empty(batch.len());
+        let pooled = self.final_rows(&x, pooled)?;
+        let mut pooled_rows = pooled.chunks_exact(cfg.hidden);
+        for (i, s) in batch.iter().enumerate() {
+            let take = match s.logits {
+                Logits::HiddenAll => s.tokens.len(),
+                Logits::HiddenLast => usize::from(!s.tokens.is_empty()),
+                _ => 0,
+            };
+            for _ in 0..take {
+                out.hidden[i].extend_from_slice(pooled_rows.next().expect("one state per pooled position"));
+            }
+        }
         if wanted.is_empty() {
             return Ok(out);
         }
@@ -357,7 +370,7 @@ impl Decoder {
         let mut state_rows = states.chunks_exact(cfg.hidden);
         for (i, s) in batch.iter().enumerate() {
             let take = match s.logits {
-                Logits::None => 0,
+                Logits::None | Logits::HiddenAll | Logits::HiddenLast => 0,
                 Logits::Last => usize::from(!s.tokens.is_empty()),
                 Logits::All => s.tokens.len(),
                 Logits::From(k) => s.tokens.len().saturating_sub(k),
@@ -370,6 +383,18 @@ impl Decoder {
             }
         }
         Ok(out)
+    }
+
+    /// The final normalized hidden state of `rows` of `x` (the residual stream after the last layer), as f32
+    /// rows of `hidden` floats.
+    fn final_rows(&self, x: &Tensor, rows: Vec<u32>) -> Result<Vec<f32>, ModelError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = rows.len();
+        let x = x.index_select(&Tensor::from_vec(rows, n, &self.device)?, 0)?;
+        let normed = rms_norm(&x, &self.norm, self.cfg.rms_eps)?;
+        Ok(normed.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
     }
 }
 
@@ -389,7 +414,8 @@ fn post_norm(x: Tensor, weight: Option<&Tensor>, eps: f32) -> candle_core::Resul
 }
 
 /// What a forward pass returns per sequence: the logits its [`Logits`] asks for (`vocab` floats a row) and,
-/// from [`Decoder::forward_hidden`], the final normalized hidden state of the same rows (`hidden` floats a row).
+/// from [`Decoder::run`], the final normalized hidden state of the same rows with `hidden` set, or of the rows a
+/// pooling sequence asks for (`hidden` floats a row).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rows {
     /// Logits, per sequence.

@@ -108,6 +108,10 @@ pub enum Logits {
     All,
     /// The new rows' from the `k`-th on (perplexity, which scores the second half of each chunk).
     From(usize),
+    /// No logits: the final normalized hidden state of every new row (mean pooling, see [`crate::pooling`]).
+    HiddenAll,
+    /// No logits: the final normalized hidden state of the last new row (last-token pooling).
+    HiddenLast,
 }
 
 /// One sequence's input to a step.

@@ -23,6 +23,8 @@ mod tests_grammar;
 #[cfg(test)]
 mod tests_policy;
 #[cfg(test)]
+mod tests_pooled;
+#[cfg(test)]
 mod tests_proposers;
 #[cfg(test)]
 mod tests_speculation;

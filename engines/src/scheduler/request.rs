@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use crate::constraint::Constraint;
+use crate::pooling::Pooling;
 use crate::sampling::{FinishReason, SamplingParams};
+use crate::text::thinking::Thinking;
 
 /// A validated generation request: the HTTP layer has tokenized, truncated and checked it.
 #[derive(Clone, Debug)]
@@ -32,6 +34,11 @@ pub struct Request {
     /// The id of the HTTP request this came from (`x-request-id`), for log lines; shared by the
     /// candidates of one HTTP request, empty when there is none (e.g. `tgi generate`).
     pub request_id: String,
+    /// The thinking block of a reasoning model's answer: a grammar applies outside it, and its budget ends it.
+    pub thinking: Option<Thinking>,
+    /// Embed instead of generating: the prompt's final hidden states pooled into [`Finished::embedding`];
+    /// nothing is sampled, and the prompt's KV blocks are neither shared nor kept.
+    pub pooling: Option<Pooling>,
 }
 
 /// One generated token, as streamed.
@@ -85,6 +92,8 @@ pub struct Finished {
     pub speculated_tokens: usize,
     /// Drafted tokens the model accepted (each saved a step).
     pub accepted_tokens: usize,
+    /// A pooling request's vector (`hidden` floats, not normalized); empty for a generation.
+    pub embedding: Vec<f32>,
 }
 
 /// What the scheduler reports about a request, in order: `Started` once, `PromptLogprobs` once when

@@ -9,9 +9,11 @@ use super::speculation::Speculation;
 use crate::constraint::{Constraint, ConstraintError, Mask};
 use crate::kv::{BlockAllocator, BlockTable, BLOCK_SIZE};
 use crate::model::{LoadedModel, Logits};
-use crate::sampling::{Sampled, Sampler};
+use crate::pooling::Pooler;
+use crate::sampling::{FinishReason, Sampled, Sampler};
 use crate::speculative::SpeculationConfig;
 use crate::text::completion::{Completion, EndRules};
+use crate::text::thinking::ThinkingState;
 
 /// Where a sequence stands after a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +120,10 @@ pub(super) struct Sequence<'m> {
     constraint: Option<Constraint>,
     /// How it ended, held back until the step's stats are published (see [`Sequence::into_ending`]).
     ended: Option<Finished>,
+    /// Its answer's thinking block, for a reasoning model.
+    thinking: Option<ThinkingState>,
+    /// A pooling request's vector so far (it then samples nothing).
+    pooler: Option<Pooler>,
 }
 
 /// A finished sequence's last event and where it goes, delivered once the step that finished it is counted.
@@ -184,20 +190,32 @@ impl<'m> Sequence<'m> {
             spec: Speculation::default(),
             request_id: req.request_id,
             constraint: req.constraint,
+            thinking: req.thinking.map(ThinkingState::new),
+            pooler: req.pooling.map(Pooler::new),
         }
+    }
+
+    /// Whether it may share cached prompt blocks (not when it reports prompt log-probabilities or pools).
+    pub fn shares_prefix(&self) -> bool {
+        !self.wants_prompt_logprobs && self.pooler.is_none()
+    }
+
+    /// Whether its output is inside a thinking block now (its grammar then waits).
+    fn thinking(&self) -> bool {
+        self.thinking.as_ref().is_some_and(ThinkingState::inside)
     }
 
     /// The grammar whose mask a step computing its next `n` tokens needs (one that samples: the last
     /// prompt chunk, a decode, a verification); `None` without a grammar or when the step samples nothing.
     pub fn constraint_for(&self, n: usize) -> Option<&Constraint> {
-        self.constraint.as_ref().filter(|_| self.computed + n >= self.tokens.len())
+        self.constraint.as_ref().filter(|_| self.computed + n >= self.tokens.len() && !self.thinking())
     }
 
     /// How many of its leading prompt blocks (named by `hashes`) it may take from the prefix cache: none when
     /// it wants prompt log-probabilities, never the block of its last token (which must be computed for its
     /// logits).
     pub fn shareable_blocks(&self) -> usize {
-        let most = if self.wants_prompt_logprobs { 0 } else { (self.tokens.len() - 1) / BLOCK_SIZE };
+        let most = if self.shares_prefix() { (self.tokens.len() - 1) / BLOCK_SIZE } else { 0 };
         most.min(self.hashes.len())
     }
 
@@ -238,7 +256,7 @@ impl<'m> Sequence<'m> {
         let Some(&last) = self.tokens.last() else { return 0 };
         let n = self.spec.install(last, k, proposal);
         match &self.constraint {
-            Some(c) if n > 0 => self.spec.keep(c.valid_prefix(self.spec.draft())),
+            Some(c) if n > 0 && !self.thinking() => self.spec.keep(c.valid_prefix(self.spec.draft())),
             _ => n,
         }
     }
@@ -253,7 +271,9 @@ impl<'m> Sequence<'m> {
 
     /// The logits a step computing its next `n` tokens must return.
     pub fn logits_for(&self, n: usize) -> Logits {
-        if self.logprobs.is_some() || !self.spec.input().is_empty() {
+        if let Some(p) = &self.pooler {
+            p.pooling().rows(self.computed + n == self.tokens.len())
+        } else if self.logprobs.is_some() || !self.spec.input().is_empty() {
             Logits::All
         } else if self.computed + n == self.tokens.len() {
             Logits::Last
@@ -291,6 +311,9 @@ impl<'m> Sequence<'m> {
         if let Some(acc) = &mut self.logprobs {
             acc.restart();
         }
+        if let Some(p) = &mut self.pooler {
+            p.restart();
+        }
     }
 
     /// Names the blocks of prompt tokens computed so far in the prefix cache.
@@ -312,6 +335,9 @@ impl<'m> Sequence<'m> {
     /// before the step (see [`Sequence::constraint_for`]). When every token is computed, samples the next one
     /// and reports it (and the end, if it is one).
     pub fn advance(&mut self, n: usize, rows: StepRows, mask: StepMask, m: &'m LoadedModel) -> Outcome {
+        if self.pooler.is_some() {
+            return Outcome::idle(self.pool(n, &rows.hidden));
+        }
         let before = self.tokens.len();
         let drafted = self.spec.draft().len();
         let count = rows.logits.len() / m.model.config().vocab;
@@ -329,11 +355,41 @@ impl<'m> Sequence<'m> {
         Outcome { progress, added: self.tokens.len() - before, drafted, accepted }
     }
 
-    /// Applies the grammar's mask to a row about to be sampled: `mask` when given (computed beside the
-    /// forward pass), else computed now; returns the mask applied (`None` without a grammar). `Err` (the
-    /// request failed) when the grammar cannot go on.
+    /// Takes a pooling step's `n` computed prompt tokens and their hidden rows; once the prompt is computed,
+    /// the sequence ends with its vector.
+    fn pool(&mut self, n: usize, hidden: &[f32]) -> Progress {
+        self.computed += n;
+        let Some(p) = &mut self.pooler else { return Progress::Running };
+        p.push(hidden, n);
+        if self.computed < self.tokens.len() {
+            return Progress::Running;
+        }
+        let now = Instant::now();
+        self.ended = Some(Finished {
+            reason: FinishReason::Length,
+            generated_tokens: 0,
+            text: String::new(),
+            stop_sequence: None,
+            seed: self.sampler.seed(),
+            inference_time: now - self.state.started().unwrap_or(now),
+            preemptions: self.preemptions,
+            speculated_tokens: 0,
+            accepted_tokens: 0,
+            embedding: p.finish(),
+        });
+        Progress::Finished
+    }
+
+    /// Prepares a row about to be sampled: while a thinking block's end is forced, only the forced token is
+    /// left; else the grammar's mask is applied (outside a thinking block): `mask` when given (computed beside
+    /// the forward pass), else computed now. Returns the mask applied (`None` without one). `Err` (the request
+    /// failed) when the grammar cannot go on.
     fn constrain(&mut self, row: &mut [f32], mask: StepMask) -> Result<Option<Mask>, ()> {
-        let Some(c) = &self.constraint else { return Ok(None) };
+        if let Some(token) = self.thinking.as_ref().and_then(ThinkingState::forced) {
+            force(row, token);
+            return Ok(None);
+        }
+        let Some(c) = self.constraint.as_ref().filter(|_| !self.thinking()) else { return Ok(None) };
         match mask.unwrap_or_else(|| c.mask()) {
             Ok(mask) => {
                 mask.apply(row);
@@ -420,13 +476,17 @@ impl<'m> Sequence<'m> {
 
     /// Records a sampled token and reports it with the text it makes final (and the end, if it is one).
     fn emit(&mut self, s: Sampled, m: &'m LoadedModel) -> Progress {
-        if let Some(Err(e)) = self.constraint.as_ref().map(|c| c.commit(s.token)) {
+        let free = self.thinking();
+        if let Some(Err(e)) = self.constraint.as_ref().filter(|_| !free).map(|c| c.commit(s.token)) {
             self.fail(e.to_string());
             return Progress::Finished;
         }
         self.sampler.accept(s.token);
         self.tokens.push(s.token);
         let out = self.completion.accept(s.token);
+        if let Some(t) = &mut self.thinking {
+            t.accept(&out.piece);
+        }
         let special = m.eos.contains(&s.token) || m.tokenizer.is_control(s.token);
         let event =
             TokenEvent { id: s.token, logprob: s.logprob, top: s.top, piece: out.piece, text: out.text, special };
@@ -445,6 +505,7 @@ impl<'m> Sequence<'m> {
             preemptions: self.preemptions,
             speculated_tokens: self.spec.drafted,
             accepted_tokens: self.spec.accepted,
+            embedding: Vec::new(),
         });
         Progress::Finished
     }
@@ -453,6 +514,14 @@ impl<'m> Sequence<'m> {
     pub fn into_ending(self) -> Option<Ending> {
         let sink = self.sink;
         self.ended.map(|finished| Ending { sink, finished })
+    }
+}
+
+/// Leaves `token` the only token `row` allows (out-of-range tokens leave it as it is).
+fn force(row: &mut [f32], token: u32) {
+    if let Some(&keep) = row.get(token as usize) {
+        row.fill(f32::NEG_INFINITY);
+        row[token as usize] = if keep.is_finite() { keep } else { 0.0 };
     }
 }
 

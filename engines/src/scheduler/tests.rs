@@ -94,6 +94,8 @@ pub(super) fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
         cache_salt: 0,
         constraint: None,
         request_id: String::new(),
+        thinking: None,
+        pooling: None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `POST /v1/chat/completions`: the conversation (and its tools, see [`super::tools`]) through the model's
 //! chat template, `n` choices, streamed as `chat.completion.chunk` events ending with `data: [DONE]`, or
-//! answered at once.
+//! answered at once; a thinking model's reasoning apart from its answer (see [`super::reasoning`]).
 
 use std::sync::Arc;
 
@@ -42,11 +42,17 @@ pub async fn chat(state: &Arc<AppState>, req: ChatRequest) -> Result<HttpRespons
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            let reply = valid.reply(c.finished.text.clone(), c.finished.reason);
+            let (thought, reply) = valid.reply(&c.finished.text, c.finished.reason);
             let tool_calls = (!reply.tool_calls.is_empty()).then_some(reply.tool_calls);
             ChatChoice {
                 index,
-                message: AssistantMessage { role: "assistant", content: reply.content, tool_calls },
+                message: AssistantMessage {
+                    role: "assistant",
+                    content: reply.content,
+                    reasoning_content: thought.clone(),
+                    reasoning: thought,
+                    tool_calls,
+                },
                 logprobs: valid
                     .logprobs
                     .then(|| ChatLogprobs { content: c.tokens.iter().map(|t| token_logprob(lex, t)).collect() }),

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tgi_engines::constraint::{Constraint, Grammar};
 use tgi_engines::sampling::{FloatParam, SamplingError, SamplingParams};
 use tgi_engines::scheduler::{Request, TokenEvent};
+use tgi_engines::text::thinking::Thinking;
 
 use super::types::{Sampling, TokenLogprob, TopLogprob, Usage};
 use crate::serve::backend::Lexicon;
@@ -63,6 +64,8 @@ pub struct Checked {
     pub ignore_eos: bool,
     /// The compiled grammar every choice's output must match (`response_format`, or a forced tool call).
     pub constraint: Option<Constraint>,
+    /// The answers' thinking block, for a chat template that thinks.
+    pub thinking: Option<Thinking>,
 }
 
 impl Sampling {
@@ -109,6 +112,7 @@ impl Sampling {
             include_usage,
             ignore_eos: self.ignore_eos.unwrap_or(false),
             constraint: None,
+            thinking: None,
         })
     }
 }
@@ -149,6 +153,8 @@ impl Checked {
                     cache_salt: salt,
                     constraint: self.constraint.clone(),
                     request_id: id.clone(),
+                    thinking: self.thinking.clone(),
+                    pooling: None,
                 })
             })
             .collect()

@@ -11,6 +11,7 @@ use tgi_engines::scheduler::Finished;
 use tgi_engines::text::chat::{ChatTemplate, Message};
 
 use super::common::{usage, Checked};
+use super::reasoning::{self, Part, ReasoningFormat, Splitter};
 use super::tools::grammar::calls;
 use super::tools::{prompt, Markers, Reading, Reply, StreamedCalls, ToolCallFormat, ToolError};
 use super::types::{ChatRequest, Delta, Usage};
@@ -40,20 +41,32 @@ pub struct Valid {
     pub text: String,
     /// How answers are read for tool calls, when the request offers tools.
     calls: Option<Reading>,
+    /// When answers' reasoning is split out: whether the prompt opens the thinking block.
+    split: Option<bool>,
 }
 
 impl Valid {
-    /// The answer `text`, which the engine ended for `reason`, read for tool calls when the request offers tools.
-    pub fn reply(&self, text: String, reason: FinishReason) -> Reply {
-        match self.calls {
+    /// The answer `text`, which the engine ended for `reason`: its reasoning, when it is split out, and the rest
+    /// read for tool calls when the request offers tools.
+    pub fn reply(&self, text: &str, reason: FinishReason) -> (Option<String>, Reply) {
+        let (thought, text) = match self.split {
+            Some(open) => reasoning::split(open, text),
+            None => (None, text.to_string()),
+        };
+        let reply = match self.calls {
             Some(reading) => Reply::read(reading, &text, reason),
             None => Reply { content: Some(text), tool_calls: Vec::new(), finish_reason: reason.as_openai() },
-        }
+        };
+        (thought, reply)
     }
 
     /// A reader of one choice's answer as it streams.
     pub fn streamed(&self) -> StreamedAnswer {
-        StreamedAnswer { sent: String::new(), calls: self.calls.map(StreamedCalls::new) }
+        StreamedAnswer {
+            sent: String::new(),
+            calls: self.calls.map(StreamedCalls::new),
+            split: self.split.map(Splitter::new),
+        }
     }
 
     /// The prompt's length in characters (`x-compute-characters`).
@@ -91,10 +104,17 @@ impl<'s> Conversation<'s> {
         Ok(Conversation { template, tools })
     }
 
-    /// The conversation and its tools through the template, and its tokens.
+    /// Whether the template writes a thinking block (a reasoning model's).
+    fn thinks(&self) -> bool {
+        reasoning::thinks(self.template)
+    }
+
+    /// The conversation and its tools through the template (with the reasoning settings' template arguments),
+    /// and its tokens.
     fn render(&self, state: &AppState, req: &ChatRequest) -> Result<(String, Vec<u32>), ApiError> {
         let offered = self.tools.as_ref().map(|(t, f)| (t, *f));
-        let text = prompt::render(self.template, &req.messages, offered, req.chat_template_kwargs.as_ref())
+        let kwargs = state.model.reasoning.kwargs(req.chat_template_kwargs.as_ref(), self.thinks());
+        let text = prompt::render(self.template, &req.messages, offered, kwargs.as_ref())
             .map_err(|e| ApiError::Template(e.to_string()))?;
         let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;
         Ok((text, ids))
@@ -138,8 +158,14 @@ pub async fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiE
     let (text, ids) = conversation.render(state, req)?;
     let max_new = req.max_completion_tokens.or(req.max_tokens).map(|n| n as usize);
     let budget = state.limits.fit(ids, None, max_new)?;
+    let settings = state.model.reasoning;
+    let thinks = conversation.thinks();
+    if thinks {
+        checked.thinking = Some(reasoning::thinking(&text, settings.budget, state.lexicon.tokenizer()));
+    }
+    let split = (thinks && settings.format == ReasoningFormat::Deepseek).then(|| reasoning::opens(&text));
     let calls = conversation.tools.map(|(t, format)| Reading { format, forced: t.forced() });
-    Ok(Valid { checked, budget, logprobs, text, calls })
+    Ok(Valid { checked, budget, logprobs, text, calls, split })
 }
 
 /// A validated chat request in the engine.
@@ -183,7 +209,8 @@ impl Started {
         let usage = usage(&[self.valid.budget.ids.len()], &candidates);
         let headers = response_headers(state, &self.valid, &timings, &usage);
         let finished = candidates.swap_remove(0).finished;
-        let reply = self.valid.reply(finished.text.clone(), finished.reason);
+        // Anthropic's and OpenAI's Responses answers carry the text after the thinking block.
+        let (_, reply) = self.valid.reply(&finished.text, finished.reason);
         Ok(Answer { reply, finished, usage, headers })
     }
 
@@ -204,19 +231,41 @@ pub fn response_headers(state: &AppState, valid: &Valid, timings: &RequestTiming
     h
 }
 
-/// One choice's answer as it streams: its text so far, and its tool calls when the request offers tools, as
-/// OpenAI's deltas (content, a call's start, more of its arguments).
+/// One choice's answer as it streams: its text so far, its reasoning when it is split out, and its tool calls
+/// when the request offers tools, as OpenAI's deltas (reasoning, content, a call's start, more of its arguments).
 #[derive(Debug)]
 pub struct StreamedAnswer {
     /// Text streamed so far.
     sent: String,
     calls: Option<StreamedCalls>,
+    split: Option<Splitter>,
 }
 
 impl StreamedAnswer {
     /// The deltas of a token's new text.
     pub fn feed(&mut self, text: &str) -> Vec<Delta> {
         self.sent.push_str(text);
+        let parts = match &mut self.split {
+            Some(s) => s.feed(text),
+            None => vec![Part::Content(text.to_string())],
+        };
+        self.parts(parts)
+    }
+
+    /// The deltas of parts of the answer's text.
+    fn parts(&mut self, parts: Vec<Part>) -> Vec<Delta> {
+        let mut out = Vec::new();
+        for part in parts {
+            match part {
+                Part::Reasoning(text) => out.push(Delta::reasoning(text)),
+                Part::Content(text) => out.extend(self.content(&text)),
+            }
+        }
+        out
+    }
+
+    /// The deltas of more of the answer proper: content, or its tool calls' parts.
+    fn content(&mut self, text: &str) -> Vec<Delta> {
         match &mut self.calls {
             Some(calls) => calls.feed(text),
             None if text.is_empty() => Vec::new(),
@@ -229,6 +278,8 @@ impl StreamedAnswer {
     pub fn finish(&mut self, f: &Finished) -> (Vec<Delta>, &'static str) {
         let rest = f.text.strip_prefix(self.sent.as_str()).unwrap_or_default().to_string();
         let mut deltas = self.feed(&rest);
+        let held = self.split.as_mut().map(Splitter::finish).unwrap_or_default();
+        deltas.extend(self.parts(held));
         let mut reason = f.reason.as_openai();
         if let Some(calls) = &mut self.calls {
             let (last, calls_reason) = calls.finish(f.reason);

@@ -7,6 +7,7 @@ mod chat_tokenize;
 pub mod common;
 mod completions;
 pub mod conversation;
+pub mod reasoning;
 pub mod tools;
 pub mod types;
 

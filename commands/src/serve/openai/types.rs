@@ -211,6 +211,12 @@ pub struct AssistantMessage {
     pub role: &'static str,
     /// The text; `null` when the answer is only tool calls.
     pub content: Option<String>,
+    /// The thinking block's text, when the answer has one (llama-server's and DeepSeek's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// The same (vLLM's newer name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     /// The tool calls, when the answer makes any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -256,6 +262,12 @@ pub struct Delta {
     /// New text, when there is any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// More of the thinking block's text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// The same (vLLM's newer name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     /// A tool call's start or more of its arguments.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
@@ -264,12 +276,21 @@ pub struct Delta {
 impl Delta {
     /// New text.
     pub fn content(text: String) -> Self {
-        Delta { role: "assistant", content: Some(text), tool_calls: None }
+        Delta { content: Some(text), ..Self::empty() }
+    }
+
+    /// More of the thinking block's text, under both names.
+    pub fn reasoning(text: String) -> Self {
+        Delta { reasoning_content: Some(text.clone()), reasoning: Some(text), ..Self::empty() }
     }
 
     /// A tool call's part.
     pub fn tool_call(call: ToolCallDelta) -> Self {
-        Delta { role: "assistant", content: None, tool_calls: Some(vec![call]) }
+        Delta { tool_calls: Some(vec![call]), ..Self::empty() }
+    }
+
+    fn empty() -> Self {
+        Delta { role: "assistant", content: None, reasoning_content: None, reasoning: None, tool_calls: None }
     }
 }
 

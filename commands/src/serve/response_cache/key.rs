@@ -1,6 +1,6 @@
 //! The response cache's key: everything that decides a request's engine events, encoded exactly.
 //! Only deterministic requests have one: every candidate greedy (temperature 0) or seeded, and no
-//! grammar (a compiled grammar is not comparable).
+//! grammar (a compiled grammar is not comparable); embeddings are not kept.
 
 use tgi_engines::sampling::SamplingParams;
 use tgi_engines::scheduler::Request;
@@ -61,8 +61,10 @@ impl Key {
                 prompt_logprobs,
                 cache_salt,
                 request_id: _,
+                thinking,
+                pooling,
             } = r;
-            if constraint.is_some() || !deterministic(params) {
+            if constraint.is_some() || pooling.is_some() || !deterministic(params) {
                 return None;
             }
             e.u64(prompt_ids.len() as u64);
@@ -74,6 +76,15 @@ impl Key {
             e.flag(*ignore_eos);
             e.flag(*prompt_logprobs);
             e.u64(*cache_salt);
+            e.flag(thinking.is_some());
+            if let Some(t) = thinking {
+                e.bytes(t.start.as_bytes());
+                e.bytes(t.end.as_bytes());
+                e.flag(t.open);
+                e.opt_u64(t.budget.map(|b| b as u64));
+                e.u64(t.forced.len() as u64);
+                t.forced.iter().for_each(|&id| e.0.extend_from_slice(&id.to_le_bytes()));
+            }
         }
         Some(Key(e.0.into_boxed_slice()))
     }
@@ -132,6 +143,8 @@ pub(super) mod tests {
             prompt_logprobs: false,
             cache_salt: 0,
             request_id: "a".into(),
+            thinking: None,
+            pooling: None,
         }
     }
 

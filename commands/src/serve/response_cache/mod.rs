@@ -174,6 +174,7 @@ mod tests {
             preemptions: 0,
             speculated_tokens: 0,
             accepted_tokens: 0,
+            embedding: Vec::new(),
         })
     }
 

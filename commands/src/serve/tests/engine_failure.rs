@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tgi_engines::model::{load, LoadOptions, LoadedModel};
+use tgi_engines::pooling::Pooling;
 use tgi_engines::scheduler::{
     Event, EventSink, Request, Scheduler, SchedulerConfig, SchedulerHandle, Stats, SubmitError,
 };
@@ -14,6 +15,7 @@ use tgi_engines::scheduler::{
 use super::client::post;
 use super::limits;
 use crate::serve::backend::Backend;
+use crate::serve::openai::reasoning::ReasoningSettings;
 use crate::serve::run::serve_supervised;
 use crate::serve::server::ConnectionLimits;
 use crate::serve::state::{Access, AppState, ServedModel};
@@ -66,6 +68,9 @@ fn an_engine_panic_fails_held_requests_and_stops_the_server_with_an_error() {
         speculate: None,
         tool_call_parser: None,
         kv_budget: "--max-batch-total-tokens".into(),
+        reasoning: ReasoningSettings::default(),
+        pooling: Pooling::Mean,
+        embedding_size: 3,
     };
     let state = Arc::new(AppState::new(backend, model, limits(), Access::default(), served));
     state.healthy.store(true, Ordering::Relaxed);

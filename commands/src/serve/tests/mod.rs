@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use tgi_engines::pooling::Pooling;
 use tgi_engines::sampling::FinishReason;
 use tgi_engines::sampling::StopMatcher;
 use tgi_engines::scheduler::{
@@ -33,6 +34,7 @@ use tgi_engines::text::tokenizer::{IncrementalDecoder, Tokenizer};
 
 use super::backend::{Backend, Lexicon};
 use super::limits::RequestLimits;
+use super::openai::reasoning::ReasoningSettings;
 use super::response_cache::{CacheConfig, ResponseCache};
 use super::responses::store::ResponseStore;
 use super::server::{serve, ConnectionLimits, Stopped};
@@ -152,6 +154,23 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
     let prompt = tok.decode(&req.prompt_ids, true).unwrap_or_default();
     let (slow, fail) = (prompt.contains("slow"), prompt.contains("fail"));
     sink.send(Event::Started { queue_time: Duration::from_millis(1), cached_tokens: 2 });
+    if req.pooling.is_some() {
+        // An embedding of the prompt's length and first token.
+        let (length, first) = (req.prompt_ids.len() as f32, req.prompt_ids[0] as f32);
+        sink.send(Event::Finished(Finished {
+            reason: FinishReason::Length,
+            generated_tokens: 0,
+            text: String::new(),
+            stop_sequence: None,
+            seed: 0,
+            inference_time: Duration::from_millis(1),
+            preemptions: 0,
+            speculated_tokens: 0,
+            accepted_tokens: 0,
+            embedding: vec![length, first, 0.0],
+        }));
+        return;
+    }
     if prompt.contains("hold") {
         // Holds its slot until the client goes away (at most a minute), however slow the test is.
         let until = std::time::Instant::now() + Duration::from_secs(60);
@@ -218,6 +237,7 @@ fn generate(lex: &TestLexicon, req: Request, mut sink: Box<dyn EventSink>, cance
                 preemptions: 0,
                 speculated_tokens: 0,
                 accepted_tokens: 0,
+                embedding: Vec::new(),
             }));
             return;
         }
@@ -299,6 +319,9 @@ impl TestServer {
             speculate: None,
             tool_call_parser: None,
             kv_budget: "--max-batch-total-tokens".into(),
+            reasoning: ReasoningSettings::default(),
+            pooling: Pooling::Mean,
+            embedding_size: 3,
         };
         let state = AppState::new(mock.clone(), lex, limits, access, model);
         let state = Arc::new(state.with_response_cache(cache.map(ResponseCache::new)).with_responses_store(store));

@@ -124,6 +124,8 @@ fn check(
         cache_salt: state.access.cache_salt(),
         constraint: None,
         request_id: RequestId::current(),
+        thinking: None,
+        pooling: None,
     };
     let valid = ValidGenerate {
         requests: vec![request; best_of],

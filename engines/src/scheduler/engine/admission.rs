@@ -124,7 +124,7 @@ impl<'m> Engine<'m> {
             pool.release(&mut seq.table);
             return None;
         }
-        if caching && !seq.wants_prompt_logprobs {
+        if caching && seq.shares_prefix() {
             self.stats.prefix_cache_queries += seq.prompt_len as u64;
             self.stats.prefix_cache_hits += (shared * BLOCK_SIZE) as u64;
         }

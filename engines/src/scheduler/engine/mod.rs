@@ -39,10 +39,13 @@ pub(super) struct Submission {
 
 impl Submission {
     /// `req` submitted now, its block hashes computed here (on the submitting thread, not the engine's) when
-    /// `prefix_caching`.
+    /// `prefix_caching` and it generates (a pooling request's blocks are neither shared nor kept).
     pub fn new(req: Request, sink: Box<dyn EventSink>, prefix_caching: bool) -> Self {
-        let hashes =
-            if prefix_caching { block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE) } else { Vec::new() };
+        let hashes = if prefix_caching && req.pooling.is_none() {
+            block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE)
+        } else {
+            Vec::new()
+        };
         Submission { req, sink, at: Instant::now(), hashes }
     }
 }
@@ -320,13 +323,7 @@ impl<'m> Engine<'m> {
                 })
                 .collect::<Vec<_>>()
         };
-        let run = || {
-            if hidden {
-                m.model.forward_hidden(kv, &inputs)
-            } else {
-                m.model.forward(kv, &inputs).map(|logits| Rows { logits, hidden: Vec::new() })
-            }
-        };
+        let run = || m.model.run(kv, &inputs, hidden);
         let (rows, timed) = rayon::join(run, masks);
         let masks = timed
             .into_iter()
