@@ -110,7 +110,7 @@ fn measures_tgi_serve_over_anthropic_messages_and_openai_responses() {
             "--ignore-eos",
             "-c",
             "2",
-            "-n",
+            "--requests",
             "6",
             "--input-tokens",
             "16",

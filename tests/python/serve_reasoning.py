@@ -6,7 +6,9 @@ Modes (the server's flags in brackets):
           tokens are reasoning, then `</think>` is forced (its tokens with log-probability 0) and the answer goes
           on as content. `reasoning_content` and `reasoning` (in the SDK's `model_extra`) are those 6 tokens' text,
           trimmed; streamed deltas add up to the whole answer, reasoning before content; a forced tool call after
-          the thinking parses, streamed and not.
+          the thinking parses, streamed and not. The anthropic SDK's messages carry the same reasoning as a
+          `thinking` block before the text, and the openai SDK's responses as a `reasoning` item before the message
+          (with its `reasoning_tokens`), whole and streamed.
   none    [same template, --reasoning-format none --reasoning-budget 6]: the answer stays whole in `content`.
   plain   [--chat-template qwen3.jinja]: the model opens no block, so everything is content and no reasoning field
           is sent; `enable_thinking: false` renders the template's empty block.
@@ -19,12 +21,15 @@ import json
 import sys
 
 import requests
+from anthropic import Anthropic
 from openai import OpenAI
 
 MESSAGES = [{"role": "user", "content": "Tell me a story about a cat."}]
-WEATHER = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"],
+# A small tool, so that the thinking, the forced tag and the call fit in the 512-token context of the bundled
+# model, whose tokens are mostly single characters.
+WEATHER = {"type": "object", "properties": {"c": {"enum": ["P", "R"]}}, "required": ["c"],
            "additionalProperties": False}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
+TOOLS = [{"type": "function", "function": {"name": "w", "parameters": WEATHER}}]
 BUDGET = 6
 
 
@@ -79,18 +84,49 @@ def budget(url, client, model):
     check("stream equals the whole answer", s[:2], (extra(msg, "reasoning_content"), msg.content))
 
     # A forced call after the thinking: the grammar waits for the block's end.
-    tools = dict(common, max_tokens=60, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)
+    tools = dict(common, max_tokens=86, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)
     r = client.chat.completions.create(**tools)
     m = r.choices[0].message
     check("tools: finish_reason", r.choices[0].finish_reason, "tool_calls")
     check("tools: reasoning first", len(extra(m, "reasoning_content") or "") > 0, True)
     check("tools: no content", m.content, None)
     call = m.tool_calls[0].function
-    check("tools: the call", (call.name, json.loads(call.arguments)["city"] in ("Paris", "Rome")),
-          ("get_weather", True))
+    check("tools: the call", (call.name, json.loads(call.arguments)["c"] in ("P", "R")), ("w", True))
     reasoning, content, calls, finish = streamed(client, **tools)
     check("tools stream", (reasoning, content, calls[0][0], json.loads(calls[0][1]), finish),
           (extra(m, "reasoning_content"), "", call.name, json.loads(call.arguments), "tool_calls"))
+
+
+    agents(url, client, model, extra(msg, "reasoning_content"), msg.content)
+
+
+def agents(url, client, model, reasoning, content):
+    """The same answer through Anthropic's Messages API and OpenAI's Responses API: its thinking first."""
+    claude = Anthropic(base_url=url, api_key="unused")
+    kw = dict(model=model, messages=MESSAGES, max_tokens=20, extra_body={"temperature": 0})
+    m = claude.messages.create(**kw)
+    check("messages: blocks", [b.type for b in m.content], ["thinking", "text"])
+    check("messages: thinking and text", (m.content[0].thinking, m.content[1].text), (reasoning, content))
+    with claude.messages.stream(**kw) as stream:
+        kinds = {e.delta.type for e in stream if e.type == "content_block_delta"}
+        final = stream.get_final_message()
+    check("messages stream: deltas", kinds, {"thinking_delta", "text_delta"})
+    check("messages stream: the same blocks", [b.model_dump() for b in final.content],
+          [b.model_dump() for b in m.content])
+
+    kw = dict(model=model, input=MESSAGES[0]["content"], max_output_tokens=20, temperature=0)
+    r = client.responses.create(**kw)
+    check("responses: items", [o.type for o in r.output], ["reasoning", "message"])
+    check("responses: reasoning and text", (r.output[0].content[0].text, r.output_text), (reasoning, content))
+    check("responses: reasoning_tokens", r.usage.output_tokens_details.reasoning_tokens > 0, True)
+    events = list(client.responses.create(stream=True, **kw))
+    kinds = [e.type for e in events]
+    final = events[-1].response  # `response.incomplete`: max_output_tokens cut it, as the whole one
+    check("responses stream: the last event", kinds[-1], "response." + r.status)
+    check("responses stream: reasoning deltas first", kinds.index("response.reasoning_text.delta")
+          < kinds.index("response.output_text.delta"), True)
+    check("responses stream: the same output", (final.output[0].content[0].text, final.output_text),
+          (reasoning, content))
 
 
 def none(url, client, model):

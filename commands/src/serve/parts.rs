@@ -1,5 +1,5 @@
-//! An answer as Anthropic's Messages API and OpenAI's Responses API show it: a list of parts, each text or a
-//! tool call, in the order the model wrote them. A whole answer's parts come from its [`Reply`]; a streamed
+//! An answer as Anthropic's Messages API and OpenAI's Responses API show it: a list of parts, each a thinking
+//! block, text or a tool call, in the order the model wrote them. A whole answer's parts come from its [`Reply`]; a streamed
 //! answer's from the chat path's deltas ([`Parts`]), as steps: a part opens, grows, and closes whole.
 
 use super::openai::tools::Reply;
@@ -8,6 +8,8 @@ use super::openai::types::Delta;
 /// One part of an answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Part {
+    /// A reasoning model's thinking block (split out of the answer as chat completions' `reasoning_content`).
+    Thinking(String),
     /// Text.
     Text(String),
     /// A tool call.
@@ -22,23 +24,26 @@ pub enum Part {
 }
 
 impl Part {
-    /// The parts of a whole answer: its text (when there is any), then its calls.
-    pub fn of(reply: Reply) -> Vec<Part> {
+    /// The parts of a whole answer: its thinking and its text (each when there is any), then its calls.
+    pub fn of(thought: Option<String>, reply: Reply) -> Vec<Part> {
+        let thinking = thought.filter(|t| !t.is_empty()).map(Part::Thinking);
         let text = reply.content.filter(|t| !t.is_empty()).map(Part::Text);
         let calls = reply.tool_calls.into_iter().map(|c| Part::Call {
             id: c.id.unwrap_or_default(),
             name: c.function.name,
             arguments: c.function.arguments.as_str().unwrap_or_default().to_string(),
         });
-        text.into_iter().chain(calls).collect()
+        thinking.into_iter().chain(text).chain(calls).collect()
     }
 }
 
 /// What a streamed answer did next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// A part opens: empty text, or a call with its id and name and no arguments yet.
+    /// A part opens: empty thinking or text, or a call with its id and name and no arguments yet.
     Open(Part),
+    /// More text of the open thinking part.
+    Thinking(String),
     /// More text of the open text part.
     Text(String),
     /// More arguments of the open call.
@@ -59,6 +64,16 @@ impl Parts {
     pub fn feed(&mut self, deltas: Vec<Delta>) -> Vec<Step> {
         let mut steps = Vec::new();
         for d in deltas {
+            if let Some(text) = d.reasoning_content.filter(|t| !t.is_empty()) {
+                if !matches!(self.open, Some(Part::Thinking(_))) {
+                    steps.extend(self.close());
+                    steps.push(self.begin(Part::Thinking(String::new())));
+                }
+                if let Some(Part::Thinking(t)) = &mut self.open {
+                    t.push_str(&text);
+                }
+                steps.push(Step::Thinking(text));
+            }
             if let Some(text) = d.content.filter(|t| !t.is_empty()) {
                 if !matches!(self.open, Some(Part::Text(_))) {
                     steps.extend(self.close());
@@ -115,7 +130,8 @@ mod tests {
     #[test]
     fn deltas_become_parts_that_open_grow_and_close() {
         let mut p = Parts::default();
-        let mut steps = p.feed(vec![Delta::content(String::new()), Delta::content("Hi".into())]);
+        let mut steps = p.feed(vec![Delta::reasoning("Hmm".into()), Delta::reasoning(".".into())]);
+        steps.extend(p.feed(vec![Delta::content(String::new()), Delta::content("Hi".into())]));
         steps.extend(p.feed(vec![Delta::content(" there".into()), call(Some("c1"), Some("f"), "")]));
         steps.extend(p.feed(vec![call(None, None, "{\"a\""), call(None, None, ": 1}")]));
         steps.extend(p.close());
@@ -124,6 +140,10 @@ mod tests {
         assert_eq!(
             steps,
             [
+                Step::Open(Part::Thinking(String::new())),
+                Step::Thinking("Hmm".into()),
+                Step::Thinking(".".into()),
+                Step::Close(Part::Thinking("Hmm.".into())),
                 Step::Open(Part::Text(String::new())),
                 Step::Text("Hi".into()),
                 Step::Text(" there".into()),
@@ -137,7 +157,7 @@ mod tests {
     }
 
     #[test]
-    fn a_whole_reply_is_its_text_then_its_calls() {
+    fn a_whole_reply_is_its_thinking_its_text_then_its_calls() {
         let tool_call = ToolCall {
             id: Some("c1".into()),
             kind: "function".into(),
@@ -145,8 +165,9 @@ mod tests {
         };
         let reply = Reply { content: Some("Hi".into()), tool_calls: vec![tool_call], finish_reason: "tool_calls" };
         let call = Part::Call { id: "c1".into(), name: "f".into(), arguments: "{}".into() };
-        assert_eq!(Part::of(reply), [Part::Text("Hi".into()), call]);
+        let thought = Some("Use f.".to_string());
+        assert_eq!(Part::of(thought, reply), [Part::Thinking("Use f.".into()), Part::Text("Hi".into()), call]);
         let empty = Reply { content: Some(String::new()), tool_calls: Vec::new(), finish_reason: "length" };
-        assert_eq!(Part::of(empty), []);
+        assert_eq!(Part::of(Some(String::new()), empty), []);
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use tgi_engines::constraint::{GrammarConfig, GrammarLimits, NumberDigits};
-use tgi_engines::scheduler::Batching;
 use tgi_engines::pooling::Pooling;
+use tgi_engines::scheduler::Batching;
 
 use super::args::ServeArgs;
 use super::config;

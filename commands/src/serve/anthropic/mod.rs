@@ -44,7 +44,7 @@ pub async fn messages(state: &Arc<AppState>, req: MessagesRequest) -> Result<Htt
     let answer = started.answer(state).await?;
     let reason = stop_reason(answer.reply.finish_reason, &answer.finished);
     let message = MessageResponse {
-        content: Part::of(answer.reply).into_iter().map(block).collect(),
+        content: Part::of(answer.reasoning, answer.reply).into_iter().map(block).collect(),
         stop_reason: Some(reason),
         stop_sequence: stop_sequence(reason, answer.finished),
         usage: Usage {
@@ -83,6 +83,7 @@ fn stop_sequence(stop_reason: &str, f: Finished) -> Option<String> {
 /// A part as a content block: a call's arguments parsed (`{}` when cut short before they were whole).
 fn block(part: Part) -> OutBlock {
     match part {
+        Part::Thinking(thinking) => OutBlock::Thinking { thinking, signature: String::new() },
         Part::Text(text) => OutBlock::Text { text },
         Part::Call { id, name, arguments } => {
             let input = serde_json::from_str::<Value>(&arguments).ok().filter(Value::is_object);

@@ -1,6 +1,6 @@
 //! A streamed Messages answer as Anthropic's named events: `message_start` (the message with no content) and a
 //! `ping` when generation starts; per part of the answer `content_block_start`, `content_block_delta`s
-//! (`text_delta`, or `input_json_delta` for a call's arguments) and `content_block_stop`; then `message_delta`
+//! (`thinking_delta`, `text_delta`, or `input_json_delta` for a call's arguments) and `content_block_stop`; then `message_delta`
 //! (the stop reason and output tokens) and `message_stop`. A failure is an `error` event.
 
 use serde_json::{json, Value};
@@ -37,11 +37,13 @@ impl MessagesStream {
                 Step::Open(part) => {
                     self.blocks += 1;
                     let block = match part {
+                        Part::Thinking(thinking) => OutBlock::Thinking { thinking, signature: String::new() },
                         Part::Text(text) => OutBlock::Text { text },
                         Part::Call { id, name, .. } => OutBlock::ToolUse { id, name, input: json!({}) },
                     };
                     event("content_block_start", json!({"index": self.index(), "content_block": block}))
                 }
+                Step::Thinking(text) => delta(self.index(), json!({"type": "thinking_delta", "thinking": text})),
                 Step::Text(text) => delta(self.index(), json!({"type": "text_delta", "text": text})),
                 Step::Arguments(more) => delta(self.index(), json!({"type": "input_json_delta", "partial_json": more})),
                 Step::Close(_) => event("content_block_stop", json!({"index": self.index()})),

@@ -231,6 +231,13 @@ pub enum ThinkingKind {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutBlock {
+    /// A thinking block (its signature empty: nothing here is encrypted or verified).
+    Thinking {
+        /// The model's reasoning.
+        thinking: String,
+        /// Always empty.
+        signature: String,
+    },
     /// Text.
     Text {
         /// The text.

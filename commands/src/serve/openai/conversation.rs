@@ -93,10 +93,8 @@ impl<'s> Conversation<'s> {
             return Err(ValidationError::NonTextContent(kind.to_string()).into());
         }
         let tools = req.tools.check().map_err(ValidationError::from)?;
-        let template = state
-            .lexicon
-            .chat_template(tools.is_some())
-            .ok_or_else(|| ApiError::Template(NO_TEMPLATE.into()))?;
+        let template =
+            state.lexicon.chat_template(tools.is_some()).ok_or_else(|| ApiError::Template(NO_TEMPLATE.into()))?;
         let tools = tools.map(|t| {
             let format = state.model.tool_call_parser.unwrap_or_else(|| ToolCallFormat::detect(template.source()));
             (t, format)
@@ -192,6 +190,8 @@ pub async fn start(state: &AppState, req: &ChatRequest) -> Result<Started, ApiEr
 
 /// The whole answer of a one-choice request.
 pub struct Answer {
+    /// Its thinking block's text, when the reasoning is split out.
+    pub reasoning: Option<String>,
     /// Its text and tool calls.
     pub reply: Reply,
     /// How the engine ended it.
@@ -209,9 +209,8 @@ impl Started {
         let usage = usage(&[self.valid.budget.ids.len()], &candidates);
         let headers = response_headers(state, &self.valid, &timings, &usage);
         let finished = candidates.swap_remove(0).finished;
-        // Anthropic's and OpenAI's Responses answers carry the text after the thinking block.
-        let (_, reply) = self.valid.reply(&finished.text, finished.reason);
-        Ok(Answer { reply, finished, usage, headers })
+        let (reasoning, reply) = self.valid.reply(&finished.text, finished.reason);
+        Ok(Answer { reasoning, reply, finished, usage, headers })
     }
 
     /// Streams the request's events as `format` writes them.

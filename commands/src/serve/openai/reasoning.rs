@@ -68,8 +68,19 @@ pub fn thinking(prompt: &str, budget: Option<usize>, tokenizer: &Tokenizer) -> T
         end: THINK_END.into(),
         open: opens(prompt),
         budget,
-        forced: tokenizer.encode(THINK_END, false, false).unwrap_or_default(),
+        forced: end_tokens(tokenizer),
     }
+}
+
+/// The closing tag's tokens, without the space token an SPM tokenizer puts before text it starts (`▁<`), which
+/// would be forced into the answer too.
+fn end_tokens(tokenizer: &Tokenizer) -> Vec<u32> {
+    let mut ids = tokenizer.encode(THINK_END, false, false).unwrap_or_default();
+    let blank = |id: u32| tokenizer.token_to_piece(id).iter().all(u8::is_ascii_whitespace);
+    while ids.len() > 1 && blank(ids[0]) {
+        ids.remove(0);
+    }
+    ids
 }
 
 /// A part of an answer.

@@ -26,8 +26,8 @@ use super::parts::Part;
 use super::state::AppState;
 use store::Stored;
 use types::{
-    CreateRequest, Deleted, InputDetails, OutputDetails, OutputItem, OutputText, ResponseObject, ResponseUsage,
-    TextFormat, TextOut,
+    CreateRequest, Deleted, InputDetails, OutputDetails, OutputItem, OutputText, ReasoningText, ResponseObject,
+    ResponseUsage, TextFormat, TextOut,
 };
 
 /// `POST /v1/responses`.
@@ -55,7 +55,7 @@ pub async fn create(state: &Arc<AppState>, req: CreateRequest) -> Result<HttpRes
     }
     let answer = started.answer(state).await?;
     let status = status(&answer.finished);
-    let output = Part::of(answer.reply).into_iter().map(|p| item(item_id(&p), p, status)).collect();
+    let output = Part::of(answer.reasoning, answer.reply).into_iter().map(|p| item(item_id(&p), p, status)).collect();
     let cached = answer.usage.prompt_tokens_details.cached_tokens;
     let response = draft.finish(output, &answer.finished, cached, answer.usage.completion_tokens);
     let mut out = body::json(StatusCode::OK, &response);
@@ -103,7 +103,7 @@ impl Draft {
             input_tokens: self.prompt_tokens,
             input_tokens_details: InputDetails { cached_tokens: cached },
             output_tokens: generated,
-            output_tokens_details: OutputDetails { reasoning_tokens: 0 },
+            output_tokens_details: OutputDetails { reasoning_tokens: self.reasoning_tokens(&output) },
             total_tokens: self.prompt_tokens + generated,
         });
         response.output = output;
@@ -114,6 +114,19 @@ impl Draft {
             self.state.responses.put(response.id.clone(), stored);
         }
         response
+    }
+
+    /// The tokens of `output`'s thinking, as the tokenizer counts its text.
+    fn reasoning_tokens(&self, output: &[OutputItem]) -> usize {
+        let tokenizer = self.state.lexicon.tokenizer();
+        let count = |text: &str| tokenizer.encode(text, false, false).map_or(0, |ids| ids.len());
+        output
+            .iter()
+            .filter_map(|item| match item {
+                OutputItem::Reasoning { content, .. } => Some(content.iter().map(|c| count(&c.text)).sum::<usize>()),
+                _ => None,
+            })
+            .sum()
     }
 }
 
@@ -159,15 +172,23 @@ fn status(f: &Finished) -> &'static str {
     }
 }
 
-/// A fresh id for the item of `part`: `msg_...` for text, `fc_...` for a call.
+/// A fresh id for the item of `part`: `rs_...` for thinking, `msg_...` for text, `fc_...` for a call.
 fn item_id(part: &Part) -> String {
-    let prefix = if matches!(part, Part::Text(_)) { "msg" } else { "fc" };
+    let prefix = match part {
+        Part::Thinking(_) => "rs",
+        Part::Text(_) => "msg",
+        Part::Call { .. } => "fc",
+    };
     format!("{prefix}_{:016x}", random())
 }
 
-/// `part` as the output item `id` of this `status`; text in progress has no content part yet.
+/// `part` as the output item `id` of this `status`; thinking and text in progress have no content part yet.
 fn item(id: String, part: Part, status: &'static str) -> OutputItem {
     match part {
+        Part::Thinking(text) => {
+            let content = if status == "in_progress" { Vec::new() } else { vec![ReasoningText::new(text)] };
+            OutputItem::Reasoning { id, summary: Vec::new(), content, status }
+        }
         Part::Text(text) => {
             let content = if status == "in_progress" { Vec::new() } else { vec![OutputText::new(text)] };
             OutputItem::Message { id, status, role: "assistant", content }
@@ -178,11 +199,12 @@ fn item(id: String, part: Part, status: &'static str) -> OutputItem {
     }
 }
 
-/// The output as the assistant turn of the stored conversation: its text, and its calls.
+/// The output as the assistant turn of the stored conversation: its reasoning, its text, and its calls.
 fn assistant_turn(output: &[OutputItem]) -> Message {
-    let (mut text, mut calls) = (String::new(), Vec::new());
+    let (mut reasoning, mut text, mut calls) = (String::new(), String::new(), Vec::new());
     for item in output {
         match item {
+            OutputItem::Reasoning { content, .. } => content.iter().for_each(|c| reasoning.push_str(&c.text)),
             OutputItem::Message { content, .. } => content.iter().for_each(|c| text.push_str(&c.text)),
             OutputItem::FunctionCall { call_id, name, arguments, .. } => calls.push(ToolCall {
                 id: Some(call_id.clone()),
@@ -195,6 +217,7 @@ fn assistant_turn(output: &[OutputItem]) -> Message {
         role: "assistant".into(),
         content: (!text.is_empty() || calls.is_empty()).then_some(Content::Text(text)),
         tool_calls: (!calls.is_empty()).then_some(calls),
+        reasoning_content: (!reasoning.is_empty()).then_some(reasoning),
         ..Message::default()
     }
 }

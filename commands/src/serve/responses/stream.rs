@@ -1,6 +1,6 @@
 //! A streamed response as OpenAI's typed events, each with its `sequence_number`: `response.created` and
 //! `response.in_progress` when generation starts; per part of the answer `response.output_item.added`, then for
-//! text `response.content_part.added`, `response.output_text.delta`s, `response.output_text.done` and
+//! thinking `response.reasoning_text.delta`s and `.done`, for text `response.content_part.added`, `response.output_text.delta`s, `response.output_text.done` and
 //! `response.content_part.done`, for a call `response.function_call_arguments.delta`s and `.done`, then
 //! `response.output_item.done`; and `response.completed` (or `response.incomplete`, cut by
 //! `max_output_tokens`), once the response is stored. A failure is an `error` event.
@@ -70,6 +70,10 @@ impl ResponsesStream {
                         out.push(self.event("response.content_part.added", fields));
                     }
                 }
+                Step::Thinking(delta) => {
+                    let fields = with(at, json!({"content_index": 0, "delta": delta}));
+                    out.push(self.event("response.reasoning_text.delta", fields));
+                }
                 Step::Text(delta) => {
                     let fields = with(at, json!({"content_index": 0, "delta": delta, "logprobs": []}));
                     out.push(self.event("response.output_text.delta", fields));
@@ -79,6 +83,10 @@ impl ResponsesStream {
                 }
                 Step::Close(part) => {
                     match &part {
+                        Part::Thinking(text) => {
+                            let done = json!({"content_index": 0, "text": text});
+                            out.push(self.event("response.reasoning_text.done", with(at, done)));
+                        }
                         Part::Text(text) => {
                             let done = json!({"content_index": 0, "text": text, "logprobs": []});
                             out.push(self.event("response.output_text.done", with(at.clone(), done)));

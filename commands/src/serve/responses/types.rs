@@ -293,6 +293,17 @@ pub struct TextOut {
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputItem {
+    /// A reasoning model's thinking block.
+    Reasoning {
+        /// `rs_...`.
+        id: String,
+        /// Always empty (the text is in `content`).
+        summary: Vec<Value>,
+        /// Its `reasoning_text` part (none while it is added).
+        content: Vec<ReasoningText>,
+        /// `in_progress`, `completed` or `incomplete`.
+        status: &'static str,
+    },
     /// Text.
     Message {
         /// `msg_...`.
@@ -317,6 +328,23 @@ pub enum OutputItem {
         /// `in_progress`, `completed` or `incomplete`.
         status: &'static str,
     },
+}
+
+/// A `reasoning_text` part.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReasoningText {
+    /// `reasoning_text`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The reasoning.
+    pub text: String,
+}
+
+impl ReasoningText {
+    /// The part of `text`.
+    pub fn new(text: String) -> Self {
+        ReasoningText { kind: "reasoning_text", text }
+    }
 }
 
 /// An `output_text` part.
