@@ -117,7 +117,7 @@ impl Unpack for Q8_0 {
     #[inline(always)]
     unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8] {
         let top = _mm256_set1_epi8(i8::MIN);
-        std::array::from_fn(|g| _mm256_xor_si256(load(q.add(64 * g + 32 * h)), top))
+        simd_array!(8, _mm256_setzero_si256(), |g| _mm256_xor_si256(load(q.add(64 * g + 32 * h)), top))
     }
 }
 
@@ -138,8 +138,8 @@ impl Unpack for Q4_0 {
 #[inline(always)]
 unsafe fn nibbles(q: *const u8, h: usize) -> [__m256i; 8] {
     let m4 = _mm256_set1_epi8(0x0F);
-    let v: [__m256i; 4] = std::array::from_fn(|c| load(q.add(64 * c + 32 * h)));
-    std::array::from_fn(|g| {
+    let v: [__m256i; 4] = simd_array!(4, _mm256_setzero_si256(), |c| load(q.add(64 * c + 32 * h)));
+    simd_array!(8, _mm256_setzero_si256(), |g| {
         if g < 4 {
             _mm256_and_si256(v[g], m4)
         } else {
@@ -160,7 +160,7 @@ impl Unpack for Q5_0 {
         let slice = load(q.add(4 * 64 + 32 * h));
         let bit = _mm256_set1_epi8(0x10);
         let v = nibbles(q, h);
-        std::array::from_fn(|g| _mm256_or_si256(v[g], _mm256_and_si256(to_bit4(slice, g), bit)))
+        simd_array!(8, _mm256_setzero_si256(), |g| _mm256_or_si256(v[g], _mm256_and_si256(to_bit4(slice, g), bit)))
     }
 }
 

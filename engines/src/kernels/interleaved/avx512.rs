@@ -109,7 +109,7 @@ unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
     for b in b0..b1 {
         let wb: [*const u8; G] = std::array::from_fn(|g| w.add((g * nb + b) * gb));
         for k in 0..32 {
-            let wv: [__m512; G] = std::array::from_fn(|g| {
+            let wv: [__m512; G] = simd_array!(G, _mm512_setzero_ps(), |g| {
                 let h = _mm256_loadu_si256(wb[g].add(32 * k).cast());
                 if BF {
                     _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
@@ -280,7 +280,7 @@ impl Unpack for Q8_0 {
     const KIND: Kind = Kind::Q8_0;
     #[inline(always)]
     unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
-        std::array::from_fn(|g| _mm512_loadu_si512(q.add(64 * g).cast()))
+        simd_array!(8, _mm512_setzero_si512(), |g| _mm512_loadu_si512(q.add(64 * g).cast()))
     }
 }
 
@@ -299,8 +299,8 @@ impl Unpack for Q4_0 {
 #[inline(always)]
 unsafe fn nibbles(q: *const u8) -> [__m512i; 8] {
     let m4 = _mm512_set1_epi8(0x0F);
-    let v: [__m512i; 4] = std::array::from_fn(|c| _mm512_loadu_si512(q.add(64 * c).cast()));
-    std::array::from_fn(|g| {
+    let v: [__m512i; 4] = simd_array!(4, _mm512_setzero_si512(), |c| _mm512_loadu_si512(q.add(64 * c).cast()));
+    simd_array!(8, _mm512_setzero_si512(), |g| {
         if g < 4 {
             _mm512_and_si512(v[g], m4)
         } else {
@@ -319,7 +319,7 @@ impl Unpack for Q5_0 {
         let masks = q.add(4 * 64) as *const u64;
         let bit = _mm512_set1_epi8(0x10);
         let v = nibbles(q);
-        std::array::from_fn(|g| _mm512_mask_add_epi8(v[g], masks.add(g).read_unaligned(), v[g], bit))
+        simd_array!(8, _mm512_setzero_si512(), |g| _mm512_mask_add_epi8(v[g], masks.add(g).read_unaligned(), v[g], bit))
     }
 }
 
