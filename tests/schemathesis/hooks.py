@@ -67,6 +67,10 @@ CROSS_FIELD = (
     "cannot be combined with a `response_format` grammar",
     # A Responses input of reasoning items only, without a previous response.
     "`input`: the conversation is empty",
+    # Embeddings: token ids below the served model's vocabulary, and `dimensions` equal to its hidden size (the
+    # description names both; the document is the same for every model).
+    "outside the vocabulary of",
+    "`dimensions` is not supported",
 )
 
 
