@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tgi_commands::bench::client::api::Api;
-use tgi_commands::bench::client::sse::SseParser;
+use tgi_commands::loadgen::client::api::Api;
+use tgi_commands::loadgen::client::sse::SseParser;
 
 /// Every event of `body` fed in chunks of the sizes `seed` generates (all at once for 0).
 fn events(body: &[u8], seed: u8) -> Vec<String> {
