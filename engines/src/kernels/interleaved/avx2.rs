@@ -4,7 +4,8 @@
 //! overflow, and one `vpmaddwd` then widens them to i32, applying a K-quant's sub-block scales on the way. The high
 //! bits of Q5_0, Q5_K and Q6_K come from byte slices (see `layout`): one shift and one `and` put a vector's bits in
 //! place. Q8_0's weights go back to signed bytes and meet the activations through the sign trick (`vpsignb`), as
-//! their unsigned form would overflow `vpmaddubsw`'s i16 sums.
+//! their unsigned form would overflow `vpmaddubsw`'s i16 sums. F16/BF16: tiles of up to 6 activation rows against
+//! one group, 12 f32 accumulators, each column's 16 weights widened once and met by 6 broadcast activations.
 
 use std::arch::x86_64::*;
 
@@ -19,24 +20,33 @@ const TILE: usize = 8;
 /// Activation rows per tile of the Q4_K and Q6_K kernels (measured: Q5_K, whose unpacking costs more, takes
 /// [`TILE`]).
 const TILE_K: usize = 4;
+/// Activation rows per tile of the float kernels (two accumulators a row, 12 of the 16 registers).
+const TILE_F: usize = 6;
+/// Blocks of 32 columns in one stretch of the float kernels (a group's 8 KiB of weights, in L1).
+const FLOAT_BLOCKS: usize = 8;
 
-/// The 16 outputs of the group `w` for each of the `n` activation rows: `y` points at output `(0, first row)` of
-/// the n×`rows` result.
+/// The 16 outputs of each group in `w` (one, or for the floats any number) for each of the `n` activation rows: `y`
+/// points at output `(0, first row)` of the n×`rows` result.
 ///
-/// Safety: the CPU has AVX2, FMA and F16C; `w` is one group of `nb` blocks of an integer `kind` in its layout with
-/// the high bits as slices, `x` holds `n` activation rows of `xs` bytes (`nb` blocks each) and `y` has `n` rows of
-/// `rows` floats from which 16 are written per row.
+/// Safety: the CPU has AVX2, FMA and F16C; `w` is one group of `nb` blocks of `kind` in its layout with the high
+/// bits as slices (or whole groups of a float kind), `x` holds `n` activation rows of `xs` bytes (`nb` blocks
+/// each) and `y` has `n` rows of `rows` floats from which 16 per group are written per row.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, nb: usize, y: *mut f32, rows: usize) {
-    assert!(!kind.is_float() && w.len() == nb * kind.group_block_bytes() && x.len() >= n * xs);
+    let gbytes = nb * kind.group_block_bytes();
+    let groups = w.len() / gbytes;
+    assert!(groups * gbytes == w.len() && (groups == 1 || kind.is_float()) && x.len() >= n * xs);
+    if kind.is_float() {
+        return floats(kind == Kind::BF16, w.as_ptr(), groups, x.as_ptr(), xs, n, nb, y, rows);
+    }
     let step = if matches!(kind, Kind::Q4_K | Kind::Q6_K) { TILE_K } else { TILE };
     for i in (0..n).step_by(step) {
         let t = (n - i).min(step);
         for h in 0..2 {
             let (w, x, y) = (w.as_ptr(), x.as_ptr().add(i * xs), y.add(i * rows + HALF * h));
             match kind {
-                Kind::F16 | Kind::BF16 => unreachable!("the floats have no AVX2 layout"),
+                Kind::F16 | Kind::BF16 => unreachable!("floats take their own loop"),
                 Kind::Q8_0 => with_rows!(8, t, tile[Q8_0,](w, x, xs, nb, y, rows, h)),
                 Kind::Q4_0 => with_rows!(8, t, tile[Q4_0,](w, x, xs, nb, y, rows, h)),
                 Kind::Q5_0 => with_rows!(8, t, tile[Q5_0,](w, x, xs, nb, y, rows, h)),
@@ -45,6 +55,109 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
                 Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows, h)),
             }
         }
+    }
+}
+
+/// `groups` consecutive groups of F16 (BF16 with `bf`) weights: the columns in stretches of [`FLOAT_BLOCKS`]
+/// blocks, and within a stretch each tile of activation rows (in L1) met by every group's weights (in L2), the
+/// partial sums kept in `y`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn floats(
+    bf: bool,
+    w: *const u8,
+    groups: usize,
+    x: *const u8,
+    xs: usize,
+    n: usize,
+    nb: usize,
+    y: *mut f32,
+    rows: usize,
+) {
+    let gbytes = nb * Kind::F16.group_block_bytes();
+    // A single tile (decode) reads each group's weights from end to end instead, one stream for the prefetcher.
+    let stretch = if n <= TILE_F { nb } else { FLOAT_BLOCKS };
+    for b0 in (0..nb).step_by(stretch) {
+        let blocks = (b0, (b0 + stretch).min(nb));
+        for i in (0..n).step_by(TILE_F) {
+            let (x, t) = (x.add(i * xs), (n - i).min(TILE_F));
+            for g in 0..groups {
+                let (w, y) = (w.add(g * gbytes), y.add(i * rows + g * ROWS));
+                if bf {
+                    with_rows!(6, t, float_tile[true,](w, x, xs, blocks, y, rows))
+                } else {
+                    with_rows!(6, t, float_tile[false,](w, x, xs, blocks, y, rows))
+                }
+            }
+        }
+    }
+}
+
+/// `N` activation rows (f32 values rounded to the weights' precision) against blocks `b0..b1` of one F16 group (BF16
+/// with `BF`): each column's 16 weights widened to f32 once (two vectors), then two FMAs per activation row; the
+/// sums are added to what `y` holds unless `b0` is the first block. A single row splits its sums between even and
+/// odd columns, so that two FMA chains run side by side.
+#[inline(always)]
+unsafe fn float_tile<const BF: bool, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    (b0, b1): (usize, usize),
+    y: *mut f32,
+    rows: usize,
+) {
+    let gb = Kind::F16.group_block_bytes();
+    let zero = _mm256_setzero_ps();
+    let mut acc = [[zero; 2]; N];
+    let mut odd = [[zero; 2]; N];
+    if b0 > 0 {
+        for (j, acc) in acc.iter_mut().enumerate() {
+            for (h, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm256_loadu_ps(y.add(j * rows + HALF * h));
+            }
+        }
+    }
+    for b in b0..b1 {
+        let wb = w.add(b * gb);
+        if N == 1 {
+            // Two columns a step, into two sets of sums.
+            let xp = x.add(4 * 32 * b) as *const f32;
+            for k in (0..32).step_by(2) {
+                let (a, a_next) =
+                    (_mm256_set1_ps(xp.add(k).read_unaligned()), _mm256_set1_ps(xp.add(k + 1).read_unaligned()));
+                for h in 0..2 {
+                    acc[0][h] = _mm256_fmadd_ps(widen::<BF>(wb.add(32 * k + 16 * h)), a, acc[0][h]);
+                    odd[0][h] = _mm256_fmadd_ps(widen::<BF>(wb.add(32 * k + 32 + 16 * h)), a_next, odd[0][h]);
+                }
+            }
+            continue;
+        }
+        let xb: [*const f32; N] = std::array::from_fn(|j| x.add(j * xs + 4 * 32 * b) as *const f32);
+        for k in 0..32 {
+            let wv = [widen::<BF>(wb.add(32 * k)), widen::<BF>(wb.add(32 * k + 16))];
+            for j in 0..N {
+                let a = _mm256_set1_ps(xb[j].add(k).read_unaligned());
+                for h in 0..2 {
+                    acc[j][h] = _mm256_fmadd_ps(wv[h], a, acc[j][h]);
+                }
+            }
+        }
+    }
+    for j in 0..N {
+        for h in 0..2 {
+            _mm256_storeu_ps(y.add(j * rows + HALF * h), _mm256_add_ps(acc[j][h], odd[j][h]));
+        }
+    }
+}
+
+/// The 8 F16 (BF16 with `BF`) at `p` as f32.
+#[inline(always)]
+unsafe fn widen<const BF: bool>(p: *const u8) -> __m256 {
+    let h = _mm_loadu_si128(p.cast());
+    if BF {
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+    } else {
+        _mm256_cvtph_ps(h)
     }
 }
 

@@ -1,10 +1,11 @@
 //! Weights repacked once at load into a row-interleaved layout: 16 weight rows side by side, so that on the
 //! AVX-512 VNNI level one 512-bit `vpdpbusd` multiplies four columns of 16 rows against four broadcast activation
 //! bytes, and the scales of 16 outputs apply in one vector operation. The AVX2 levels (AVX2, AVX-VNNI) run the
-//! same layout as two halves of 8 rows with `vpmaddubsw`, their high bits kept as byte slices instead of masks. The same kernel serves prefill
-//! (activation rows in tiles, each weight block unpacked once per tile) and decode (one row). F16 and BF16
-//! weights are panels of 16 rows' values column after column, widened to f32 in registers and multiplied by
-//! broadcast activations with 512-bit FMAs, two groups (32 rows) at a time.
+//! same layout as two halves of 8 rows with `vpmaddubsw`, their high bits kept as byte slices instead of masks. The
+//! same kernel serves prefill (activation rows in tiles, each weight block unpacked once per tile) and decode (one
+//! row). F16 and BF16 weights are panels of 16 rows' values column after column, widened to f32 in registers and
+//! multiplied by broadcast activations with FMAs: 512-bit ones two groups (32 rows) at a time, 256-bit ones (the AVX2
+//! levels) a group in two halves.
 //!
 //! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
 //! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
@@ -12,7 +13,7 @@
 //! exactly and only the order of the f32 accumulation differs from the row kernels.
 
 /// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
-/// size (4, 8 or 12), for the kernels of every level.
+/// size (4, 6, 8 or 12), for the kernels of every level.
 macro_rules! with_rows {
     (4, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
         match $t {
@@ -20,6 +21,13 @@ macro_rules! with_rows {
             2 => $f::<$($pre)* 2> $args,
             3 => $f::<$($pre)* 3> $args,
             _ => $f::<$($pre)* 4> $args,
+        }
+    };
+    (6, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
+            5 => $f::<$($pre)* 5> $args,
+            _ => $f::<$($pre)* 6> $args,
         }
     };
     (8, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
@@ -119,7 +127,8 @@ impl Kind {
         matches!(self, Kind::F16 | Kind::BF16)
     }
 
-    /// Groups one kernel call multiplies: two for the floats (32 rows against each broadcast activation), else one.
+    /// Groups one AVX-512 kernel call multiplies: two for the floats (32 rows against each broadcast activation), else
+    /// one.
     const fn groups_per_call(self) -> usize {
         if self.is_float() {
             2
@@ -185,14 +194,7 @@ impl Kind {
     /// values rounded to the weights' precision (ggml's f16 · f16 products), as little-endian f32.
     fn quantize_x(self, x: &[f32], dst: &mut [u8]) {
         if self.is_float() {
-            let round = |v: f32| match self {
-                Kind::F16 => half::f16::from_f32(v).to_f32(),
-                _ => half::bf16::from_f32(v).to_f32(),
-            };
-            for (&v, out) in x.iter().zip(dst.chunks_exact_mut(4)) {
-                out.copy_from_slice(&round(v).to_le_bytes());
-            }
-            return;
+            return round_to_weights(self == Kind::BF16, x, dst);
         }
         if self.is_k() {
             return VecType::Q8K.quantize_row(x, dst);
@@ -205,6 +207,27 @@ impl Kind {
             for (o, &q) in out[8..].iter_mut().zip(&q) {
                 *o = q as u8;
             }
+        }
+    }
+}
+
+/// `x` rounded to f16 (bf16 with `bf`) precision and written as little-endian f32, a stretch at a time through
+/// `half`'s slice conversions (F16C where the CPU has it).
+fn round_to_weights(bf: bool, x: &[f32], dst: &mut [u8]) {
+    use half::slice::HalfFloatSliceExt;
+    const STRETCH: usize = 256;
+    let (mut h, mut b, mut f) = ([half::f16::ZERO; STRETCH], [half::bf16::ZERO; STRETCH], [0f32; STRETCH]);
+    for (x, dst) in x.chunks(STRETCH).zip(dst.chunks_mut(4 * STRETCH)) {
+        let f = &mut f[..x.len()];
+        if bf {
+            b[..x.len()].convert_from_f32_slice(x);
+            b[..x.len()].convert_to_f32_slice(f);
+        } else {
+            h[..x.len()].convert_from_f32_slice(x);
+            h[..x.len()].convert_to_f32_slice(f);
+        }
+        for (&v, out) in f.iter().zip(dst.chunks_exact_mut(4)) {
+            out.copy_from_slice(&v.to_le_bytes());
         }
     }
 }
@@ -223,18 +246,13 @@ pub struct Interleaved {
 
 impl Interleaved {
     /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (Q8_0, Q4_0,
-    /// Q5_0, Q4_K, Q5_K and Q6_K on every x86 level, F16 and BF16 on AVX-512 VNNI; rows a multiple of 16, columns
+    /// Q5_0, Q4_K, Q5_K, Q6_K, F16 and BF16 on every x86 level; rows a multiple of 16, columns
     /// of 32). `done` is called with each stretch of the stored bytes once it is packed (a few MiB at a time, in
     /// order, then all of it), so that the caller can let it go.
     pub fn pack(backend: Backend, w: WeightView<'_>, done: impl Fn(&[u8])) -> Option<Interleaved> {
         let kind = Kind::of(w.ty)?;
         let whole = w.rows.is_multiple_of(ROWS) && w.cols.is_multiple_of(kind.values());
-        let kernel = match backend {
-            Backend::Avx512 => true,
-            Backend::Avx2 | Backend::AvxVnni => !kind.is_float(),
-            Backend::Scalar => false,
-        };
-        if !kernel || !backend.supported() || w.rows == 0 || !whole {
+        if backend == Backend::Scalar || !backend.supported() || w.rows == 0 || !whole {
             return None;
         }
         let bits = bits_of(backend);
@@ -309,16 +327,21 @@ impl Interleaved {
             |xq| {
                 let groups = self.rows / ROWS;
                 let gbytes = nb * kind.group_block_bytes();
-                let span = kind.groups_per_call();
-                let chunk = groups.div_ceil(rayon::current_num_threads().max(1) * 4).max(1).next_multiple_of(span);
-                let yp = SyncPtr(y.as_mut_ptr());
                 let wide = self.backend == Backend::Avx512;
+                let chunk = groups
+                    .div_ceil(rayon::current_num_threads().max(1) * 4)
+                    .max(1)
+                    .next_multiple_of(kind.groups_per_call());
+                // The AVX2 float kernel blocks a task's groups together (their stretch of weights in L2, each tile of
+                // activations in L1); every other kernel takes one group (or a pair) at a time.
+                let span = if kind.is_float() && !wide { chunk } else { kind.groups_per_call() };
+                let yp = SyncPtr(y.as_mut_ptr());
                 (0..groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
                     let end = ((t + 1) * chunk).min(groups);
                     for g in (t * chunk..end).step_by(span) {
                         let w = &self.data[g * gbytes..(g + span).min(end) * gbytes];
                         // SAFETY: `pack` only builds this layout where the CPU runs `self.backend` (AVX-512 VNNI, or a
-                        // level with AVX2, FMA and F16C, for the integer kinds only); `w` is one or (floats) two
+                        // level with AVX2, FMA and F16C); `w` is one or (floats) more
                         // groups of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows with this task
                         // the only writer of those groups' columns (the groups are split between tasks).
                         #[cfg(target_arch = "x86_64")]
