@@ -1,8 +1,8 @@
 //! Every `tokenizer.ggml.pre` name llama.cpp 0c1e570 accepts, and every vocabulary it ships, against llama.cpp itself
 //! on a multilingual and code corpus (tests/llamacpp/tokenizer-corpus.jsonl, one JSON string a line). A name is
-//! tested on a real vocabulary with `tokenizer.ggml.pre` rewritten to it, made here at test time as
-//! tests/llamacpp/tokenizer_reference.py made it for llama.cpp: Qwen2's BPE vocabulary, or Gemma 4's (its model
-//! made `gpt2`) for the SentencePiece-style names. Each corpus line must give the token count and ids' hash that
+//! tested on real vocabularies with `tokenizer.ggml.pre` rewritten to it, made here at test time as
+//! tests/llamacpp/tokenizer_reference.py made them for llama.cpp: Qwen2's and Llama 3's BPE vocabularies, or
+//! Gemma 4's (its model made `gpt2`) for the SentencePiece-style names. Each corpus line must give the token count and ids' hash that
 //! llama.cpp gave (engines/tests/data/tokenizer-families.json); a mismatch prints the line and our ids. The
 //! vocabularies come from `TGI_LLAMACPP_VOCABS`, as in tokenizer_vectors.rs.
 
@@ -13,9 +13,6 @@ use tgi_engines::text::tokenizer::Tokenizer;
 use tgi_formats::gguf::pre::{find, PRE_TYPES};
 use tgi_formats::gguf::Value;
 use tgi_formats::{GgufFile, GgufWriter};
-
-/// Names tested on Gemma 4's vocabulary (SentencePiece-style words).
-const SENTENCEPIECE: [&str; 3] = ["gemma4", "granite-embed-multi-311m", "sarvam-moe"];
 
 /// The folder `TGI_LLAMACPP_VOCABS` names; without it the test says so and passes, unless `CI` is set.
 fn vocabs() -> Option<PathBuf> {
@@ -85,19 +82,17 @@ fn check_family(name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     for &name in find(name).unwrap().names {
-        let list = &reference["pre"][name];
-        assert!(!list.is_null() || reference["pre"].get(name).is_some(), "{name}: not in the reference");
-        if list.is_null() {
-            eprintln!("{name}: llama.cpp fails on this vocabulary; nothing to compare");
-            continue;
+        let lists = reference["pre"][name].as_object().unwrap_or_else(|| panic!("{name}: not in the reference"));
+        for (base, list) in lists {
+            if list.is_null() {
+                eprintln!("{name} on {base}: llama.cpp fails on this vocabulary; nothing to compare");
+                continue;
+            }
+            // The BPE vocabularies are `gpt2` already; Gemma 4's `gemma4` model would force its own name.
+            let strings = [("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.pre", name)];
+            let tok = rewritten(&vocabs.join(format!("ggml-vocab-{base}.gguf")), &strings, dir.path());
+            failures.extend(mismatches(&tok, &format!("{name} on {base}"), &reference, list));
         }
-        let tok = if SENTENCEPIECE.contains(&name) {
-            let base = vocabs.join("ggml-vocab-gemma-4.gguf");
-            rewritten(&base, &[("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.pre", name)], dir.path())
-        } else {
-            rewritten(&vocabs.join("ggml-vocab-qwen2.gguf"), &[("tokenizer.ggml.pre", name)], dir.path())
-        };
-        failures.extend(mismatches(&tok, name, &reference, list));
     }
     assert!(failures.is_empty(), "{} lines differ:\n{}", failures.len(), failures.join("\n"));
 }

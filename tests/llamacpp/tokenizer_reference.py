@@ -1,8 +1,8 @@
 """llama.cpp's tokenization of tests/llamacpp/tokenizer-corpus.jsonl for every `tokenizer.ggml.pre` name it accepts
 and every vocabulary tests/llamacpp/fetch-vocabs.sh fetches, the reference of engines/tests/tokenizer_families.rs.
 
-A name's vocabulary is a real one from the cache with `tokenizer.ggml.pre` rewritten to the name (Qwen2's 151k BPE
-vocabulary; Gemma 4's, its model made `gpt2`, for the SentencePiece-style names), so llama.cpp runs that name's
+A name's vocabularies are real ones from the cache with `tokenizer.ggml.pre` rewritten to the name (Qwen2's 151k and
+Llama 3's 128k BPE vocabularies; Gemma 4's, its model made `gpt2`, for the SentencePiece-style names), so llama.cpp runs that name's
 regexes and settings; the test makes the same files at test time. tokenize_inputs.cpp is compiled against a build
 of the llama.cpp that fetch-vocabs.sh fetches (0c1e570, vendored in llama-cpp-python 0.3.36; LLAMACPP_SRC and
 LLAMACPP_BUILD name its source and build folders, by default ~/.cache/tgi-llamacpp/src and .../build).
@@ -10,7 +10,7 @@ LLAMACPP_BUILD name its source and build folders, by default ~/.cache/tgi-llamac
 Each line of an input's ids is recorded as `count:hash`, the hash FNV-1a 32 over the ids written as decimal
 numbers separated by spaces; names with the same lines share one list, and a name llama.cpp fails on (it aborts
 on `whitespace` with a `gpt2` vocabulary) has null. Writes JSON {"lines": [[...], ...],
-"pre": {name: list index}, "vocabs": {file: list index}} to stdout.
+"pre": {name: {vocabulary: list index}}, "vocabs": {file: list index}} to stdout.
 
     python3 tests/llamacpp/tokenizer_reference.py > engines/tests/data/tokenizer-families.json
 """
@@ -27,6 +27,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 CACHE = pathlib.Path.home() / ".cache/tgi-llamacpp"
 SRC = pathlib.Path(os.environ.get("LLAMACPP_SRC", CACHE / "src"))
 BUILD = pathlib.Path(os.environ.get("LLAMACPP_BUILD", CACHE / "build")) / "bin"
+# The vocabularies every other name is tested on: Qwen2's has single digits only, Llama 3's numbers to 999.
+BYTE_LEVEL = ["qwen2", "llama-bpe"]
 # Names whose words are SentencePiece-style (`▁` for spaces, UTF-8 pieces): tested on Gemma 4's vocabulary.
 SENTENCEPIECE = {"gemma4", "granite-embed-multi-311m", "sarvam-moe"}
 
@@ -118,13 +120,12 @@ def main():
             return index.setdefault(tuple(lines), len(index))
 
         for name in pre_names():
-            if name in SENTENCEPIECE:
-                base, strings = vocabs / "ggml-vocab-gemma-4.gguf", {"tokenizer.ggml.model": "gpt2"}
-            else:
-                base, strings = vocabs / "ggml-vocab-qwen2.gguf", {}
-            gguf = tmp / f"{name}.gguf"
-            rewrite(base, gguf, {**strings, "tokenizer.ggml.pre": name})
-            result["pre"][name] = tokenize(gguf)
+            result["pre"][name] = {}
+            for base in (["gemma-4"] if name in SENTENCEPIECE else BYTE_LEVEL):
+                strings = {"tokenizer.ggml.model": "gpt2"} if name in SENTENCEPIECE else {}
+                gguf = tmp / f"{name}.gguf"
+                rewrite(vocabs / f"ggml-vocab-{base}.gguf", gguf, {**strings, "tokenizer.ggml.pre": name})
+                result["pre"][name][base] = tokenize(gguf)
         for gguf in sorted(vocabs.glob("ggml-vocab-*.gguf")):
             result["vocabs"][gguf.name] = tokenize(gguf)
     lists.extend(list(lines) for lines in index)
