@@ -7,7 +7,7 @@ use tgi_engines::device::{ComputeDType, DeviceSpec};
 use tgi_engines::kernels::{self, Backend};
 use tgi_engines::kv::{KvDType, KvError};
 use tgi_engines::model::{self, LoadOptions, LoadedModel, ModelError, Quantize};
-use tgi_engines::text::chat::{ChatTemplate, ChatTemplates, BUILTIN_NAMES};
+use tgi_engines::text::chat::{marked_by, ChatTemplate, ChatTemplates, BUILTIN_NAMES};
 use tgi_formats::GgmlType;
 
 use crate::error::InputError;
@@ -141,9 +141,19 @@ impl ModelArgs {
         if let Some(n) = self.n_gpu_layers {
             whole_model_layers(n, loaded.model.config().layers)?;
         }
-        if self.model.is_none() && loaded.chat_templates.get(false).is_none() {
-            if let Some(template) = ChatTemplate::builtin(BUNDLED_TEMPLATE, &loaded.tokenizer) {
-                loaded.chat_templates = ChatTemplates::only(template.context("the bundled model's chat template")?);
+        if loaded.chat_templates.get(false).is_none() {
+            // A model that ships no template (the published Gemma 3 270M GGUF, a base model, has none) gets the
+            // built-in one its vocabulary's chat markers name; the bundled model gets ChatML.
+            let name = if self.model.is_none() { Some(BUNDLED_TEMPLATE) } else { marked_by(&loaded.tokenizer) };
+            if let Some(name) = name {
+                if self.model.is_some() {
+                    tracing::warn!(
+                        "{shown} has no chat template; chat requests use the built-in '{name}' template its \
+                         vocabulary's markers name (--chat-template replaces it)"
+                    );
+                }
+                let template = ChatTemplate::builtin(name, &loaded.tokenizer).expect("a built-in name");
+                loaded.chat_templates = ChatTemplates::only(template.context("the built-in chat template")?);
             }
         }
         Ok(loaded)

@@ -12,7 +12,7 @@ mod templates;
 
 use std::sync::LazyLock;
 
-pub use builtin::{builtin, BUILTIN_NAMES};
+pub use builtin::{builtin, marked_by, BUILTIN_NAMES};
 use chrono::{Local, NaiveDateTime};
 pub use message::{Content, ContentPart, FunctionCall, Message, ToolCall};
 use minijinja::syntax::SyntaxConfig;

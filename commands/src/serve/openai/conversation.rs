@@ -111,7 +111,8 @@ impl<'s> Conversation<'s> {
     /// and its tokens.
     fn render(&self, state: &AppState, req: &ChatRequest) -> Result<(String, Vec<u32>), ApiError> {
         let offered = self.tools.as_ref().map(|(t, f)| (t, *f));
-        let kwargs = state.model.reasoning.kwargs(req.chat_template_kwargs.as_ref(), self.thinks());
+        let switch = reasoning::switches_thinking(self.template);
+        let kwargs = state.model.reasoning.kwargs(req.chat_template_kwargs.as_ref(), switch);
         let text = prompt::render(self.template, &req.messages, offered, kwargs.as_ref())
             .map_err(|e| ApiError::Template(e.to_string()))?;
         let ids = tokenize(state.lexicon.as_ref(), &state.prompt_bytes, &text, false)?;

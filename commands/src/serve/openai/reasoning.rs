@@ -55,6 +55,16 @@ pub fn thinks(template: &ChatTemplate) -> bool {
     template.source().contains(THINK_END)
 }
 
+/// The thinking blocks llama.cpp knows besides `<think>`: Gemma 4's thought channel, Command R7B's.
+const OTHER_THINKING: [&str; 2] = ["<|channel>", "<|START_THINKING|>"];
+
+/// Whether `template` gets `enable_thinking`: it thinks in `<think>` blocks, or reads the switch for another block
+/// llama.cpp knows, as llama-server passes it to such templates (and not to others that read it, such as Apertus').
+pub fn switches_thinking(template: &ChatTemplate) -> bool {
+    let source = template.source();
+    thinks(template) || (source.contains("enable_thinking") && OTHER_THINKING.iter().any(|m| source.contains(m)))
+}
+
 /// Whether the rendered `prompt` ends inside a thinking block (its last opening tag is not closed).
 pub fn opens(prompt: &str) -> bool {
     prompt.rfind(THINK_START).is_some_and(|at| prompt.rfind(THINK_END).is_none_or(|end| end < at))

@@ -389,6 +389,17 @@ pub fn builtin(name: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, source)| *source)
 }
 
+/// Chat markers that name the built-in template a vocabulary was trained with, for a model that ships no template.
+const BY_MARKER: [(&str, &str); 3] =
+    [("<start_of_turn>", "gemma"), ("<|start_header_id|>", "llama3"), ("<|im_start|>", "chatml")];
+
+/// The built-in template whose chat marker is one of `tokenizer`'s tokens (Gemma's `<start_of_turn>`, Llama 3's
+/// `<|start_header_id|>`, ChatML's `<|im_start|>`), for a model that ships no template of its own.
+pub fn marked_by(tokenizer: &Tokenizer) -> Option<&'static str> {
+    let single = |marker: &str| tokenizer.encode(marker, false, true).is_ok_and(|ids| ids.len() == 1);
+    BY_MARKER.iter().find(|(marker, _)| single(marker)).map(|&(_, name)| name)
+}
+
 impl ChatTemplate {
     /// llama.cpp's built-in template `name` for a model with `tokenizer`, if it is one. llama.cpp tokenizes what
     /// these render with the model's special tokens, and chat prompts are tokenized here without them (a model's
@@ -452,5 +463,19 @@ mod tests {
         let text = template.render(&[Message::new("user", "Hi")], true, &serde_json::Value::Null).unwrap();
         assert_eq!(text, "<s><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
         assert!(ChatTemplate::builtin("nope", &tokenizer).is_none());
+        // Its vocabulary has no chat markers.
+        assert_eq!(marked_by(&tokenizer), None);
+    }
+
+    #[test]
+    fn chat_markers_name_the_builtin_template() {
+        let open = |vocab: &str| {
+            let path = format!("{}/tests/data/tokenizers/ggml-vocab-{vocab}.gguf", env!("CARGO_MANIFEST_DIR"));
+            Tokenizer::from_gguf(&tgi_formats::GgufFile::open(std::path::Path::new(&path)).unwrap()).unwrap()
+        };
+        assert_eq!(marked_by(&open("llama-bpe")), Some("llama3"));
+        assert_eq!(marked_by(&open("qwen2")), Some("chatml"));
+        assert_eq!(marked_by(&open("gpt-2")), None);
+        assert!(BY_MARKER.iter().all(|(_, name)| builtin(name).is_some()));
     }
 }

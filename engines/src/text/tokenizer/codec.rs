@@ -193,6 +193,39 @@ mod tests {
     }
 
     #[test]
+    fn metadata_flags_are_honoured() {
+        use super::super::testvocab::{gguf, spm_metadata};
+        use tgi_formats::gguf::Value;
+        let mut meta = spm_metadata();
+        meta.push(("tokenizer.ggml.add_bos_token", Value::Bool(false)));
+        meta.push(("tokenizer.ggml.add_eos_token", Value::Bool(true)));
+        meta.push(("tokenizer.ggml.add_space_prefix", Value::Bool(false)));
+        let vocab = Vocab::from_gguf(&gguf(meta)).unwrap();
+        let id = |t: &str| vocab.id(t).unwrap();
+        assert_eq!(vocab.encode("the", true, false).unwrap(), [id("t"), id("he"), 2]);
+        assert_eq!(vocab.encode("the", false, false).unwrap(), [id("t"), id("he")]);
+    }
+
+    #[test]
+    fn control_pieces_never_come_from_plain_text() {
+        for vocab in [spm_vocab(), bpe_vocab()] {
+            let control: Vec<u32> = vocab
+                .specials
+                .iter()
+                .copied()
+                .filter(|&i| vocab.tokens[i as usize].attr & attr::CONTROL != 0)
+                .collect();
+            assert!(!control.is_empty());
+            for &c in &control {
+                let text = format!("a{0}{0} b", vocab.tokens[c as usize].text);
+                let plain = vocab.encode(&text, false, false).unwrap();
+                assert!(plain.iter().all(|i| !control.contains(i)), "{text:?} -> {plain:?}");
+                assert_eq!(vocab.encode(&text, false, true).unwrap().iter().filter(|&&i| i == c).count(), 2);
+            }
+        }
+    }
+
+    #[test]
     fn spm_decode_round_trips() {
         let vocab = spm_vocab();
         for text in ["the there", " the  é\n", "", "x"] {

@@ -268,7 +268,7 @@ impl Vocab {
     }
 
     /// llama.cpp's end-of-generation set: roles from metadata or found by text, every token whose
-    /// text marks an end, and EOS; the tokens found by text become control tokens.
+    /// text marks an end, EOS, and `tokenizer.ggml.eog_token_ids`; the tokens found by text become control tokens.
     fn find_end_of_generation(&mut self, meta: &Meta, n: usize) {
         let mut eog = Vec::new();
         let by_text = |vocab: &mut Vocab, texts: &[&str]| {
@@ -296,6 +296,13 @@ impl Vocab {
             }
         }
         eog.extend(self.eos);
+        // An explicit list (newer converters write one); ids outside the vocabulary are ignored, as for the roles.
+        let listed: Vec<i64> = match meta.array("eog_token_ids") {
+            Some(Array::U32(ids)) => ids.iter().map(|&id| i64::from(id)).collect(),
+            Some(Array::I32(ids)) => ids.iter().map(|&id| i64::from(id)).collect(),
+            _ => Vec::new(),
+        };
+        eog.extend(listed.into_iter().filter(|&id| (0..n as i64).contains(&id)).map(|id| id as u32));
         eog.sort_unstable();
         eog.dedup();
         // gpt-oss and solar-open end turns with <|return|>/<|call|> (or <|calls|>/<|flush|>);
@@ -467,6 +474,17 @@ mod tests {
         assert_eq!(vocab.tokens[id("<|channel|>") as usize].attr, attr::USER_DEFINED);
         // Longest first.
         assert_eq!(vocab.tokens[vocab.specials[0] as usize].text, "<|fim_prefix|>");
+    }
+
+    #[test]
+    fn end_of_generation_ids_from_metadata() {
+        // Plain tokens named end of turn, end of message and in the explicit list all end generation.
+        let mut meta = bpe_metadata();
+        meta.push(("tokenizer.ggml.eot_token_id", Value::U32(1)));
+        meta.push(("tokenizer.ggml.eom_token_id", Value::U32(2)));
+        meta.push(("tokenizer.ggml.eog_token_ids", Value::Array(Array::I32(vec![3, 4, -1, 1 << 20]))));
+        let vocab = Vocab::from_gguf(&gguf(meta)).unwrap();
+        assert_eq!(vocab.eog, [1, 2, 3, 4, vocab.eos.unwrap()]);
     }
 
     #[test]
