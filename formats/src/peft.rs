@@ -118,7 +118,12 @@ impl AdapterConfig {
                 return refuse(format!("{field} is not supported"));
             }
         }
-        Ok(AdapterConfig { rank: raw.r, alpha: raw.lora_alpha, rslora: raw.use_rslora, base_model: raw.base_model_name_or_path })
+        Ok(AdapterConfig {
+            rank: raw.r,
+            alpha: raw.lora_alpha,
+            rslora: raw.use_rslora,
+            base_model: raw.base_model_name_or_path,
+        })
     }
 }
 

@@ -34,7 +34,7 @@ ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_pro
 # name: (base model, rank, alpha, rslora, target modules, seed, weight std)
 ADAPTERS = {
     "s260k-qv-r4": ("stories260k", 4, 8, False, ["q_proj", "v_proj"], 1, 0.3),
-    "s260k-all-r8-rs": ("stories260k", 8, 16, True, ALL, 2, 0.15),
+    "s260k-all-r8-rs": ("stories260k", 8, 16, True, ALL, 2, 0.05),
     "s260k-mlp-r2": ("stories260k", 2, 2, False, ["o_proj", "gate_proj", "up_proj", "down_proj"], 3, 0.4),
     "s260k-kd-r16": ("stories260k", 16, 8, False, ["k_proj", "down_proj"], 4, 0.2),
     "d4l-all-r16": ("stories-distill-4l", 16, 32, False, ALL, 5, 0.05),
