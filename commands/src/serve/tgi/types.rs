@@ -80,7 +80,8 @@ pub struct GenerateParameters {
     /// Grammar constraints (not supported: refused when set).
     #[serde(default)]
     pub grammar: Option<serde_json::Value>,
-    /// LoRA adapter (not supported: refused when set).
+    /// The LoRA adapter to run on (`--lora-adapters`, `/v1/load_lora_adapter`); absent, empty or the model's id:
+    /// the base model.
     #[serde(default)]
     pub adapter_id: Option<String>,
 }
@@ -268,4 +269,27 @@ pub struct Info {
     pub max_batch_total_tokens: usize,
     /// What sized the KV cache, e.g. "90% of cuda:0's 130.2 GiB free memory".
     pub kv_cache_budget: String,
+    /// The LoRA adapters held, in load order.
+    pub lora_adapters: Vec<LoraAdapterInfo>,
+    /// `--max-loras`.
+    pub max_loras: usize,
+    /// `--max-lora-rank`.
+    pub max_lora_rank: usize,
+}
+
+/// A held LoRA adapter in `/info`.
+#[derive(Debug, Serialize)]
+pub struct LoraAdapterInfo {
+    /// The name requests use.
+    pub name: String,
+    /// Where it was loaded from.
+    pub path: String,
+    /// Its rank.
+    pub rank: usize,
+    /// Bytes its factors take.
+    pub bytes: usize,
+    /// Seconds loading took.
+    pub load_seconds: f64,
+    /// Requests run on it.
+    pub requests: u64,
 }
