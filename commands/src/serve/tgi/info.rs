@@ -2,7 +2,7 @@
 
 use hyper::StatusCode;
 
-use super::types::{GenerateRequest, Info, LoraAdapterInfo, SimpleToken};
+use super::types::{GenerateRequest, Info, SimpleToken};
 use crate::serve::backend::Lexicon;
 use crate::serve::body::{self, HttpResponse};
 use crate::serve::error::{ApiError, ValidationError};
@@ -32,19 +32,7 @@ pub fn info(state: &AppState) -> HttpResponse {
             docker_label: None,
             max_batch_total_tokens: l.max_batch_total_tokens,
             kv_cache_budget: state.model.kv_budget.clone(),
-            lora_adapters: state
-                .loras
-                .list()
-                .into_iter()
-                .map(|a| LoraAdapterInfo {
-                    name: a.name,
-                    path: a.path,
-                    rank: a.rank,
-                    bytes: a.bytes,
-                    load_seconds: a.load_seconds,
-                    requests: a.requests,
-                })
-                .collect(),
+            lora_adapters: state.loras.list(),
             max_loras: state.loras.max_loras,
             max_lora_rank: state.loras.max_rank,
         },

@@ -1,6 +1,7 @@
 //! TGI's wire types: requests as clients send them, responses field for field as TGI writes them
 //! (which fields are omitted when empty and which are written as `null` included).
 
+use crate::serve::lora::AdapterInfo;
 use serde::{Deserialize, Serialize};
 
 /// `POST /generate`, `/generate_stream`, `/` and `/tokenize` bodies.
@@ -270,26 +271,9 @@ pub struct Info {
     /// What sized the KV cache, e.g. "90% of cuda:0's 130.2 GiB free memory".
     pub kv_cache_budget: String,
     /// The LoRA adapters held, in load order.
-    pub lora_adapters: Vec<LoraAdapterInfo>,
+    pub lora_adapters: Vec<AdapterInfo>,
     /// `--max-loras`.
     pub max_loras: usize,
     /// `--max-lora-rank`.
     pub max_lora_rank: usize,
-}
-
-/// A held LoRA adapter in `/info`.
-#[derive(Debug, Serialize)]
-pub struct LoraAdapterInfo {
-    /// The name requests use.
-    pub name: String,
-    /// Where it was loaded from.
-    pub path: String,
-    /// Its rank.
-    pub rank: usize,
-    /// Bytes its factors take.
-    pub bytes: usize,
-    /// Seconds loading took.
-    pub load_seconds: f64,
-    /// Requests run on it.
-    pub requests: u64,
 }
