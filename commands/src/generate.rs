@@ -188,6 +188,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         request_id: String::new(),
         thinking: None,
         pooling: None,
+        lora: None,
     };
     let req = GenerateRequest { request, prefill_chunk: args.prefill_chunk };
     let m = Arc::new(m);

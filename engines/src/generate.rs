@@ -176,6 +176,7 @@ mod tests {
             request_id: String::new(),
             thinking: None,
             pooling: None,
+            lora: None,
         };
         let req = GenerateRequest { request, prefill_chunk: 7 };
         let c = config_for(&req, 512);

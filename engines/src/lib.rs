@@ -9,6 +9,7 @@ pub mod generate;
 pub mod kernels;
 pub mod kld;
 pub mod kv;
+pub mod lora;
 pub mod model;
 pub mod perplexity;
 pub mod pooling;

@@ -53,6 +53,7 @@ pub fn decode_greedy(m: &Arc<LoadedModel>, prompt: &[u32], n: usize) -> Vec<u32>
         request_id: String::new(),
         thinking: None,
         pooling: None,
+        lora: None,
     };
     generate(m, &GenerateRequest { request, prefill_chunk: 512 }, |_| {}).unwrap().tokens
 }

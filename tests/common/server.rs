@@ -192,7 +192,16 @@ pub struct Sse {
 impl Sse {
     /// POSTs `body` to `url` and opens the event stream.
     pub fn open(url: &str, body: &Value) -> Sse {
-        let r = agent().post(url).set("Content-Type", "application/json").send_string(&body.to_string());
+        Self::open_with(url, &[], body)
+    }
+
+    /// As [`Sse::open`], with extra headers.
+    pub fn open_with(url: &str, headers: &[(&str, &str)], body: &Value) -> Sse {
+        let mut req = agent().post(url).set("Content-Type", "application/json");
+        for (k, v) in headers {
+            req = req.set(k, v);
+        }
+        let r = req.send_string(&body.to_string());
         let resp = match r {
             Ok(resp) => resp,
             Err(ureq::Error::Status(_, resp)) => resp,

@@ -18,7 +18,7 @@ use crate::profile::{tuned_path, LocalMachine, Profile};
 
 /// TGI launcher variables and the settings they set here (TGI's `JSON_OUTPUT` switch is `log_format = json`;
 /// `HF_TOKEN` needs no mapping: downloads read it as TGI does).
-const TGI_VARIABLES: [(&str, &str); 15] = [
+const TGI_VARIABLES: [(&str, &str); 16] = [
     ("MODEL_ID", "model"),
     ("REVISION", "revision"),
     ("PORT", "port"),
@@ -33,6 +33,7 @@ const TGI_VARIABLES: [(&str, &str); 15] = [
     ("DTYPE", "dtype"),
     ("JSON_OUTPUT", "log_format"),
     ("API_KEY", "api_key"),
+    ("LORA_ADAPTERS", "lora_adapters"),
     ("HF_TOKEN", ""),
 ];
 
@@ -252,6 +253,7 @@ mod tests {
             ("DTYPE", "bfloat16"),
             ("JSON_OUTPUT", "true"),
             ("API_KEY", "secret"),
+            ("LORA_ADAPTERS", "a=/x/a"),
             ("HF_TOKEN", "hf_x"),
         ];
         assert_eq!(vars.map(|(v, _)| v), TGI_VARIABLES.map(|(v, _)| v), "every variable is checked");
@@ -267,6 +269,7 @@ mod tests {
         assert_eq!(a.model.quantize.map(|q| q.to_string()).as_deref(), Some("nf4"));
         assert_eq!(a.model.dtype, Some(tgi_engines::device::ComputeDType::BF16));
         assert_eq!((a.log_format, a.api_key.as_deref()), (crate::serve::log::LogFormat::Json, Some("secret")));
+        assert_eq!(a.lora_adapters.as_deref(), Some("a=/x/a"));
         assert!(notes[0].starts_with("TGI's variables (MODEL_ID, REVISION, PORT"), "{notes:?}");
         // A flag beats them; a HOSTNAME that is this machine's name is the shell's, not a setting.
         let (a, _) = resolve_in(&argv(&["--port", "9", "-m", "x.gguf"]), &env, Some("0.0.0.0")).unwrap();

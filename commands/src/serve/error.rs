@@ -291,6 +291,15 @@ pub enum ApiError {
     /// No stored response with this id (never stored, expired, evicted or deleted).
     #[error("No response with id '{0}' is stored (responses expire after --responses-store-ttl)")]
     ResponseNotFound(String),
+    /// A request names a model that is neither the served model nor a loaded LoRA adapter.
+    #[error("The model '{0}' does not exist: it is neither the served model nor a loaded LoRA adapter (GET /v1/models lists them)")]
+    UnknownModel(String),
+    /// A LoRA adapter could not be loaded or used as asked.
+    #[error("LoRA adapter: {0}")]
+    Adapter(String),
+    /// Every adapter slot holds an adapter a request is running on.
+    #[error("All {0} LoRA adapters (--max-loras) are in use by running requests; retry when one is idle")]
+    AdaptersBusy(usize),
     /// The route exists but not with this method.
     #[error("Method {method} not allowed on {path}")]
     MethodNotAllowed {
@@ -413,6 +422,13 @@ impl ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "not_found"),
             Self::ResponseNotFound(_) => {
                 (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "response_not_found")
+            }
+            Self::UnknownModel(_) => (StatusCode::NOT_FOUND, "not_found", "invalid_request_error", "model_not_found"),
+            Self::Adapter(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "validation", "invalid_request_error", "lora_adapter")
+            }
+            Self::AdaptersBusy(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "overloaded", "server_error", "lora_adapters_busy")
             }
             Self::MethodNotAllowed { .. } => {
                 (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "invalid_request_error", "method_not_allowed")

@@ -1,6 +1,7 @@
 //! `/metrics`: TGI's request metrics (kept here, per HTTP request) and the engine's counters (from
 //! [`Stats`]) in the Prometheus text format, under TGI's names and bucket layouts.
 
+use super::lora::AdapterInfo;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
@@ -261,6 +262,26 @@ fn speculation(out: &mut Exposition, stats: &Stats) {
             out.sample(name, &[("position", &(i + 1).to_string())], n as f64);
         }
     }
+}
+
+/// The LoRA adapters' metrics: how many are held, each one's load time and requests, and the evictions.
+pub fn render_loras(adapters: &[AdapterInfo], evictions: u64) -> String {
+    let mut out = Exposition::default();
+    out.gauge("tgi_lora_loaded", "LoRA adapters held", adapters.len() as f64);
+    out.header("tgi_lora_load_seconds", "Time loading each held LoRA adapter took", "gauge");
+    for a in adapters {
+        out.sample("tgi_lora_load_seconds", &[("adapter", &a.name)], a.load_seconds);
+    }
+    out.header("tgi_lora_requests", "Requests run on each held LoRA adapter", "counter");
+    for a in adapters {
+        out.sample("tgi_lora_requests", &[("adapter", &a.name)], a.requests as f64);
+    }
+    out.header("tgi_lora_bytes", "Memory each held LoRA adapter's factors take", "gauge");
+    for a in adapters {
+        out.sample("tgi_lora_bytes", &[("adapter", &a.name)], a.bytes as f64);
+    }
+    out.counter("tgi_lora_evictions", "LoRA adapters evicted to make room (--max-loras)", &[], evictions as f64);
+    out.text
 }
 
 /// Prometheus text being written.

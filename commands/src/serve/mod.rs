@@ -27,6 +27,7 @@ mod head;
 mod headers;
 mod limits;
 mod log;
+mod lora;
 mod lru;
 mod metrics;
 mod openai;

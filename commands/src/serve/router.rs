@@ -19,11 +19,11 @@ use super::backend::ChannelSink;
 use super::body::{self, HttpResponse, ResponseBody};
 use super::error::{ApiError, Family};
 use super::head;
-use super::metrics::Caches;
+use super::metrics::{render_loras, Caches};
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::response_cache::Directive;
 use super::state::AppState;
-use super::{anthropic, embed, openai, openapi, responses, sagemaker, tgi, webui};
+use super::{anthropic, embed, lora, openai, openapi, responses, sagemaker, tgi, webui};
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +70,10 @@ pub enum Handler {
     Embeddings,
     /// `POST /embed`.
     Embed,
+    /// `POST /v1/load_lora_adapter` (vLLM).
+    LoadLora,
+    /// `POST /v1/unload_lora_adapter` (vLLM).
+    UnloadLora,
 }
 
 impl Handler {
@@ -92,6 +96,8 @@ impl Handler {
                 | Self::DeleteResponse
                 | Self::Embeddings
                 | Self::Embed
+                | Self::LoadLora
+                | Self::UnloadLora
         )
     }
 }
@@ -145,6 +151,8 @@ pub const ROUTES: &[Route] = &[
     Route { method: "GET", path: "/api-doc/openapi.json", handler: Handler::OpenApi },
     Route { method: "POST", path: "/v1/embeddings", handler: Handler::Embeddings },
     Route { method: "POST", path: "/embed", handler: Handler::Embed },
+    Route { method: "POST", path: "/v1/load_lora_adapter", handler: Handler::LoadLora },
+    Route { method: "POST", path: "/v1/unload_lora_adapter", handler: Handler::UnloadLora },
 ];
 
 /// Serves one HTTP request; never fails (errors become JSON responses). The request gets an id
@@ -285,12 +293,15 @@ pub async fn answer(state: &Arc<AppState>, handler: Handler, path: &str, raw: &[
             let cache = state.response_cache.as_ref().map(|c| c.stats());
             let in_flight = state.limits.max_concurrent_requests.saturating_sub(state.permits.available_permits());
             let caches = Caches { response: cache.as_ref(), grammar: state.grammars.cache_stats() };
-            let text = state.metrics.render(&state.backend.stats(), &state.limits, in_flight, caches);
+            let mut text = state.metrics.render(&state.backend.stats(), &state.limits, in_flight, caches);
+            text.push_str(&render_loras(&state.loras.list(), state.loras.evictions()));
             Ok(body::response(StatusCode::OK, "text/plain; version=0.0.4", text))
         }
         Handler::Chat => openai::chat(state, body::parse(raw)?).await,
         Handler::Completions => openai::completions(state, body::parse(raw)?).await,
         Handler::Models => Ok(openai::models(state)),
+        Handler::LoadLora => lora::load(state, body::parse(raw)?).await,
+        Handler::UnloadLora => lora::unload(state, body::parse(raw)?),
         Handler::Messages => anthropic::messages(state, body::parse(raw)?).await,
         Handler::CountTokens => anthropic::count_tokens(state, body::parse(raw)?),
         Handler::Responses => responses::create(state, body::parse(raw)?).await,
@@ -337,6 +348,7 @@ async fn health(state: &AppState) -> Result<HttpResponse, ApiError> {
         request_id: RequestId::current(),
         thinking: None,
         pooling: None,
+        lora: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     state.backend.submit(req, Box::new(ChannelSink::new(0, tx))).map_err(|_| ApiError::Unhealthy)?;

@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use super::budget::{self, Memory, Sizes, SizingInputs};
 use super::connections;
 use super::log;
+use super::lora::Loras;
 use super::response_cache::ResponseCache;
 use super::responses::store::{ResponseStore, SystemClock};
 use super::server::{self, ConnectionLimits, Stopped};
@@ -98,6 +99,10 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         Some(plan) => Some(plan.load(&loaded)?),
         None => None,
     };
+    let loras = Loras::new(Some(loaded.model.config().clone()), settings.lora.max_loras, settings.lora.max_rank);
+    for (name, path) in &settings.lora.adapters {
+        loras.load(name, path).map_err(|e| InputError(format!("--lora-adapters {name}={path}: {e}")))?;
+    }
     let output_layer = loaded.model.output_layer().to_string();
     let repacked = loaded.model.repacked();
     let model = Arc::new(loaded);
@@ -132,7 +137,8 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         .with_response_cache(settings.response_cache.map(ResponseCache::new))
         .with_responses_store(ResponseStore::new(settings.responses_store, Arc::new(SystemClock)))
         .with_grammars(settings.grammar)
-        .with_webui(settings.webui);
+        .with_webui(settings.webui)
+        .with_loras(loras);
     let limits = ConnectionLimits {
         max_connections: connections::fit_open_files(settings.max_connections),
         grace: settings.shutdown_timeout,

@@ -18,6 +18,7 @@ use super::args::ServeArgs;
 use super::config;
 use super::grammar::GrammarSettings;
 use super::log::LogFormat;
+use super::lora::parse_adapters;
 use super::openai::reasoning::ReasoningSettings;
 use super::openai::tools::ToolCallFormat;
 use super::response_cache::CacheConfig;
@@ -90,8 +91,21 @@ pub struct ServeSettings {
     pub grammar: GrammarSettings,
     /// Speculative decoding, when on (validated; the draft model or heads load after the target).
     pub speculation: Option<SpeculationPlan>,
+    /// LoRA adapters loaded at start (`name`, `path`) and the bounds on those held.
+    pub lora: LoraSettings,
     /// How the settings were resolved (the profile applied, or its baseline), for the startup log.
     pub notes: Vec<String>,
+}
+
+/// The LoRA flags, checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoraSettings {
+    /// Adapters to load at start, `(name, path)`.
+    pub adapters: Vec<(String, String)>,
+    /// `--max-loras`.
+    pub max_loras: usize,
+    /// `--max-lora-rank`.
+    pub max_rank: usize,
 }
 
 impl ServeSettings {
@@ -118,6 +132,8 @@ impl ServeSettings {
             ("--grammar-max-choices", args.grammar_max_choices),
             ("--grammar-compile-threads", args.grammar_compile_threads),
             ("--grammar-compile-queue", args.grammar_compile_queue),
+            ("--max-loras", args.max_loras),
+            ("--max-lora-rank", args.max_lora_rank),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(InputError(format!("{flag} must be at least 1")));
@@ -164,6 +180,20 @@ impl ServeSettings {
         };
         batching.validate().map_err(|e| InputError(format!("--{} {}", e.field.replace('_', "-"), e.requirement)))?;
         let grammar = grammar_settings(&args)?;
+        let adapters = args
+            .lora_adapters
+            .as_deref()
+            .map(parse_adapters)
+            .transpose()
+            .map_err(|e| InputError(format!("--lora-adapters: {e}")))?;
+        let lora = LoraSettings {
+            adapters: adapters.unwrap_or_default(),
+            max_loras: args.max_loras,
+            max_rank: args.max_lora_rank,
+        };
+        if lora.adapters.len() > lora.max_loras {
+            return bad("--lora-adapters names more adapters than --max-loras holds");
+        }
         let budget = match args.reasoning_budget {
             -1 => None,
             n if n >= 0 => Some(n as usize),
@@ -206,6 +236,7 @@ impl ServeSettings {
             pooling: args.pooling.into(),
             grammar,
             speculation,
+            lora,
             notes,
         })
     }

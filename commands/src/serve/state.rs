@@ -14,6 +14,7 @@ use super::backend::{Backend, Lexicon};
 use super::error::ApiError;
 use super::grammar::{GrammarSettings, Grammars};
 use super::limits::{PromptBytes, RequestLimits};
+use super::lora::Loras;
 use super::metrics::Metrics;
 use super::openai::reasoning::ReasoningSettings;
 use super::openai::tools::ToolCallFormat;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub webui: bool,
     /// The Responses API's stored responses.
     pub responses: ResponseStore,
+    /// The LoRA adapters served beside the model.
+    pub loras: Arc<Loras>,
 }
 
 /// Whether the server is stopping: begun once by the accept loop, awaited by body reads (a request
@@ -139,6 +142,7 @@ impl AppState {
             grammars: Grammars::new(GrammarSettings::default()),
             webui: false,
             responses: ResponseStore::default(),
+            loras: Arc::new(Loras::new(None, 0, 0)),
         }
     }
 
@@ -157,6 +161,12 @@ impl AppState {
     /// The state with the web chat page on or off.
     pub fn with_webui(mut self, on: bool) -> Self {
         self.webui = on;
+        self
+    }
+
+    /// The state with these LoRA adapters.
+    pub fn with_loras(mut self, loras: Loras) -> Self {
+        self.loras = Arc::new(loras);
         self
     }
 

@@ -15,6 +15,7 @@ use super::rope::Rope;
 use super::weights::{OutputLayer, Weights};
 use super::{Logits, ModelError, SeqInput};
 use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
+use crate::lora::{LayerLora, LoraStep, LoraUse, Module};
 
 /// The query, key and value projections: three, or one fused (Phi-3's `qkv_proj`, rows q then k then v).
 enum Qkv {
@@ -28,15 +29,17 @@ enum Qkv {
 }
 
 impl Qkv {
-    /// Queries, keys and values of `[rows, hidden]` rows.
-    fn forward(&self, h: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+    /// Queries, keys and values of `[rows, hidden]` rows, with each row's adapter.
+    fn forward(&self, h: &Tensor, lora: LayerLora<'_>) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
         match self {
             Qkv::Split(qkv) => {
                 let [q, k, v] = &**qkv;
-                Ok((q.forward(h)?, k.forward(h)?, v.forward(h)?))
+                let q = lora.add(Module::Q, h, q.forward(h)?)?;
+                let k = lora.add(Module::K, h, k.forward(h)?)?;
+                Ok((q, k, lora.add(Module::V, h, v.forward(h)?)?))
             }
             Qkv::Fused { qkv, q_out, kv_out } => {
-                let y = qkv.forward(h)?;
+                let y = lora.add(Module::Qkv, h, qkv.forward(h)?)?;
                 let part = |at, len| y.narrow(1, at, len)?.contiguous();
                 Ok((part(0, *q_out)?, part(*q_out, *kv_out)?, part(q_out + kv_out, *kv_out)?))
             }
@@ -68,9 +71,9 @@ enum Ffn {
 }
 
 impl Ffn {
-    fn forward(&self, x: &Tensor, family: Family) -> candle_core::Result<Tensor> {
+    fn forward(&self, x: &Tensor, family: Family, lora: LayerLora<'_>) -> candle_core::Result<Tensor> {
         match self {
-            Ffn::Dense(m) => m.forward(x, family.activation),
+            Ffn::Dense(m) => m.forward(x, family.activation, lora),
             Ffn::Moe(m) => m.forward(x, family.activation),
         }
     }
@@ -256,13 +259,31 @@ impl Decoder {
     /// states of the rows asked for with [`Logits::HiddenAll`] and [`Logits::HiddenLast`] (pooling), and with
     /// `hidden` those of the logits' rows too (what speculation heads such as Medusa read).
     pub fn run(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
-        // On a pool thread, the kernels' hundreds of parallel loops per token start without each waking the pool
-        // from outside (tens of microseconds apiece: 4.5x decode speed on the bundled 260K model, 2 threads).
-        rayon::scope(|_| self.forward_on_pool(kv, batch, hidden))
+        self.run_lora(kv, batch, hidden, &[])
     }
 
-    /// [`Decoder::run`], run on a thread of the rayon pool.
-    fn forward_on_pool(&self, kv: &mut KvCache, batch: &[SeqInput<'_>], hidden: bool) -> Result<Rows, ModelError> {
+    /// [`Decoder::run`] with each sequence's LoRA adapter (`lora`: one per sequence of `batch`, or empty when
+    /// none has one): the base projections run once over all rows and each adds its rows' adapter products.
+    pub fn run_lora(
+        &self,
+        kv: &mut KvCache,
+        batch: &[SeqInput<'_>],
+        hidden: bool,
+        lora: &[Option<LoraUse>],
+    ) -> Result<Rows, ModelError> {
+        // On a pool thread, the kernels' hundreds of parallel loops per token start without each waking the pool
+        // from outside (tens of microseconds apiece: 4.5x decode speed on the bundled 260K model, 2 threads).
+        rayon::scope(|_| self.forward_on_pool(kv, batch, hidden, lora))
+    }
+
+    /// [`Decoder::run_lora`], run on a thread of the rayon pool.
+    fn forward_on_pool(
+        &self,
+        kv: &mut KvCache,
+        batch: &[SeqInput<'_>],
+        hidden: bool,
+        lora: &[Option<LoraUse>],
+    ) -> Result<Rows, ModelError> {
         let cfg = &self.cfg;
         let mut tokens = Vec::new();
         let mut positions = Vec::new();
@@ -299,6 +320,7 @@ impl Decoder {
         if tokens.is_empty() {
             return Ok(Rows::empty(batch.len()));
         }
+        let lora = LoraStep::new(spans.iter().map(|s| s.rows.clone()), lora);
         let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, None)
             .with_scale(cfg.attn_scale)
             .with_softcap(cfg.attn_softcap);
@@ -322,7 +344,8 @@ impl Decoder {
                 _ => &plan,
             };
             let h = rms_norm(&x, &b.attn_norm, eps)?;
-            let (q, k, v) = b.attn.qkv.forward(&h)?;
+            let adapters = lora.layer(i);
+            let (q, k, v) = b.attn.qkv.forward(&h, adapters)?;
             let q = head_norm(q, b.attn.q_norm.as_ref(), cfg.heads, eps)?;
             let k = head_norm(k, b.attn.k_norm.as_ref(), cfg.kv_heads, eps)?;
             let (rope, (cos, sin)) = match &local {
@@ -331,10 +354,11 @@ impl Decoder {
             };
             let q = rope.apply(&q, cfg.heads, cos, sin)?;
             let k = rope.apply(&k, cfg.kv_heads, cos, sin)?;
-            let a = b.attn.o.forward(&kv.attend(i, &q, &k, &v, plan)?)?;
+            let attended = kv.attend(i, &q, &k, &v, plan)?;
+            let a = adapters.add(Module::O, &attended, b.attn.o.forward(&attended)?)?;
             x = (x + post_norm(a, b.attn_post_norm.as_ref(), eps)?)?;
             let h = rms_norm(&x, &b.mlp_norm, eps)?;
-            let m = b.mlp.forward(&h, self.family)?;
+            let m = b.mlp.forward(&h, self.family, adapters)?;
             x = (x + post_norm(m, b.mlp_post_norm.as_ref(), eps)?)?;
         }
         let mut out = Rows::empty(batch.len());

@@ -8,6 +8,7 @@ use super::linear::Linear;
 use super::weights::Weights;
 use super::ModelError;
 use crate::kernels::gated::gated;
+use crate::lora::{LayerLora, Module};
 
 /// Hugging Face names of a gated MLP's projections under its prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,12 +66,14 @@ impl Mlp {
         Ok(Mlp { gate_up, down: linear(down, hidden, inner)?, inner })
     }
 
-    /// `down(act(gate(x)) * up(x))` for `[rows, hidden]` rows.
-    pub fn forward(&self, x: &Tensor, act: Activation) -> candle_core::Result<Tensor> {
+    /// `down(act(gate(x)) * up(x))` for `[rows, hidden]` rows, with each row's adapter.
+    pub fn forward(&self, x: &Tensor, act: Activation, lora: LayerLora<'_>) -> candle_core::Result<Tensor> {
         let (g, u) = match &self.gate_up {
-            GateUp::Split { gate, up } => (gate.forward(x)?, up.forward(x)?),
+            GateUp::Split { gate, up } => {
+                (lora.add(Module::Gate, x, gate.forward(x)?)?, lora.add(Module::Up, x, up.forward(x)?)?)
+            }
             GateUp::Fused(l) => {
-                let y = l.forward(x)?;
+                let y = lora.add(Module::GateUp, x, l.forward(x)?)?;
                 (y.narrow(1, 0, self.inner)?.contiguous()?, y.narrow(1, self.inner, self.inner)?.contiguous()?)
             }
         };
@@ -83,7 +86,7 @@ impl Mlp {
             };
             (g * u)?
         };
-        self.down.forward(&gated)
+        lora.add(Module::Down, &gated, self.down.forward(&gated)?)
     }
 
     /// The projections.

@@ -10,6 +10,7 @@ use super::linear::Linear;
 use super::mlp::{Mlp, MlpNames};
 use super::weights::Weights;
 use super::ModelError;
+use crate::lora::LayerLora;
 
 /// One mixture-of-experts MLP.
 pub struct Moe {
@@ -63,7 +64,7 @@ impl Moe {
             }
             let n = rows.len();
             let idx = Tensor::from_vec(rows, n, x.device())?;
-            let y = expert.forward(&x.index_select(&idx, 0)?, act)?;
+            let y = expert.forward(&x.index_select(&idx, 0)?, act, LayerLora::NONE)?;
             let w = Tensor::from_vec(weights, (n, 1), x.device())?.to_dtype(y.dtype())?;
             out = out.index_add(&idx, &y.broadcast_mul(&w)?, 0)?;
         }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::constraint::Constraint;
+use crate::lora::LoraUse;
 use crate::pooling::Pooling;
 use crate::sampling::{FinishReason, SamplingParams};
 use crate::text::thinking::Thinking;
@@ -39,6 +40,9 @@ pub struct Request {
     /// Embed instead of generating: the prompt's final hidden states pooled into [`Finished::embedding`];
     /// nothing is sampled, and the prompt's KV blocks are neither shared nor kept.
     pub pooling: Option<Pooling>,
+    /// The LoRA adapter its tokens run through (`None`: the base model); prefix-cache entries are kept apart
+    /// per adapter and scale.
+    pub lora: Option<LoraUse>,
 }
 
 /// One generated token, as streamed.

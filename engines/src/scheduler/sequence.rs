@@ -8,6 +8,7 @@ use super::request::{Event, EventSink, Finished, Request, TokenEvent};
 use super::speculation::Speculation;
 use crate::constraint::{Constraint, ConstraintError, Mask};
 use crate::kv::{BlockAllocator, BlockTable, BLOCK_SIZE};
+use crate::lora::LoraUse;
 use crate::model::{LoadedModel, Logits};
 use crate::pooling::Pooler;
 use crate::sampling::{FinishReason, Sampled, Sampler};
@@ -124,6 +125,8 @@ pub(super) struct Sequence<'m> {
     thinking: Option<ThinkingState>,
     /// A pooling request's vector so far (it then samples nothing).
     pooler: Option<Pooler>,
+    /// The LoRA adapter its tokens run through, held until it ends.
+    pub lora: Option<LoraUse>,
 }
 
 /// A finished sequence's last event and where it goes, delivered once the step that finished it is counted.
@@ -192,6 +195,7 @@ impl<'m> Sequence<'m> {
             constraint: req.constraint,
             thinking: req.thinking.map(ThinkingState::new),
             pooler: req.pooling.map(Pooler::new),
+            lora: req.lora,
         }
     }
 

@@ -96,6 +96,7 @@ pub(super) fn request(prompt_ids: Vec<u32>, max_new_tokens: usize) -> Request {
         request_id: String::new(),
         thinking: None,
         pooling: None,
+        lora: None,
     }
 }
 

@@ -129,6 +129,7 @@ async fn run(
             request_id: id.clone(),
             thinking: None,
             pooling: Some(state.model.pooling),
+            lora: None,
         })
         .collect();
     tracker.queued(tokens, 0, requests.len());

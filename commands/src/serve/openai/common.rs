@@ -5,6 +5,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tgi_engines::constraint::{Constraint, Grammar};
+use tgi_engines::lora::LoraUse;
 use tgi_engines::sampling::{FloatParam, SamplingError, SamplingParams};
 use tgi_engines::scheduler::{Request, TokenEvent};
 use tgi_engines::text::thinking::Thinking;
@@ -66,6 +67,8 @@ pub struct Checked {
     pub constraint: Option<Constraint>,
     /// The answers' thinking block, for a chat template that thinks.
     pub thinking: Option<Thinking>,
+    /// The LoRA adapter `model` or `lora` names (`None`: the base).
+    pub lora: Option<LoraUse>,
 }
 
 impl Sampling {
@@ -113,11 +116,22 @@ impl Sampling {
             ignore_eos: self.ignore_eos.unwrap_or(false),
             constraint: None,
             thinking: None,
+            lora: None,
         })
     }
 }
 
 impl Checked {
+    /// Runs every choice on the adapter the request names: llama-server's `lora` list when given (an unknown
+    /// adapter is a 404), else `model` when it is an adapter's name.
+    pub fn adapt(&mut self, state: &AppState, sampling: &Sampling) -> Result<(), ApiError> {
+        self.lora = match &sampling.lora {
+            Some(list) => state.loras.resolve_list(list, &state.model.id)?,
+            None => state.loras.by_model(sampling.model.as_deref()),
+        };
+        Ok(())
+    }
+
     /// Constrains every choice's output to `grammar` (`response_format`, a forced tool call; `param` names
     /// the field in errors); a grammar the engine cannot compile or enforce is refused here.
     pub async fn constrain(&mut self, state: &AppState, param: &'static str, grammar: Grammar) -> Result<(), ApiError> {
@@ -155,6 +169,7 @@ impl Checked {
                     request_id: id.clone(),
                     thinking: self.thinking.clone(),
                     pooling: None,
+                    lora: self.lora.clone(),
                 })
             })
             .collect()

@@ -39,7 +39,8 @@ struct Valid {
 pub async fn completions(state: &Arc<AppState>, req: CompletionRequest) -> Result<HttpResponse, ApiError> {
     let mut tracker = Tracker::new(state.metrics.clone());
     let permit = state.permit().map_err(|e| fail(state, &mut tracker, e))?;
-    let v = validate(state, &req).map_err(|e| fail(state, &mut tracker, e.into()))?;
+    let mut v = validate(state, &req).map_err(|e| fail(state, &mut tracker, e.into()))?;
+    v.checked.adapt(state, &req.sampling).map_err(|e| fail(state, &mut tracker, e))?;
     let budgets: Vec<Budget> = v.prompts.iter().map(|(_, b)| b.clone()).collect();
     let lengths: Vec<usize> = budgets.iter().map(|b| b.ids.len()).collect();
     let requests = v.checked.requests(state, &budgets, v.per_prompt, v.echo && v.logprobs.is_some());

@@ -139,6 +139,7 @@ pub async fn validate(state: &AppState, req: &ChatRequest) -> Result<Valid, ApiE
         return Err(ValidationError::Logprobs { name: "top_logprobs", max: MAX_TOP_LOGPROBS, given: top }.into());
     }
     let mut checked = req.sampling.check(&state.limits, logprobs, top)?;
+    checked.adapt(state, &req.sampling)?;
     let format = req.response_format.as_ref().map(|f| grammar::parse("response_format", f)).transpose()?.flatten();
     if let Some(g) = &format {
         checked.constrain(state, "response_format", g.clone()).await?;

@@ -21,16 +21,19 @@ use super::body::{self, HttpResponse};
 use super::state::AppState;
 use types::{Model, ModelList};
 
-/// `GET /v1/models`: the one served model.
+/// `GET /v1/models`: the served model, then its LoRA adapters in load order (`parent`: the model).
 pub fn models(state: &AppState) -> HttpResponse {
+    let model = |id: String, parent: Option<String>| Model {
+        id,
+        object: "model",
+        created: state.model.created,
+        owned_by: "tgi",
+        parent,
+    };
+    let adapters = state.loras.list().into_iter().map(|a| model(a.name, Some(state.model.id.clone())));
     let list = ModelList {
         object: "list",
-        data: vec![Model {
-            id: state.model.id.clone(),
-            object: "model",
-            created: state.model.created,
-            owned_by: "tgi",
-        }],
+        data: std::iter::once(model(state.model.id.clone(), None)).chain(adapters).collect(),
     };
     body::json(StatusCode::OK, &list)
 }

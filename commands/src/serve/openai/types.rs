@@ -6,6 +6,7 @@ use serde_json::Value;
 use tgi_engines::text::chat::{Message, ToolCall};
 
 use super::tools::ToolFields;
+use crate::serve::lora::LoraField;
 
 /// `stop`: one string or a list.
 #[derive(Clone, Debug, Deserialize)]
@@ -39,6 +40,13 @@ pub struct StreamOptions {
 /// `repetition_penalty` and `ignore_eos`).
 #[derive(Debug, Default, Deserialize)]
 pub struct Sampling {
+    /// A loaded LoRA adapter's name runs on that adapter (as vLLM); any other name, or none, on the served model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// llama-server's per-request adapters, `[{"id": index or name, "scale": s}]`: the one with a non-zero scale
+    /// runs (at `scale` times its trained scale), over `model`.
+    #[serde(default)]
+    pub lora: Option<Vec<LoraField>>,
     /// Temperature [default: 1]; 0 is greedy.
     #[serde(default)]
     pub temperature: Option<f64>,
@@ -83,7 +91,7 @@ pub struct Sampling {
     pub logit_bias: Option<serde_json::Map<String, Value>>,
 }
 
-/// `POST /v1/chat/completions` (`model` is ignored: the served model answers).
+/// `POST /v1/chat/completions` (`model`: the served model or a LoRA adapter).
 #[derive(Debug, Deserialize)]
 pub struct ChatRequest {
     /// The conversation.
@@ -128,7 +136,7 @@ pub enum Prompt {
     IdLists(Vec<Vec<u32>>),
 }
 
-/// `POST /v1/completions` (`model` is ignored: the served model answers).
+/// `POST /v1/completions` (`model`: the served model or a LoRA adapter).
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
     /// The prompt(s).
@@ -407,6 +415,9 @@ pub struct Model {
     pub created: u64,
     /// Who serves it.
     pub owned_by: &'static str,
+    /// For a LoRA adapter, the model it adapts (vLLM's field); absent for the model itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// `GET /v1/models`.

@@ -63,6 +63,7 @@ impl Key {
                 request_id: _,
                 thinking,
                 pooling,
+                lora,
             } = r;
             if constraint.is_some() || pooling.is_some() || !deterministic(params) {
                 return None;
@@ -76,6 +77,9 @@ impl Key {
             e.flag(*ignore_eos);
             e.flag(*prompt_logprobs);
             e.u64(*cache_salt);
+            // The adapter loaded under a name, not the name: reloading other weights under it is another key.
+            e.opt_u64(lora.as_ref().map(|u| u.adapter.id()));
+            e.f32(lora.as_ref().map_or(1.0, |u| u.scale));
             e.flag(thinking.is_some());
             if let Some(t) = thinking {
                 e.bytes(t.start.as_bytes());
@@ -145,6 +149,7 @@ pub(super) mod tests {
             request_id: "a".into(),
             thinking: None,
             pooling: None,
+            lora: None,
         }
     }
 

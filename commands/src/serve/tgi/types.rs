@@ -1,6 +1,7 @@
 //! TGI's wire types: requests as clients send them, responses field for field as TGI writes them
 //! (which fields are omitted when empty and which are written as `null` included).
 
+use crate::serve::lora::AdapterInfo;
 use serde::{Deserialize, Serialize};
 
 /// `POST /generate`, `/generate_stream`, `/` and `/tokenize` bodies.
@@ -80,7 +81,8 @@ pub struct GenerateParameters {
     /// Grammar constraints (not supported: refused when set).
     #[serde(default)]
     pub grammar: Option<serde_json::Value>,
-    /// LoRA adapter (not supported: refused when set).
+    /// The LoRA adapter to run on (`--lora-adapters`, `/v1/load_lora_adapter`); absent, empty or the model's id:
+    /// the base model.
     #[serde(default)]
     pub adapter_id: Option<String>,
 }
@@ -268,4 +270,10 @@ pub struct Info {
     pub max_batch_total_tokens: usize,
     /// What sized the KV cache, e.g. "90% of cuda:0's 130.2 GiB free memory".
     pub kv_cache_budget: String,
+    /// The LoRA adapters held, in load order.
+    pub lora_adapters: Vec<AdapterInfo>,
+    /// `--max-loras`.
+    pub max_loras: usize,
+    /// `--max-lora-rank`.
+    pub max_lora_rank: usize,
 }

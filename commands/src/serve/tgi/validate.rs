@@ -34,6 +34,10 @@ pub struct ValidGenerate {
 /// Validates `req` for a streaming or a non-streaming route, its grammar compiled last (off the HTTP threads).
 pub async fn validate(state: &AppState, req: &GenerateRequest, stream: bool) -> Result<ValidGenerate, ApiError> {
     let (mut valid, grammar) = check(state, req, stream)?;
+    let lora = state.loras.resolve(req.parameters.adapter_id.as_deref(), &state.model.id)?;
+    for r in &mut valid.requests {
+        r.lora = lora.clone();
+    }
     if let Some(g) = grammar {
         let constraint = grammar::compile(state, "grammar", g).await?;
         for r in &mut valid.requests {
@@ -63,9 +67,6 @@ fn check(
         return Err(ValidationError::BestOf { max: limits.max_best_of, given: best_of });
     }
     let grammar = p.grammar.as_ref().map(|g| grammar::parse("grammar", g)).transpose()?.flatten();
-    if p.adapter_id.is_some() {
-        return Err(ValidationError::Unsupported("adapter_id"));
-    }
     if p.watermark == Some(true) {
         return Err(ValidationError::Unsupported("watermark"));
     }
@@ -126,6 +127,7 @@ fn check(
         request_id: RequestId::current(),
         thinking: None,
         pooling: None,
+        lora: None,
     };
     let valid = ValidGenerate {
         requests: vec![request; best_of],

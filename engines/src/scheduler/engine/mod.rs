@@ -42,12 +42,21 @@ impl Submission {
     /// `prefix_caching` and it generates (a pooling request's blocks are neither shared nor kept).
     pub fn new(req: Request, sink: Box<dyn EventSink>, prefix_caching: bool) -> Self {
         let hashes = if prefix_caching && req.pooling.is_none() {
-            block_hashes(req.cache_salt, &req.prompt_ids, BLOCK_SIZE)
+            block_hashes(adapter_salt(&req), &req.prompt_ids, BLOCK_SIZE)
         } else {
             Vec::new()
         };
         Submission { req, sink, at: Instant::now(), hashes }
     }
+}
+
+/// The request's prefix-cache salt with its adapter and scale mixed in: blocks computed through one adapter are
+/// never reused by another, nor by the base.
+fn adapter_salt(req: &Request) -> u64 {
+    let Some(u) = &req.lora else { return req.cache_salt };
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&(req.cache_salt, u.adapter.id(), u.scale.to_bits()), &mut h);
+    std::hash::Hasher::finish(&h)
 }
 
 /// Where the step-cost model's measurements come from.
@@ -311,6 +320,7 @@ impl<'m> Engine<'m> {
                 SeqInput { tokens: s.step_tokens(slot.tokens), start: s.computed, table: &s.table, logits: slot.logits }
             })
             .collect();
+        let lora: Vec<_> = plan.slots.iter().map(|slot| running[slot.seq].lora.clone()).collect();
         let grammars: Vec<_> = plan.slots.iter().map(|slot| running[slot.seq].constraint_for(slot.tokens)).collect();
         let masks = || {
             grammars
@@ -323,7 +333,7 @@ impl<'m> Engine<'m> {
                 })
                 .collect::<Vec<_>>()
         };
-        let run = || m.model.run(kv, &inputs, hidden);
+        let run = || m.model.run_lora(kv, &inputs, hidden, &lora);
         let (rows, timed) = rayon::join(run, masks);
         let masks = timed
             .into_iter()

@@ -1,0 +1,102 @@
+//! The LoRA product of one batched step, segmented by adapter: every row of the step knows its adapter (or
+//! none), and each projection adds `scale · B · (A · x)` to the rows whose adapter changes it, in one parallel
+//! pass over the rows (shrink then expand per row), whatever the number of adapters in the batch. The base
+//! projection runs once over all rows, as stored (quantized or not): adapters are never merged into it.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Tensor};
+use rayon::prelude::*;
+
+use super::adapter::{LoraAdapter, LoraPair, Module};
+
+/// A sequence's adapter: which one, and the factor on its scale (llama-server's per-request `scale`; 1 as trained).
+#[derive(Clone, Debug)]
+pub struct LoraUse {
+    /// The adapter, held for as long as the sequence runs (unloading it never cuts a running request short).
+    pub adapter: Arc<LoraAdapter>,
+    /// Multiplies the adapter's own scale.
+    pub scale: f32,
+}
+
+impl LoraUse {
+    /// The adapter at its trained scale.
+    pub fn new(adapter: Arc<LoraAdapter>) -> Self {
+        LoraUse { adapter, scale: 1.0 }
+    }
+}
+
+/// The rows of one step and their adapters.
+#[derive(Debug, Default)]
+pub struct LoraStep<'a> {
+    /// Per row of the step, its adapter and scale factor.
+    rows: Vec<Option<(&'a LoraAdapter, f32)>>,
+}
+
+impl<'a> LoraStep<'a> {
+    /// The step whose sequences cover `spans` (row ranges, in order) with the adapters `uses` (one per span, or
+    /// none at all when no sequence has one).
+    pub fn new(spans: impl Iterator<Item = Range<usize>>, uses: &'a [Option<LoraUse>]) -> Self {
+        if uses.iter().all(Option::is_none) {
+            return LoraStep::default();
+        }
+        let mut rows = Vec::new();
+        for (span, u) in spans.zip(uses) {
+            rows.resize(span.end, None);
+            let u = u.as_ref().map(|u| (&*u.adapter, u.scale));
+            rows[span].iter_mut().for_each(|r| *r = u);
+        }
+        LoraStep { rows }
+    }
+
+    /// The step's view of layer `layer`.
+    pub fn layer(&self, layer: usize) -> LayerLora<'_> {
+        LayerLora { step: (!self.rows.is_empty()).then_some(self), layer }
+    }
+}
+
+/// One layer of a step's LoRA product.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerLora<'s> {
+    step: Option<&'s LoraStep<'s>>,
+    layer: usize,
+}
+
+impl LayerLora<'_> {
+    /// No adapter on any row (a mixture's experts, a step without adapters).
+    pub const NONE: LayerLora<'static> = LayerLora { step: None, layer: 0 };
+
+    /// `y` (the base projection `m` of `x`, `[rows, out]`) plus each row's adapter product on `x` (`[rows, in]`).
+    pub fn add(&self, m: Module, x: &Tensor, y: Tensor) -> candle_core::Result<Tensor> {
+        let Some(step) = self.step else { return Ok(y) };
+        let pairs: Vec<Option<(&LoraPair, f32)>> =
+            step.rows.iter().map(|r| r.and_then(|(a, s)| Some((a.pair(self.layer, m)?, s)))).collect();
+        let Some((first, _)) = pairs.iter().flatten().next() else { return Ok(y) };
+        let (rows, cols) = (first.rows, first.cols);
+        let x = x.to_device(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        if x.len() != pairs.len() * cols {
+            candle_core::bail!("LoRA: {} rows of {cols} inputs expected, got {} values", pairs.len(), x.len())
+        }
+        let mut delta = vec![0f32; pairs.len() * rows];
+        delta.par_chunks_mut(rows).zip(x.par_chunks(cols)).zip(&pairs).for_each(|((d, x), p)| {
+            if let Some((pair, s)) = p {
+                expand(pair, &shrink(pair, x), pair.scale * s, d);
+            }
+        });
+        let delta = Tensor::from_vec(delta, (pairs.len(), rows), y.device())?.to_dtype(y.dtype())?;
+        y + delta
+    }
+}
+
+/// `A · x`: the row's `rank` coordinates.
+fn shrink(p: &LoraPair, x: &[f32]) -> Vec<f32> {
+    p.a.chunks_exact(p.cols).map(|a| a.iter().zip(x).map(|(a, x)| a * x).sum()).collect()
+}
+
+/// `d = scale · B · t`.
+fn expand(p: &LoraPair, t: &[f32], scale: f32, d: &mut [f32]) {
+    for (d, b) in d.iter_mut().zip(p.b.chunks_exact(p.rank)) {
+        *d = scale * b.iter().zip(t).map(|(b, t)| b * t).sum::<f32>();
+    }
+}
