@@ -8,6 +8,7 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod hf;
 pub mod hyperparameters;
+pub mod imatrix;
 pub mod peft;
 pub mod quant;
 pub mod safetensors;
