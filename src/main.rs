@@ -20,6 +20,7 @@ fn main() {
         Command::Quantize(args) => tgi_commands::quantize::run(args),
         Command::Generate(args) => tgi_commands::generate::run(args),
         Command::Perplexity(args) => tgi_commands::perplexity::run(args),
+        Command::Imatrix(args) => tgi_commands::imatrix::run(args),
         Command::Serve(args) => ServeSettings::resolve(args, &argv).and_then(|settings| {
             let rust_log = std::env::var("RUST_LOG").ok();
             tgi_commands::serve::run(settings, rust_log.as_deref())

@@ -23,6 +23,8 @@ pub enum Command {
     Generate(crate::generate::GenerateArgs),
     /// Measure a model's perplexity on a text file, as llama-perplexity does.
     Perplexity(crate::perplexity::PerplexityArgs),
+    /// Compute a model's importance matrix over a text, as llama-imatrix does, for quantize --imatrix.
+    Imatrix(crate::imatrix::ImatrixArgs),
     /// Serve a model over HTTP: TGI's API, OpenAI's (chat, completions, Responses) and Anthropic's Messages, with
     /// continuous batching.
     Serve(crate::serve::ServeArgs),

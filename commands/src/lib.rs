@@ -7,6 +7,7 @@ pub mod duration;
 pub mod error;
 pub mod generate;
 pub mod habits;
+pub mod imatrix;
 pub mod kl_base;
 pub mod loadgen;
 pub mod model_args;

@@ -105,7 +105,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
         &m,
         &tokens,
         opts,
-        |done, total| {
+        |done, total, _| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         },

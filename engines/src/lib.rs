@@ -6,6 +6,7 @@ pub mod constraint;
 pub mod convert;
 pub mod device;
 pub mod generate;
+pub mod imatrix;
 pub mod kernels;
 pub mod kld;
 pub mod kv;

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use crate::kv::BlockTable;
-use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
+use crate::model::{ActivationObserver, LoadedModel, Logits, ModelError, SeqInput};
 
 /// How to measure.
 #[derive(Clone, Copy, Debug)]
@@ -69,12 +69,12 @@ pub fn chunk_count(text_tokens: usize, opts: &PerplexityOptions) -> usize {
 }
 
 /// Perplexity of `tokens` (the whole text, tokenized with BOS as the model asks), calling `progress` after
-/// each batch with (chunks done, chunks total).
+/// each batch with (chunks done, chunks total, perplexity so far).
 pub fn perplexity(
     m: &LoadedModel,
     tokens: &[u32],
     opts: PerplexityOptions,
-    progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize, f64),
 ) -> Result<Perplexity, ModelError> {
     perplexity_observed(m, tokens, opts, progress, |_, _| {})
 }
@@ -85,8 +85,21 @@ pub fn perplexity_observed(
     m: &LoadedModel,
     tokens: &[u32],
     opts: PerplexityOptions,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize, f64),
+    observe: impl FnMut(&[f32], u32),
+) -> Result<Perplexity, ModelError> {
+    perplexity_with(m, tokens, opts, progress, observe, None)
+}
+
+/// [`perplexity_observed`], also showing `activations` the input of every weight matrix: with `all_rows`, the
+/// output layer's for every position (llama-imatrix's), else for the scored ones only.
+pub(crate) fn perplexity_with(
+    m: &LoadedModel,
+    tokens: &[u32],
+    opts: PerplexityOptions,
+    mut progress: impl FnMut(usize, usize, f64),
     mut observe: impl FnMut(&[f32], u32),
+    activations: Option<(&dyn ActivationObserver, bool)>,
 ) -> Result<Perplexity, ModelError> {
     let cfg = m.model.config();
     let ctx = opts.ctx;
@@ -109,6 +122,8 @@ pub fn perplexity_observed(
     let mut kv = m.model.new_cache(block, parallel * ctx.div_ceil(block))?;
     let bos = m.tokenizer.bos_id().filter(|_| m.tokenizer.add_bos());
     let first = ctx / 2;
+    // The first row whose logits come back.
+    let from = if activations.is_some_and(|(_, all_rows)| all_rows) { 0 } else { first };
     let (mut nll, mut nll2, mut count) = (0f64, 0f64, 0usize);
     for group in (0..chunks).collect::<Vec<_>>().chunks(parallel) {
         let inputs: Vec<Vec<u32>> = group
@@ -128,13 +143,16 @@ pub fn perplexity_observed(
         let batch: Vec<SeqInput<'_>> = inputs
             .iter()
             .zip(&tables)
-            .map(|(t, table)| SeqInput { tokens: t, start: 0, table, logits: Logits::From(first) })
+            .map(|(t, table)| SeqInput { tokens: t, start: 0, table, logits: Logits::From(from) })
             .collect();
-        let logits = m.model.forward(&mut kv, &batch)?;
+        let logits = match activations {
+            Some((observer, _)) => m.model.forward_observed(&mut kv, &batch, observer)?,
+            None => m.model.forward(&mut kv, &batch)?,
+        };
         for (&c, rows) in group.iter().zip(&logits) {
             let vocab = cfg.vocab;
             let target = |j: usize| tokens[c * ctx + j + 1];
-            let row = |j: usize| &rows[(j - first) * vocab..(j - first + 1) * vocab];
+            let row = |j: usize| &rows[(j - from) * vocab..(j - from + 1) * vocab];
             // The rows' normalizers in parallel; summed in order, as before.
             let lps: Vec<f64> = (first..ctx - 1).into_par_iter().map(|j| log_prob(row(j), target(j))).collect();
             for (j, lp) in (first..ctx - 1).zip(lps) {
@@ -147,7 +165,7 @@ pub fn perplexity_observed(
         for t in &mut tables {
             kv.release(t);
         }
-        progress(group.last().map_or(0, |c| c + 1), chunks);
+        progress(group.last().map_or(0, |c| c + 1), chunks, (nll / count.max(1) as f64).exp());
     }
     let mean = nll / count as f64;
     let var = (nll2 / count as f64 - mean * mean).max(0.0);

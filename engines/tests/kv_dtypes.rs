@@ -40,7 +40,7 @@ fn logits(m: &LoadedModel) -> Vec<f32> {
 fn ppl(m: &LoadedModel) -> f64 {
     let tokens = m.tokenizer.encode(&heldout(), true, false).unwrap();
     let opts = PerplexityOptions { ctx: 256, max_chunks: Some(8), parallel: 4 };
-    perplexity(m, &tokens, opts, |_, _| {}).unwrap().perplexity
+    perplexity(m, &tokens, opts, |_, _, _| {}).unwrap().perplexity
 }
 
 /// Mean and worst |got - want| in units of `want`'s standard deviation.

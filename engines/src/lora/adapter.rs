@@ -93,6 +93,21 @@ impl Module {
         }
     }
 
+    /// The module's weight in a GGUF layer, as llama.cpp names it (`attn_q`; Phi-3's fused gate and up
+    /// projection is `ffn_up`).
+    pub fn gguf_name(self) -> &'static str {
+        match self {
+            Module::Q => "attn_q",
+            Module::K => "attn_k",
+            Module::V => "attn_v",
+            Module::O => "attn_output",
+            Module::Gate => "ffn_gate",
+            Module::Up | Module::GateUp => "ffn_up",
+            Module::Down => "ffn_down",
+            Module::Qkv => "attn_qkv",
+        }
+    }
+
     /// The module named `name`, if it is one.
     fn parse(name: &str) -> Option<Self> {
         Module::ALL.into_iter().find(|m| m.hf_name() == name)

@@ -10,6 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
 use super::adapter::{LoraAdapter, LoraPair, Module};
+use crate::model::ActivationObserver;
 
 /// A sequence's adapter: which one, and the factor on its scale (llama-server's per-request `scale`; 1 as trained).
 #[derive(Clone, Debug)]
@@ -27,11 +28,19 @@ impl LoraUse {
     }
 }
 
-/// The rows of one step and their adapters.
-#[derive(Debug, Default)]
+/// The rows of one step and their adapters, and what observes the projections' inputs (see
+/// [`ActivationObserver`]), if anything does.
+#[derive(Default)]
 pub struct LoraStep<'a> {
     /// Per row of the step, its adapter and scale factor.
     rows: Vec<Option<(&'a LoraAdapter, f32)>>,
+    observer: Option<&'a dyn ActivationObserver>,
+}
+
+impl std::fmt::Debug for LoraStep<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoraStep").field("rows", &self.rows).field("observed", &self.observer.is_some()).finish()
+    }
 }
 
 impl<'a> LoraStep<'a> {
@@ -47,29 +56,56 @@ impl<'a> LoraStep<'a> {
             let u = u.as_ref().map(|u| (&*u.adapter, u.scale));
             rows[span].iter_mut().for_each(|r| *r = u);
         }
-        LoraStep { rows }
+        LoraStep { rows, observer: None }
+    }
+
+    /// The step with `observer` shown every projection's input.
+    pub fn observed(self, observer: Option<&'a dyn ActivationObserver>) -> Self {
+        LoraStep { observer, ..self }
     }
 
     /// The step's view of layer `layer`.
     pub fn layer(&self, layer: usize) -> LayerLora<'_> {
-        LayerLora { step: (!self.rows.is_empty()).then_some(self), layer }
+        let active = !self.rows.is_empty() || self.observer.is_some();
+        LayerLora { step: active.then_some(self), layer, expert: None }
+    }
+
+    /// Shows `observer` (if any) the input `x` of the weight matrix `name` outside the layers (`output.weight`).
+    pub fn observe(&self, name: &str, x: &Tensor) -> candle_core::Result<()> {
+        self.observer.map_or(Ok(()), |o| o.observe(name, None, x))
     }
 }
 
-/// One layer of a step's LoRA product.
+/// One layer of a step's LoRA product (or one expert of its mixture, which adapters leave as it is).
 #[derive(Clone, Copy, Debug)]
 pub struct LayerLora<'s> {
     step: Option<&'s LoraStep<'s>>,
     layer: usize,
+    /// `(expert, experts)` for a mixture's expert.
+    expert: Option<(usize, usize)>,
 }
 
 impl LayerLora<'_> {
-    /// No adapter on any row (a mixture's experts, a step without adapters).
-    pub const NONE: LayerLora<'static> = LayerLora { step: None, layer: 0 };
+    /// No adapter on any row and no observer (a step without either).
+    pub const NONE: LayerLora<'static> = LayerLora { step: None, layer: 0, expert: None };
+
+    /// The view of expert `expert` of the layer's `experts`: observed, never adapted.
+    pub fn expert(self, expert: usize, experts: usize) -> Self {
+        LayerLora { expert: Some((expert, experts)), ..self }
+    }
+
+    /// Shows the step's observer (if any) the input `x` of the layer's weight `base` (`attn_q`, `ffn_gate_inp`;
+    /// a mixture's expert's `ffn_up` is the stacked `ffn_up_exps`).
+    pub fn observe(&self, base: &str, x: &Tensor) -> candle_core::Result<()> {
+        let Some(observer) = self.step.and_then(|s| s.observer) else { return Ok(()) };
+        let stacked = if self.expert.is_some() { "_exps" } else { "" };
+        observer.observe(&format!("blk.{}.{base}{stacked}.weight", self.layer), self.expert, x)
+    }
 
     /// `y` (the base projection `m` of `x`, `[rows, out]`) plus each row's adapter product on `x` (`[rows, in]`).
     pub fn add(&self, m: Module, x: &Tensor, y: Tensor) -> candle_core::Result<Tensor> {
-        let Some(step) = self.step else { return Ok(y) };
+        self.observe(m.gguf_name(), x)?;
+        let Some(step) = self.step.filter(|s| !s.rows.is_empty() && self.expert.is_none()) else { return Ok(y) };
         let pairs: Vec<Option<(&LoraPair, f32)>> =
             step.rows.iter().map(|r| r.and_then(|(a, s)| Some((a.pair(self.layer, m)?, s)))).collect();
         let Some((first, _)) = pairs.iter().flatten().next() else { return Ok(y) };

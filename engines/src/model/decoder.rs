@@ -11,6 +11,7 @@ use super::family::Family;
 use super::linear::{Linear, Repacked};
 use super::mlp::{Mlp, MlpNames};
 use super::moe::Moe;
+use super::observe::ActivationObserver;
 use super::rope::Rope;
 use super::weights::{OutputLayer, Weights};
 use super::{Logits, ModelError, SeqInput};
@@ -74,7 +75,7 @@ impl Ffn {
     fn forward(&self, x: &Tensor, family: Family, lora: LayerLora<'_>) -> candle_core::Result<Tensor> {
         match self {
             Ffn::Dense(m) => m.forward(x, family.activation, lora),
-            Ffn::Moe(m) => m.forward(x, family.activation),
+            Ffn::Moe(m) => m.forward(x, family.activation, lora),
         }
     }
 
@@ -273,16 +274,28 @@ impl Decoder {
     ) -> Result<Rows, ModelError> {
         // On a pool thread, the kernels' hundreds of parallel loops per token start without each waking the pool
         // from outside (tens of microseconds apiece: 4.5x decode speed on the bundled 260K model, 2 threads).
-        rayon::scope(|_| self.forward_on_pool(kv, batch, hidden, lora))
+        rayon::scope(|_| self.forward_on_pool(kv, batch, hidden, lora, None))
     }
 
-    /// [`Decoder::run_lora`], run on a thread of the rayon pool.
+    /// [`Decoder::forward`] showing `observer` the input of every weight matrix (the output layer's only for the
+    /// rows whose logits are asked for).
+    pub fn forward_observed(
+        &self,
+        kv: &mut KvCache,
+        batch: &[SeqInput<'_>],
+        observer: &dyn ActivationObserver,
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        Ok(rayon::scope(|_| self.forward_on_pool(kv, batch, false, &[], Some(observer)))?.logits)
+    }
+
+    /// [`Decoder::run_lora`], run on a thread of the rayon pool, with the observer if any.
     fn forward_on_pool(
         &self,
         kv: &mut KvCache,
         batch: &[SeqInput<'_>],
         hidden: bool,
         lora: &[Option<LoraUse>],
+        observer: Option<&dyn ActivationObserver>,
     ) -> Result<Rows, ModelError> {
         let cfg = &self.cfg;
         let mut tokens = Vec::new();
@@ -320,7 +333,7 @@ impl Decoder {
         if tokens.is_empty() {
             return Ok(Rows::empty(batch.len()));
         }
-        let lora = LoraStep::new(spans.iter().map(|s| s.rows.clone()), lora);
+        let lora = LoraStep::new(spans.iter().map(|s| s.rows.clone()), lora).observed(observer);
         let plan = AttentionPlan::new(spans, cfg.heads, cfg.kv_heads, cfg.head_dim, None)
             .with_scale(cfg.attn_scale)
             .with_softcap(cfg.attn_softcap);
@@ -380,6 +393,10 @@ impl Decoder {
         let n = wanted.len();
         let x = x.index_select(&Tensor::from_vec(wanted.clone(), n, &self.device)?, 0)?;
         let normed = rms_norm(&x, &self.norm, eps)?;
+        // Tied embeddings meet the rows as `token_embd.weight`, whose statistics llama-imatrix never keeps.
+        if !self.output.tied {
+            lora.observe("output.weight", &normed)?;
+        }
         let mut logits = self.lm_head.forward(&normed)?;
         if let Some(c) = cfg.final_softcap {
             logits = ((logits / c as f64)?.tanh()? * c as f64)?;

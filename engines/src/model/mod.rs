@@ -13,6 +13,7 @@ mod linear;
 mod load;
 mod mlp;
 mod moe;
+mod observe;
 pub(crate) mod rope;
 mod weights;
 
@@ -23,6 +24,7 @@ pub use insitu::Quantize;
 pub use linear::{Linear, Repacked};
 pub use load::{load, LoadOptions, LoadedModel};
 pub use moe::route;
+pub use observe::ActivationObserver;
 pub use weights::OutputLayer;
 
 use crate::kv::{BlockTable, KvError};

@@ -45,8 +45,10 @@ impl Moe {
         })
     }
 
-    /// The mixture's output for `[rows, hidden]` rows.
-    pub fn forward(&self, x: &Tensor, act: Activation) -> candle_core::Result<Tensor> {
+    /// The mixture's output for `[rows, hidden]` rows (`lora` observes the router and experts; adapters leave
+    /// experts as they are).
+    pub fn forward(&self, x: &Tensor, act: Activation, lora: LayerLora<'_>) -> candle_core::Result<Tensor> {
+        lora.observe("ffn_gate_inp", x)?;
         let logits = self.router.forward(x)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
         let mut rows: Vec<Vec<u32>> = vec![Vec::new(); self.experts.len()];
         let mut weights: Vec<Vec<f32>> = vec![Vec::new(); self.experts.len()];
@@ -58,13 +60,14 @@ impl Moe {
         }
         // Experts in order, each adding its weighted rows (transformers' order of summation).
         let mut out = x.zeros_like()?;
-        for ((expert, rows), weights) in self.experts.iter().zip(rows).zip(weights) {
+        let experts = self.experts.len();
+        for (e, ((expert, rows), weights)) in self.experts.iter().zip(rows).zip(weights).enumerate() {
             if rows.is_empty() {
                 continue;
             }
             let n = rows.len();
             let idx = Tensor::from_vec(rows, n, x.device())?;
-            let y = expert.forward(&x.index_select(&idx, 0)?, act, LayerLora::NONE)?;
+            let y = expert.forward(&x.index_select(&idx, 0)?, act, lora.expert(e, experts))?;
             let w = Tensor::from_vec(weights, (n, 1), x.device())?.to_dtype(y.dtype())?;
             out = out.index_add(&idx, &y.broadcast_mul(&w)?, 0)?;
         }
