@@ -151,4 +151,11 @@ fn adapters_load_and_unload_at_run_time_behind_the_key() {
     assert!(text.contains("'b' does not exist"), "{text}");
     assert_eq!(call("/v1/unload_lora_adapter", json!({"lora_name": "b"})).0, 404);
     assert_eq!(server.metric("tgi_lora_loaded"), 1.0);
+    // A llama.cpp GGUF adapter loads like a PEFT directory and serves requests.
+    let gguf = root().join("tests/reference/lora/s260k-qv-r4.gguf").display().to_string();
+    let (status, body) = call("/v1/load_lora_adapter", json!({"lora_name": "g", "lora_path": gguf}));
+    assert_eq!(status, 200, "{body}");
+    let body = json!({"inputs": "Once upon a time", "parameters": {"max_new_tokens": 4, "adapter_id": "g"}});
+    let (status, text) = post_with(&server.url("/generate"), &key, &body.to_string());
+    assert_eq!(status, 200, "{text}");
 }
