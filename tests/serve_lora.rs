@@ -108,6 +108,11 @@ fn adapters_load_and_unload_at_run_time_behind_the_key() {
     );
     assert_eq!(status, 401);
     assert_eq!(load("a", ADAPTERS[0]).0, 200);
+    // Held back from the KV cache: 2 adapters of rank 8 on every projection of the 5 layers (q 64+64, k and v
+    // 64+32, o 64+64, gate, up and down 64+172), 4 bytes each.
+    let (_, info) = get(&server.url("/info"));
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["lora_reserved_bytes"], 2 * 8 * 5 * (128 + 96 + 96 + 128 + 3 * 236) * 4);
     // An adapter whose factors do not have the shapes its rank and this base imply.
     let wrong = tempfile::tempdir().unwrap();
     for f in ["adapter_config.json", "adapter_model.safetensors"] {

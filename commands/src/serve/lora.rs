@@ -25,6 +25,8 @@ pub struct Loras {
     pub max_loras: usize,
     /// Highest rank accepted.
     pub max_rank: usize,
+    /// Memory held back from the KV cache for adapters (`/info`).
+    pub reserved_bytes: u64,
     held: Mutex<Held>,
 }
 
@@ -69,7 +71,7 @@ pub struct AdapterInfo {
 pub struct LoadBody {
     /// The name requests will use.
     pub lora_name: String,
-    /// The PEFT adapter directory, on the server's file system.
+    /// The adapter: a PEFT directory or llama.cpp `.gguf` adapter on the server's file system.
     pub lora_path: String,
 }
 
@@ -83,7 +85,12 @@ pub struct UnloadBody {
 impl Loras {
     /// No adapters yet, for a base of `base`.
     pub fn new(base: Option<DecoderConfig>, max_loras: usize, max_rank: usize) -> Self {
-        Loras { base, max_loras, max_rank, held: Mutex::default() }
+        Loras { base, max_loras, max_rank, reserved_bytes: 0, held: Mutex::default() }
+    }
+
+    /// The same, showing `bytes` held back from the KV cache for adapters.
+    pub fn with_reserved(self, bytes: u64) -> Self {
+        Loras { reserved_bytes: bytes, ..self }
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
