@@ -1,7 +1,8 @@
 //! LoRA adapters against transformers+peft (tests/reference/lora/, made by make_lora_refs.py): tgi's logits with
 //! each adapter within 1e-4 of peft's, from the HF checkpoint and from the GGUF (whose Q/K rows llama.cpp
 //! permutes); the same adapters converted by llama.cpp's convert_lora_to_gguf.py (make_gguf_lora_refs.py) give
-//! the same logits; greedy text equal to the merged model's; a step mixing adapters and the base gives each sequence what it gets alone; adapters that do not fit
+//! the same logits; an adapter named by hub id loads from the Hugging Face cache; greedy text equal to the merged
+//! model's; a step mixing adapters and the base gives each sequence what it gets alone; adapters that do not fit
 //! are refused with the reason.
 
 mod common;
@@ -144,6 +145,28 @@ fn llama_cpp_gguf_adapters_give_peft_s_logits() {
     assert!(e.contains("has shape") && e.contains("another base"), "{e}");
     let e = err(&hf, &adapter_dir("s260k-kd-r16").with_extension("gguf"), 8);
     assert!(e.contains("rank 16 exceeds --max-lora-rank 8"), "{e}");
+}
+
+/// The only test here that touches HF_* variables (process-global).
+#[test]
+fn hub_ids_resolve_through_the_hugging_face_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let snapshot = cache.path().join("models--org--qv/snapshots/0123abcd");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(cache.path().join("models--org--qv/refs")).unwrap();
+    std::fs::write(cache.path().join("models--org--qv/refs/main"), "0123abcd").unwrap();
+    for f in ["adapter_config.json", "adapter_model.safetensors"] {
+        std::fs::copy(adapter_dir("s260k-qv-r4").join(f), snapshot.join(f)).unwrap();
+    }
+    std::env::set_var("HF_HUB_CACHE", cache.path());
+    std::env::set_var("HF_HUB_OFFLINE", "1");
+    let dir = tgi_formats::hf::resolve_adapter("org/qv").unwrap();
+    assert_eq!(dir, snapshot);
+    let m = open(&model("stories260k/hf"));
+    let a = LoraAdapter::load("org/qv", &dir, m.model.config(), 256).unwrap();
+    assert_peft_logits(&m, "s260k-qv-r4", &Some(LoraUse::new(Arc::new(a))), "from the hub cache");
+    let e = tgi_formats::hf::resolve_adapter("org/missing").unwrap_err().to_string();
+    assert!(e.contains("HF_HUB_OFFLINE is set") && e.contains("adapter_config.json"), "{e}");
 }
 
 #[test]

@@ -280,7 +280,7 @@ pub struct ServeArgs {
     pub api_key: Option<String>,
 
     /// LoRA adapters to serve beside the model, as `name=path` pairs separated by commas (PEFT directories:
-    /// adapter_config.json and adapter_model.safetensors, or llama.cpp `.gguf` adapters); a request picks one by `model` (OpenAI),
+    /// adapter_config.json and adapter_model.safetensors; llama.cpp `.gguf` adapters; or hub ids); a request picks one by `model` (OpenAI),
     /// `parameters.adapter_id` (TGI) or `lora` (llama-server). TGI's LORA_ADAPTERS is read too.
     #[arg(long, env = "TGI_LORA_ADAPTERS", value_name = "NAME=PATH,...")]
     pub lora_adapters: Option<String>,
