@@ -1,7 +1,9 @@
 //! LoRA adapters against transformers+peft (tests/reference/lora/, made by make_lora_refs.py): tgi's logits with
 //! each adapter within 1e-4 of peft's, from the HF checkpoint and from the GGUF (whose Q/K rows llama.cpp
-//! permutes); greedy text equal to the merged model's; a step mixing adapters and the base gives each sequence
-//! what it gets alone; adapters that do not fit are refused with the reason.
+//! permutes); the same adapters converted by llama.cpp's convert_lora_to_gguf.py (make_gguf_lora_refs.py) give
+//! the same logits; an adapter named by hub id loads from the Hugging Face cache; greedy text equal to the merged
+//! model's; a step mixing adapters and the base gives each sequence what it gets alone; adapters that do not fit
+//! are refused with the reason.
 
 mod common;
 
@@ -70,6 +72,18 @@ fn greedy(m: &LoadedModel, prompt: &[u32], n: usize, lora: &Option<LoraUse>) -> 
     seq[prompt.len()..].to_vec()
 }
 
+/// Asserts that `lora` on `m` gives peft's last logits (within 1e-4) on every prompt of adapter `name`.
+fn assert_peft_logits(m: &LoadedModel, name: &str, lora: &Option<LoraUse>, what: &str) {
+    let r = refs();
+    for p in r["adapters"][name]["prompts"].as_array().unwrap() {
+        let prompt = ids(&p["prompt_ids"]);
+        let want: Vec<f32> = p["last_logits"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let got = last_logits(m, std::slice::from_ref(&prompt), std::slice::from_ref(lora)).remove(0);
+        let d = max_diff(&got, &want);
+        assert!(d < 1e-4, "{name} ({what}), {:?}: max |diff| {d}", p["prompt"]);
+    }
+}
+
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
@@ -92,19 +106,67 @@ fn logits_match_peft_and_greedy_text_the_merged_model() {
         }
         for m in bases {
             let lora = adapter(m, name);
+            assert_peft_logits(m, name, &lora, base);
             for p in a["prompts"].as_array().unwrap() {
                 let prompt = ids(&p["prompt_ids"]);
-                let want: Vec<f32> =
-                    p["last_logits"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
-                let got = last_logits(m, std::slice::from_ref(&prompt), std::slice::from_ref(&lora)).remove(0);
-                let d = max_diff(&got, &want);
-                assert!(d < 1e-4, "{name} on {base}, {:?}: max |diff| {d}", p["prompt"]);
                 let want_ids = ids(&p["greedy_ids"]);
                 assert_ne!(want_ids, ids(&p["base_greedy_ids"]), "the adapter changes the text");
                 assert_eq!(greedy(m, &prompt, want_ids.len(), &lora), want_ids, "{name}, {:?}", p["prompt"]);
             }
         }
     }
+}
+
+/// The stories260k adapters convert_lora_to_gguf.py converted (the rsLoRA one is left out: the converter drops
+/// `use_rslora`); together they cover all seven projections.
+const GGUF_ADAPTERS: [&str; 3] = ["s260k-qv-r4", "s260k-mlp-r2", "s260k-kd-r16"];
+
+#[test]
+fn llama_cpp_gguf_adapters_give_peft_s_logits() {
+    let hf = open(&model("stories260k/hf"));
+    let gguf = open(&model("stories260k/stories260k-f32.gguf"));
+    for name in GGUF_ADAPTERS {
+        let path = adapter_dir(name).with_extension("gguf");
+        // B's q/k rows come permuted as llama.cpp's converter stores them: undone for the HF base, kept for the GGUF.
+        for (m, what) in [(&hf, "GGUF adapter, HF base"), (&gguf, "GGUF adapter, GGUF base")] {
+            let a = LoraAdapter::load(name, &path, m.model.config(), 256).unwrap();
+            assert_eq!(a.rank(), adapter(m, name).unwrap().adapter.rank());
+            assert_peft_logits(m, name, &Some(LoraUse::new(Arc::new(a))), what);
+        }
+    }
+    // A model is not an adapter; an adapter of another base, or of too high a rank, is refused.
+    let err = |m: &LoadedModel, path: &Path, max: usize| {
+        LoraAdapter::load("x", path, m.model.config(), max).unwrap_err().to_string()
+    };
+    let e = err(&hf, &model("stories260k/stories260k-f32.gguf"), 256);
+    assert!(e.contains("no general.type: not an adapter"), "{e}");
+    let big = open(&model("stories-distill-4l/hf"));
+    let e = err(&big, &adapter_dir("s260k-qv-r4").with_extension("gguf"), 256);
+    assert!(e.contains("has shape") && e.contains("another base"), "{e}");
+    let e = err(&hf, &adapter_dir("s260k-kd-r16").with_extension("gguf"), 8);
+    assert!(e.contains("rank 16 exceeds --max-lora-rank 8"), "{e}");
+}
+
+/// The only test here that touches HF_* variables (process-global).
+#[test]
+fn hub_ids_resolve_through_the_hugging_face_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let snapshot = cache.path().join("models--org--qv/snapshots/0123abcd");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(cache.path().join("models--org--qv/refs")).unwrap();
+    std::fs::write(cache.path().join("models--org--qv/refs/main"), "0123abcd").unwrap();
+    for f in ["adapter_config.json", "adapter_model.safetensors"] {
+        std::fs::copy(adapter_dir("s260k-qv-r4").join(f), snapshot.join(f)).unwrap();
+    }
+    std::env::set_var("HF_HUB_CACHE", cache.path());
+    std::env::set_var("HF_HUB_OFFLINE", "1");
+    let dir = tgi_formats::hf::resolve_adapter("org/qv").unwrap();
+    assert_eq!(dir, snapshot);
+    let m = open(&model("stories260k/hf"));
+    let a = LoraAdapter::load("org/qv", &dir, m.model.config(), 256).unwrap();
+    assert_peft_logits(&m, "s260k-qv-r4", &Some(LoraUse::new(Arc::new(a))), "from the hub cache");
+    let e = tgi_formats::hf::resolve_adapter("org/missing").unwrap_err().to_string();
+    assert!(e.contains("HF_HUB_OFFLINE is set") && e.contains("adapter_config.json"), "{e}");
 }
 
 #[test]

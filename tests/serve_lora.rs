@@ -108,6 +108,11 @@ fn adapters_load_and_unload_at_run_time_behind_the_key() {
     );
     assert_eq!(status, 401);
     assert_eq!(load("a", ADAPTERS[0]).0, 200);
+    // Held back from the KV cache: 2 adapters of rank 8 on every projection of the 5 layers (q 64+64, k and v
+    // 64+32, o 64+64, gate, up and down 64+172), 4 bytes each.
+    let (_, info) = get(&server.url("/info"));
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["lora_reserved_bytes"], 2 * 8 * 5 * (128 + 96 + 96 + 128 + 3 * 236) * 4);
     // An adapter whose factors do not have the shapes its rank and this base imply.
     let wrong = tempfile::tempdir().unwrap();
     for f in ["adapter_config.json", "adapter_model.safetensors"] {
@@ -151,4 +156,11 @@ fn adapters_load_and_unload_at_run_time_behind_the_key() {
     assert!(text.contains("'b' does not exist"), "{text}");
     assert_eq!(call("/v1/unload_lora_adapter", json!({"lora_name": "b"})).0, 404);
     assert_eq!(server.metric("tgi_lora_loaded"), 1.0);
+    // A llama.cpp GGUF adapter loads like a PEFT directory and serves requests.
+    let gguf = root().join("tests/reference/lora/s260k-qv-r4.gguf").display().to_string();
+    let (status, body) = call("/v1/load_lora_adapter", json!({"lora_name": "g", "lora_path": gguf}));
+    assert_eq!(status, 200, "{body}");
+    let body = json!({"inputs": "Once upon a time", "parameters": {"max_new_tokens": 4, "adapter_id": "g"}});
+    let (status, text) = post_with(&server.url("/generate"), &key, &body.to_string());
+    assert_eq!(status, 200, "{text}");
 }

@@ -280,18 +280,19 @@ pub struct ServeArgs {
     pub api_key: Option<String>,
 
     /// LoRA adapters to serve beside the model, as `name=path` pairs separated by commas (PEFT directories:
-    /// adapter_config.json and adapter_model.safetensors); a request picks one by `model` (OpenAI),
+    /// adapter_config.json and adapter_model.safetensors; llama.cpp `.gguf` adapters; or hub ids); a request picks one by `model` (OpenAI),
     /// `parameters.adapter_id` (TGI) or `lora` (llama-server). TGI's LORA_ADAPTERS is read too.
     #[arg(long, env = "TGI_LORA_ADAPTERS", value_name = "NAME=PATH,...")]
     pub lora_adapters: Option<String>,
 
-    /// Most LoRA adapters held at once: loading one more evicts the least recently used adapter no request is
-    /// running on (or is refused with 503 when every one is in use).
-    #[arg(long, env = "TGI_MAX_LORAS", default_value_t = 16, value_name = "N")]
-    pub max_loras: usize,
+    /// Most LoRA adapters held at once (default 16): loading one more evicts the least recently used adapter no
+    /// request is running on (or is refused with 503 when every one is in use). With this flag or
+    /// --lora-adapters, memory for N adapters of --max-lora-rank on every projection is held back from the KV cache.
+    #[arg(long, env = "TGI_MAX_LORAS", value_name = "N")]
+    pub max_loras: Option<usize>,
 
-    /// Highest LoRA rank an adapter may have; adapters of a higher rank are refused at load.
-    #[arg(long, env = "TGI_MAX_LORA_RANK", default_value_t = 256, value_name = "R")]
+    /// Highest LoRA rank an adapter may have (vLLM's default, 16); adapters of a higher rank are refused at load.
+    #[arg(long, env = "TGI_MAX_LORA_RANK", default_value_t = 16, value_name = "R")]
     pub max_lora_rank: usize,
 
     /// Allow cross-origin browser requests from this origin (repeatable; `*` for any).

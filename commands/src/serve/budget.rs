@@ -7,6 +7,8 @@
 use std::fmt;
 
 use tgi_engines::device::DeviceSpec;
+use tgi_engines::lora::full_adapter_bytes;
+use tgi_engines::model::DecoderConfig;
 
 use super::limits::RequestLimits;
 use super::settings::ServeSettings;
@@ -57,9 +59,11 @@ impl Memory {
         }
     }
 
-    /// KV tokens that fit in the default share at `bytes_per_token`.
-    fn tokens(&self, bytes_per_token: usize) -> usize {
-        (self.bytes as f64 * self.fraction() / bytes_per_token.max(1) as f64) as usize
+    /// KV tokens that fit in the default share at `bytes_per_token`, once `reserved` bytes (LoRA adapters) are
+    /// taken from it.
+    fn tokens(&self, bytes_per_token: usize, reserved: u64) -> usize {
+        let share = (self.bytes as f64 * self.fraction() - reserved as f64).max(0.0);
+        (share / bytes_per_token.max(1) as f64) as usize
     }
 }
 
@@ -84,6 +88,14 @@ pub struct SizingInputs {
     pub memory: Option<Memory>,
     /// Where the model runs: the CPU's defaults differ from a GPU's.
     pub device: DeviceSpec,
+    /// Bytes held back from the KV cache's share of memory for LoRA adapters ([`lora_reserve`]).
+    pub lora_reserved: u64,
+}
+
+/// The memory LoRA adapters may take, as vLLM reserves it: `max_loras` adapters of rank `max_rank` on every
+/// projection of every layer of `cfg`.
+pub fn lora_reserve(cfg: &DecoderConfig, max_loras: usize, max_rank: usize) -> u64 {
+    max_loras as u64 * full_adapter_bytes(cfg, max_rank)
 }
 
 impl SizingInputs {
@@ -174,8 +186,8 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
     };
     let (kv_tokens, kv_budget) = match (settings.max_batch_total_tokens, m.memory) {
         (Some(t), _) => (t, KvBudget::Flag),
-        (None, Some(memory)) if memory.tokens(m.kv_bytes_per_token) < cap => {
-            (memory.tokens(m.kv_bytes_per_token), KvBudget::Memory(memory))
+        (None, Some(memory)) if memory.tokens(m.kv_bytes_per_token, m.lora_reserved) < cap => {
+            (memory.tokens(m.kv_bytes_per_token, m.lora_reserved), KvBudget::Memory(memory))
         }
         (None, _) => (cap, whole),
     };
@@ -185,6 +197,11 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
         KvBudget::BatchTimesTotal | KvBudget::BatchTimesContext => kv_tokens.div_ceil(BLOCK_SIZE) * BLOCK_SIZE,
     };
     if kv_tokens < max_total {
+        let lora = if m.lora_reserved > 0 && matches!(kv_budget, KvBudget::Memory(_)) {
+            format!(" after {:.1} MiB reserved for LoRA adapters", m.lora_reserved as f64 / (1u64 << 20) as f64)
+        } else {
+            String::new()
+        };
         let (from, fix) = match kv_budget {
             KvBudget::Memory(Memory { device: DeviceSpec::Cpu, .. }) => {
                 (" from the available memory".to_string(), "lower --max-total-tokens or free memory")
@@ -195,8 +212,8 @@ pub fn size(settings: &ServeSettings, m: &SizingInputs) -> Result<Sizes, InputEr
             _ => (String::new(), "raise it or lower --max-total-tokens"),
         };
         return bad(format!(
-            "--max-batch-total-tokens ({kv_tokens}{from}) is smaller than --max-total-tokens ({max_total}): one \
-             request could never fit; {fix}"
+            "--max-batch-total-tokens ({kv_tokens}{from}{lora}) is smaller than --max-total-tokens ({max_total}): \
+             one request could never fit; {fix}"
         ));
     }
     Ok(Sizes {
@@ -245,6 +262,7 @@ mod tests {
         kv_bytes_per_token: 1024,
         memory: Some(Memory { bytes: 1 << 30, device: DeviceSpec::Cuda(0) }),
         device: DeviceSpec::Cuda(0),
+        lora_reserved: 0,
     };
 
     /// The same model on the CPU of a host with `bytes` available, and a context of `context` tokens.
@@ -302,6 +320,24 @@ mod tests {
         assert!(err.contains("(80 from cuda:1's free memory)"), "{err}");
         let s = size_of(&[], &SizingInputs { memory: None, ..M }).unwrap();
         assert_eq!((s.limits.max_batch_total_tokens, s.kv_budget), (65536, KvBudget::BatchTimesContext));
+    }
+
+    #[test]
+    fn lora_adapters_are_reserved_from_the_memory_share() {
+        // 90% of 64 MiB less 8 MiB for adapters, at 1 KiB per token: 50790.4 tokens, down to whole blocks.
+        let m = SizingInputs { lora_reserved: 8 << 20, ..with_memory(64 << 20, DeviceSpec::Cuda(0)) };
+        assert_eq!(size_of(&[], &m).unwrap().limits.max_batch_total_tokens, 50784);
+        let m = SizingInputs { lora_reserved: 60 << 20, ..m };
+        let err = size_of(&[], &m).unwrap_err().0;
+        assert!(err.contains("(0 from cuda:0's free memory after 60.0 MiB reserved for LoRA adapters)"), "{err}");
+        // 16 adapters of rank 16 on the bundled model: 16 times one adapter's bytes.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/stories260k/hf/config.json");
+        let hf = tgi_formats::hf::ModelConfig::from_file(std::path::Path::new(path)).unwrap();
+        let cfg = DecoderConfig::from_hf(&hf).unwrap();
+        // 5 layers; per layer and rank: q 64+64, k and v 64+32, o 64+64, gate, up and down 64+172.
+        let per_rank = 5 * (128 + 96 + 96 + 128 + 3 * 236);
+        assert_eq!(lora_reserve(&cfg, 16, 16), 16 * per_rank * 16 * 4);
+        assert_eq!(lora_reserve(&cfg, 0, 16), 0);
     }
 
     #[test]

@@ -59,7 +59,8 @@ impl RequestChecker {
         tokenizer: Tokenizer,
         chat_template: Option<ChatTemplate>,
     ) -> Result<Self> {
-        let inputs = SizingInputs { context, kv_bytes_per_token: 1, memory: None, device: DeviceSpec::Cpu };
+        let inputs =
+            SizingInputs { context, kv_bytes_per_token: 1, memory: None, device: DeviceSpec::Cpu, lora_reserved: 0 };
         let sizes = size(settings, &inputs)?;
         let model = ServedModel {
             id: "checker".into(),

@@ -2,12 +2,12 @@
 //! (`POST /v1/load_lora_adapter`), looked up by name per request, evicted least recently used beyond
 //! `--max-loras` (never one a request holds), and counted for `/info` and `/metrics`.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
 use tgi_engines::lora::{LoraAdapter, LoraUse};
 use tgi_engines::model::DecoderConfig;
+use tgi_formats::hf;
 
 use hyper::StatusCode;
 use serde::Serialize;
@@ -25,6 +25,8 @@ pub struct Loras {
     pub max_loras: usize,
     /// Highest rank accepted.
     pub max_rank: usize,
+    /// Memory held back from the KV cache for adapters (`/info`).
+    pub reserved_bytes: u64,
     held: Mutex<Held>,
 }
 
@@ -69,7 +71,7 @@ pub struct AdapterInfo {
 pub struct LoadBody {
     /// The name requests will use.
     pub lora_name: String,
-    /// The PEFT adapter directory, on the server's file system.
+    /// The adapter: a PEFT directory or llama.cpp `.gguf` adapter on the server's file system, or a hub id.
     pub lora_path: String,
 }
 
@@ -83,7 +85,12 @@ pub struct UnloadBody {
 impl Loras {
     /// No adapters yet, for a base of `base`.
     pub fn new(base: Option<DecoderConfig>, max_loras: usize, max_rank: usize) -> Self {
-        Loras { base, max_loras, max_rank, held: Mutex::default() }
+        Loras { base, max_loras, max_rank, reserved_bytes: 0, held: Mutex::default() }
+    }
+
+    /// The same, showing `bytes` held back from the KV cache for adapters.
+    pub fn with_reserved(self, bytes: u64) -> Self {
+        Loras { reserved_bytes: bytes, ..self }
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -102,9 +109,9 @@ impl Loras {
         if self.held().adapters.iter().any(|e| e.adapter.name() == name) {
             return Err(refuse(format!("an adapter named '{name}' is already loaded; unload it first")));
         }
-        // Read outside the lock: requests keep resolving adapters meanwhile.
-        let adapter =
-            LoraAdapter::load(name, &PathBuf::from(path), base, self.max_rank).map_err(|e| refuse(e.to_string()))?;
+        // Read outside the lock: requests keep resolving adapters meanwhile. A hub id resolves as models do.
+        let dir = hf::resolve_adapter(path).map_err(|e| refuse(e.to_string()))?;
+        let adapter = LoraAdapter::load(name, &dir, base, self.max_rank).map_err(|e| refuse(e.to_string()))?;
         let mut held = self.held();
         if held.adapters.iter().any(|e| e.adapter.name() == name) {
             return Err(refuse(format!("an adapter named '{name}' is already loaded; unload it first")));

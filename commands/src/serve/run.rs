@@ -12,7 +12,7 @@ use tgi_engines::scheduler::{EngineWatch, Scheduler, SchedulerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::budget::{self, Memory, Sizes, SizingInputs};
+use super::budget::{self, lora_reserve, Memory, Sizes, SizingInputs};
 use super::connections;
 use super::log;
 use super::lora::Loras;
@@ -87,8 +87,22 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         kv_bytes_per_token: kv_bytes_per_token(&loaded),
         memory: Memory::of(settings.model.device, gpu_free),
         device: settings.model.device,
+        lora_reserved: if settings.lora.reserve {
+            lora_reserve(c, settings.lora.max_loras, settings.lora.max_rank)
+        } else {
+            0
+        },
     };
     let sizes = budget::size(settings, &inputs)?;
+    if inputs.lora_reserved > 0 {
+        tracing::info!(
+            "LoRA: {:.1} MiB held back from the KV cache for --max-loras {} adapters of --max-lora-rank {} on every \
+             projection",
+            inputs.lora_reserved as f64 / (1u64 << 20) as f64,
+            settings.lora.max_loras,
+            settings.lora.max_rank
+        );
+    }
     tracing::info!(
         "KV cache: allocating {} tokens ({:.1} MiB, from {})",
         sizes.limits.max_batch_total_tokens,
@@ -99,7 +113,8 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         Some(plan) => Some(plan.load(&loaded)?),
         None => None,
     };
-    let loras = Loras::new(Some(loaded.model.config().clone()), settings.lora.max_loras, settings.lora.max_rank);
+    let loras = Loras::new(Some(loaded.model.config().clone()), settings.lora.max_loras, settings.lora.max_rank)
+        .with_reserved(inputs.lora_reserved);
     for (name, path) in &settings.lora.adapters {
         loras.load(name, path).map_err(|e| InputError(format!("--lora-adapters {name}={path}: {e}")))?;
     }

@@ -97,6 +97,9 @@ pub struct ServeSettings {
     pub notes: Vec<String>,
 }
 
+/// Adapters held at once without --max-loras.
+pub const DEFAULT_MAX_LORAS: usize = 16;
+
 /// The LoRA flags, checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoraSettings {
@@ -106,6 +109,8 @@ pub struct LoraSettings {
     pub max_loras: usize,
     /// `--max-lora-rank`.
     pub max_rank: usize,
+    /// Whether memory is held back for adapters (with --lora-adapters or --max-loras, as vLLM with --enable-lora).
+    pub reserve: bool,
 }
 
 impl ServeSettings {
@@ -132,7 +137,7 @@ impl ServeSettings {
             ("--grammar-max-choices", args.grammar_max_choices),
             ("--grammar-compile-threads", args.grammar_compile_threads),
             ("--grammar-compile-queue", args.grammar_compile_queue),
-            ("--max-loras", args.max_loras),
+            ("--max-loras", args.max_loras.unwrap_or(1)),
             ("--max-lora-rank", args.max_lora_rank),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
@@ -187,9 +192,10 @@ impl ServeSettings {
             .transpose()
             .map_err(|e| InputError(format!("--lora-adapters: {e}")))?;
         let lora = LoraSettings {
-            adapters: adapters.unwrap_or_default(),
-            max_loras: args.max_loras,
+            adapters: adapters.clone().unwrap_or_default(),
+            max_loras: args.max_loras.unwrap_or(DEFAULT_MAX_LORAS),
             max_rank: args.max_lora_rank,
+            reserve: args.max_loras.is_some() || adapters.is_some(),
         };
         if lora.adapters.len() > lora.max_loras {
             return bad("--lora-adapters names more adapters than --max-loras holds");

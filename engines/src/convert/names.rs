@@ -122,6 +122,28 @@ pub fn apply(transform: Transform, data: &mut [f32], scratch: &mut Vec<f32>, row
         }
         Transform::PermuteHeads(heads) => heads,
     };
+    permute_rows(data, scratch, rows, heads, false)
+}
+
+/// Undoes llama.cpp's Q/K permutation (`Transform::PermuteHeads(heads)`) on a row-major `[rows, cols]` tensor:
+/// a GGUF's interleaved rotary halves back to Hugging Face's order.
+pub fn unpermute_heads(
+    data: &mut [f32],
+    scratch: &mut Vec<f32>,
+    rows: usize,
+    heads: usize,
+) -> Result<(), ConvertError> {
+    permute_rows(data, scratch, rows, heads, true)
+}
+
+/// Interleaves (or, `inverse`, de-interleaves) the two rotary halves of each of `heads` heads' rows.
+fn permute_rows(
+    data: &mut [f32],
+    scratch: &mut Vec<f32>,
+    rows: usize,
+    heads: usize,
+    inverse: bool,
+) -> Result<(), ConvertError> {
     if heads == 0
         || !rows.is_multiple_of(heads)
         || !(rows / heads).is_multiple_of(2)
@@ -137,8 +159,8 @@ pub fn apply(transform: Transform, data: &mut [f32], scratch: &mut Vec<f32>, row
     for h in 0..heads {
         for i in 0..half {
             for j in 0..2 {
-                let dst = h * hd + 2 * i + j;
-                let src = h * hd + j * half + i;
+                let (interleaved, halves) = (h * hd + 2 * i + j, h * hd + j * half + i);
+                let (dst, src) = if inverse { (halves, interleaved) } else { (interleaved, halves) };
                 out[dst * cols..(dst + 1) * cols].copy_from_slice(&data[src * cols..(src + 1) * cols]);
             }
         }
@@ -231,6 +253,8 @@ mod tests {
         let rows: Vec<f32> = out.chunks(2).map(|r| r[0] / 2.0).collect();
         assert_eq!(rows, vec![0., 2., 1., 3., 4., 6., 5., 7.]);
         assert!(apply(Transform::PermuteHeads(3), &mut [0.; 8], &mut scratch, 8).is_err());
+        unpermute_heads(&mut out, &mut scratch, 8, 2).unwrap();
+        assert_eq!(out, (0..16).map(|x| x as f32).collect::<Vec<_>>());
     }
 
     #[test]

@@ -1,16 +1,17 @@
 //! A LoRA adapter loaded for one base model: per decoder layer and projection, the factors `A` (`[r, in]`) and
-//! `B` (`[out, r]`) as f32 and the scale, checked against the base's shapes at load.
+//! `B` (`[out, r]`) as f32 and the scale, checked against the base's shapes at load. The stored factors come
+//! from a PEFT directory ([`super::peft`]) or a llama.cpp GGUF adapter ([`super::gguf`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tgi_formats::hf::Architecture;
-use tgi_formats::peft::{AdapterConfig, Factor, LoraTensorName, PeftError, WEIGHTS_FILE};
-use tgi_formats::{SafetensorsSet, SourceError, TensorSource};
+use tgi_formats::peft::{Factor, PeftError};
+use tgi_formats::{SourceError, TensorSource};
 
-use crate::convert::names::{apply, Transform};
-use crate::model::{DecoderConfig, Family, RopeStyle};
+use super::module::{Module, SLOTS};
+use crate::convert::names::{apply, unpermute_heads, Transform};
+use crate::model::{DecoderConfig, RopeStyle};
 
 /// Why an adapter cannot be loaded for a base model.
 #[derive(Debug, thiserror::Error)]
@@ -41,101 +42,6 @@ pub enum LoraError {
     },
 }
 
-/// A projection of a decoder layer an adapter may change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Module {
-    /// `self_attn.q_proj`.
-    Q,
-    /// `self_attn.k_proj`.
-    K,
-    /// `self_attn.v_proj`.
-    V,
-    /// `self_attn.o_proj`.
-    O,
-    /// `mlp.gate_proj`.
-    Gate,
-    /// `mlp.up_proj`.
-    Up,
-    /// `mlp.down_proj`.
-    Down,
-    /// `self_attn.qkv_proj` (Phi-3's fused projection).
-    Qkv,
-    /// `mlp.gate_up_proj` (Phi-3's fused projection).
-    GateUp,
-}
-
-impl Module {
-    /// Every module, in slot order.
-    const ALL: [Module; 9] = [
-        Module::Q,
-        Module::K,
-        Module::V,
-        Module::O,
-        Module::Gate,
-        Module::Up,
-        Module::Down,
-        Module::Qkv,
-        Module::GateUp,
-    ];
-
-    /// The module's path inside a layer, as transformers names it.
-    pub fn hf_name(self) -> &'static str {
-        match self {
-            Module::Q => "self_attn.q_proj",
-            Module::K => "self_attn.k_proj",
-            Module::V => "self_attn.v_proj",
-            Module::O => "self_attn.o_proj",
-            Module::Gate => "mlp.gate_proj",
-            Module::Up => "mlp.up_proj",
-            Module::Down => "mlp.down_proj",
-            Module::Qkv => "self_attn.qkv_proj",
-            Module::GateUp => "mlp.gate_up_proj",
-        }
-    }
-
-    /// The module's weight in a GGUF layer, as llama.cpp names it (`attn_q`; Phi-3's fused gate and up
-    /// projection is `ffn_up`).
-    pub fn gguf_name(self) -> &'static str {
-        match self {
-            Module::Q => "attn_q",
-            Module::K => "attn_k",
-            Module::V => "attn_v",
-            Module::O => "attn_output",
-            Module::Gate => "ffn_gate",
-            Module::Up | Module::GateUp => "ffn_up",
-            Module::Down => "ffn_down",
-            Module::Qkv => "attn_qkv",
-        }
-    }
-
-    /// The module named `name`, if it is one.
-    fn parse(name: &str) -> Option<Self> {
-        Module::ALL.into_iter().find(|m| m.hf_name() == name)
-    }
-
-    /// The base projection's `(out, in)` in layer `layer` of `cfg`, or why the base has no such projection.
-    fn shape(self, cfg: &DecoderConfig, layer: usize) -> Result<(usize, usize), String> {
-        let (h, q, kv, i) = (cfg.hidden, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.intermediate);
-        let fused = Family::of(cfg.architecture).fused_projections;
-        let sparse = cfg.moe.as_ref().is_some_and(|m| m.sparse_layers.get(layer) == Some(&true));
-        let mlp = matches!(self, Module::Gate | Module::Up | Module::Down | Module::GateUp);
-        if sparse && mlp {
-            return Err(format!("layer {layer} is a mixture of experts; LoRA on experts is not supported"));
-        }
-        let wrong = || Err(format!("the base model ({:?}) has no {} projections", cfg.architecture, self.hf_name()));
-        Ok(match (self, fused) {
-            (Module::Q, false) => (q, h),
-            (Module::K | Module::V, false) => (kv, h),
-            (Module::O, _) => (h, q),
-            (Module::Gate | Module::Up, false) => (i, h),
-            (Module::Down, _) => (h, i),
-            (Module::Qkv, true) => (q + 2 * kv, h),
-            (Module::GateUp, true) => (2 * i, h),
-            _ => return wrong(),
-        })
-    }
-}
-
 /// One projection's LoRA factors.
 #[derive(Debug)]
 pub(crate) struct LoraPair {
@@ -153,6 +59,33 @@ pub(crate) struct LoraPair {
     pub scale: f32,
 }
 
+/// A stored factor placed on the base: which tensor, layer, projection and factor, and its shape.
+#[derive(Clone, Debug)]
+pub(super) struct Stored {
+    /// The tensor's name in its file.
+    pub name: String,
+    /// The decoder layer.
+    pub layer: usize,
+    /// The projection.
+    pub module: Module,
+    /// A or B.
+    pub factor: Factor,
+    /// `[r, in]` for A, `[out, r]` for B.
+    pub shape: Vec<usize>,
+}
+
+/// What a source says about its factors beyond their places.
+pub(super) struct Layout {
+    /// The factors.
+    pub stored: Vec<Stored>,
+    /// The rank every pair must have (PEFT's `r`), or `None` when each pair's shapes tell its own (GGUF).
+    pub rank: Option<usize>,
+    /// Each pair's scale from its rank.
+    pub scale: Box<dyn Fn(usize) -> f32>,
+    /// Whether `B`'s q/k rows are in llama.cpp's permuted order (a GGUF adapter of a Llama-family base).
+    pub permuted: bool,
+}
+
 /// Process-wide counter giving each loaded adapter its own id.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -164,77 +97,38 @@ pub struct LoraAdapter {
     path: PathBuf,
     rank: usize,
     /// Per layer, per [`Module`] slot.
-    layers: Vec<[Option<LoraPair>; 9]>,
+    layers: Vec<[Option<LoraPair>; SLOTS]>,
     bytes: usize,
     load_time: Duration,
 }
 
 impl LoraAdapter {
-    /// Loads the PEFT adapter in `dir` (`adapter_config.json`, `adapter_model.safetensors`) for a base of `cfg`,
-    /// refusing a rank over `max_rank` and any tensor that does not fit the base.
-    pub fn load(name: &str, dir: &Path, cfg: &DecoderConfig, max_rank: usize) -> Result<Self, LoraError> {
+    /// Loads the adapter at `path` for a base of `cfg`: a PEFT directory (`adapter_config.json`,
+    /// `adapter_model.safetensors`) or a `.gguf` file from llama.cpp's `convert_lora_to_gguf.py`; refuses a rank
+    /// over `max_rank` and any tensor that does not fit the base.
+    pub fn load(name: &str, path: &Path, cfg: &DecoderConfig, max_rank: usize) -> Result<Self, LoraError> {
         let start = Instant::now();
-        let config = AdapterConfig::read(dir)?;
-        let mismatch = |problem: String| LoraError::Mismatch { path: dir.to_path_buf(), problem };
-        if config.rank > max_rank {
-            return Err(LoraError::RankTooLarge { path: dir.to_path_buf(), rank: config.rank, max: max_rank });
-        }
-        let source = SafetensorsSet::open_files(&[dir.join(WEIGHTS_FILE)]).map_err(SourceError::from)?;
-        let mut layers: Vec<[Option<LoraPair>; 9]> = (0..cfg.layers).map(|_| Default::default()).collect();
-        let mut halves: Vec<(usize, Module, Factor, Vec<f32>)> = Vec::new();
-        for meta in source.tensors() {
-            let parsed = LoraTensorName::parse(&meta.name);
-            let Some(LoraTensorName { layer, module, factor }) = parsed else {
-                return Err(mismatch(format!("tensor '{}' is not a LoRA factor of a decoder projection", meta.name)));
-            };
-            let Some(m) = Module::parse(&module) else {
-                return Err(mismatch(format!("tensor '{}': module '{module}' is not supported", meta.name)));
-            };
-            if layer >= cfg.layers {
-                return Err(mismatch(format!("tensor '{}': the base model has {} layers", meta.name, cfg.layers)));
-            }
-            let (out, inp) = m.shape(cfg, layer).map_err(|p| mismatch(format!("tensor '{}': {p}", meta.name)))?;
-            let expected = match factor {
-                Factor::A => vec![config.rank, inp],
-                Factor::B => vec![out, config.rank],
-            };
-            if meta.shape != expected {
-                return Err(mismatch(format!(
-                    "tensor '{}' has shape {:?}, but rank {} on this base model needs {:?} (an adapter for another base?)",
-                    meta.name, meta.shape, config.rank, expected
-                )));
-            }
-            halves.push((layer, m, factor, source.read_f32(&meta.name)?));
-        }
-        let (a_halves, mut b_halves): (Vec<_>, Vec<_>) = halves.into_iter().partition(|h| h.2 == Factor::A);
-        let mut bytes = 0;
-        for (layer, m, _, a) in a_halves {
-            let Some(at) = b_halves.iter().position(|h| h.0 == layer && h.1 == m) else {
-                return Err(mismatch(format!("layer {layer} {}: lora_A without lora_B", m.hf_name())));
-            };
-            let mut b = b_halves.swap_remove(at).3;
-            let (rows, cols) = m.shape(cfg, layer).expect("checked above");
-            permute_for_gguf(&mut b, m, cfg).map_err(mismatch)?;
-            bytes += (a.len() + b.len()) * 4;
-            let pair = LoraPair { a, b, rank: config.rank, rows, cols, scale: config.scale() as f32 };
-            layers[layer][slot(m)] = Some(pair);
-        }
-        if let Some((layer, m, ..)) = b_halves.first() {
-            return Err(mismatch(format!("layer {layer} {}: lora_B without lora_A", m.hf_name())));
-        }
-        if bytes == 0 {
-            return Err(mismatch(format!("{WEIGHTS_FILE} holds no LoRA factors")));
-        }
-        let load_time = start.elapsed();
+        let mismatch = |problem: String| LoraError::Mismatch { path: path.to_path_buf(), problem };
+        let (source, layout) = if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
+            super::gguf::read(path, cfg)?
+        } else if path.is_file() {
+            return Err(mismatch(
+                "not a .gguf adapter or a PEFT adapter directory (adapter_config.json and adapter_model.safetensors)"
+                    .into(),
+            ));
+        } else {
+            super::peft::read(path)?
+        };
+        let (layers, rank, bytes) = assemble(&*source, layout, cfg, max_rank, path)?;
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Ok(LoraAdapter {
             name: name.to_string(),
             id,
-            path: dir.to_path_buf(),
-            rank: config.rank,
+            path: path.to_path_buf(),
+            rank,
             layers,
             bytes,
-            load_time,
+            load_time: start.elapsed(),
         })
     }
 
@@ -253,7 +147,7 @@ impl LoraAdapter {
         &self.path
     }
 
-    /// The rank.
+    /// The rank (the highest of its projections').
     pub fn rank(&self) -> usize {
         self.rank
     }
@@ -270,27 +164,84 @@ impl LoraAdapter {
 
     /// Layer `layer`'s factors for `m`, if the adapter changes it.
     pub(crate) fn pair(&self, layer: usize, m: Module) -> Option<&LoraPair> {
-        self.layers.get(layer)?[slot(m)].as_ref()
+        self.layers.get(layer)?[m.slot()].as_ref()
     }
 }
 
-/// The slot of `m` in a layer's array.
-fn slot(m: Module) -> usize {
-    Module::ALL.iter().position(|x| *x == m).expect("every module has a slot")
+/// Per layer and slot, the pairs.
+type Layers = Vec<[Option<LoraPair>; SLOTS]>;
+
+/// Checks every factor's shape against the base and its partner, then reads the pairs (B's q/k rows put in the
+/// base's order): the layers, the highest rank and the bytes.
+fn assemble(
+    source: &dyn TensorSource,
+    layout: Layout,
+    cfg: &DecoderConfig,
+    max_rank: usize,
+    path: &Path,
+) -> Result<(Layers, usize, usize), LoraError> {
+    let mismatch = |problem: String| LoraError::Mismatch { path: path.to_path_buf(), problem };
+    let (a_halves, mut b_halves): (Vec<_>, Vec<_>) = layout.stored.into_iter().partition(|s| s.factor == Factor::A);
+    let mut pairs = Vec::new();
+    for a in a_halves {
+        let Some(at) = b_halves.iter().position(|b| b.layer == a.layer && b.module == a.module) else {
+            return Err(mismatch(format!("layer {} {}: lora_A without lora_B", a.layer, a.module.hf_name())));
+        };
+        let b = b_halves.swap_remove(at);
+        let (out, inp) = a.module.shape(cfg, a.layer).map_err(|p| mismatch(format!("tensor '{}': {p}", a.name)))?;
+        let rank = layout.rank.unwrap_or(a.shape.first().copied().unwrap_or(0));
+        if rank == 0 {
+            return Err(mismatch(format!("tensor '{}' has rank 0", a.name)));
+        }
+        if rank > max_rank {
+            return Err(LoraError::RankTooLarge { path: path.to_path_buf(), rank, max: max_rank });
+        }
+        for (s, expected) in [(&a, vec![rank, inp]), (&b, vec![out, rank])] {
+            if s.shape != expected {
+                return Err(mismatch(format!(
+                    "tensor '{}' has shape {:?}, but rank {rank} on this base model needs {expected:?} (an adapter \
+                     for another base?)",
+                    s.name, s.shape
+                )));
+            }
+        }
+        pairs.push((a, b, rank, out, inp));
+    }
+    if let Some(b) = b_halves.first() {
+        return Err(mismatch(format!("layer {} {}: lora_B without lora_A", b.layer, b.module.hf_name())));
+    }
+    // After the shapes: an adapter of another base more often differs in width than in depth.
+    if let Some((a, ..)) = pairs.iter().find(|p| p.0.layer >= cfg.layers) {
+        return Err(mismatch(format!("tensor '{}': the base model has {} layers", a.name, cfg.layers)));
+    }
+    if pairs.is_empty() {
+        return Err(mismatch("the adapter holds no LoRA factors".into()));
+    }
+    let mut layers: Layers = (0..cfg.layers).map(|_| Default::default()).collect();
+    let (mut bytes, mut top) = (0, 0);
+    for (a, b, rank, rows, cols) in pairs {
+        let a_data = source.read_f32(&a.name)?;
+        let mut b_data = source.read_f32(&b.name)?;
+        reorder_qk(&mut b_data, a.module, a.layer, cfg, layout.permuted).map_err(mismatch)?;
+        bytes += (a_data.len() + b_data.len()) * 4;
+        top = top.max(rank);
+        let scale = (layout.scale)(rank);
+        layers[a.layer][a.module.slot()] = Some(LoraPair { a: a_data, b: b_data, rank, rows, cols, scale });
+    }
+    Ok((layers, top, bytes))
 }
 
-/// Reorders `b`'s rows as llama.cpp permuted the base's q and k rows, when the base came from a GGUF of a family
-/// whose Q/K llama.cpp permutes (the decoder then runs interleaved RoPE on them).
-fn permute_for_gguf(b: &mut [f32], m: Module, cfg: &DecoderConfig) -> Result<(), String> {
-    let permuted = matches!(cfg.architecture, Architecture::Llama | Architecture::Mistral | Architecture::Mixtral);
-    if cfg.rope_style != RopeStyle::Interleaved || !permuted {
-        return Ok(());
-    }
-    let heads = match m {
-        Module::Q => cfg.heads,
-        Module::K => cfg.kv_heads,
+/// Puts `b`'s rows in the base's order where llama.cpp permutes Q and K rows (Llama-family bases): permuted for
+/// a base read from a GGUF (interleaved RoPE), in Hugging Face's order for a base read from safetensors, from the
+/// order the adapter stores (`permuted`: llama.cpp's).
+fn reorder_qk(b: &mut [f32], m: Module, layer: usize, cfg: &DecoderConfig, permuted: bool) -> Result<(), String> {
+    let Some((_, Transform::PermuteHeads(heads))) = m.gguf_tensor(cfg, layer) else { return Ok(()) };
+    let rows = heads * cfg.head_dim;
+    let base_permuted = cfg.rope_style == RopeStyle::Interleaved;
+    let done = match (base_permuted, permuted) {
+        (true, false) => apply(Transform::PermuteHeads(heads), b, &mut Vec::new(), rows),
+        (false, true) => unpermute_heads(b, &mut Vec::new(), rows, heads),
         _ => return Ok(()),
     };
-    let rows = heads * cfg.head_dim;
-    apply(Transform::PermuteHeads(heads), b, &mut Vec::new(), rows).map_err(|e| e.to_string())
+    done.map_err(|e| e.to_string())
 }

@@ -4,6 +4,7 @@
 //! tensor names below 64 bytes, 1 to 4 dims in ggml order (`ne[0]` innermost), data offsets relative to
 //! the aligned start of the data section.
 
+pub mod lora;
 pub mod pre;
 mod reader;
 mod value;

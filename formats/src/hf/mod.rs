@@ -1,6 +1,7 @@
 //! Hugging Face model directories: `config.json`, `generation_config.json`, the tokenizer files and
 //! the weight files of a local directory or a Hub cache snapshot.
 
+mod adapter_dir;
 pub mod config;
 pub mod generation;
 mod json;
@@ -9,6 +10,7 @@ pub mod tokenizer;
 
 use std::path::PathBuf;
 
+pub use adapter_dir::resolve_adapter;
 pub use config::{Architecture, GemmaExtras, LayerWindows, ModelConfig, MoeConfig, RopeScaling};
 pub use generation::GenerationConfig;
 pub use model_dir::{resolve, resolve_at, ModelFiles};

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use hf_hub::api::sync::ApiBuilder;
+use hf_hub::api::sync::{Api, ApiBuilder};
 use hf_hub::{Cache, CacheRepo, Repo, RepoType};
 
 use super::json::{read_json, Obj};
@@ -68,13 +68,17 @@ pub fn resolve_at(model: &str, revision: Option<&str>) -> Result<ModelFiles, HfE
             problem: format!("invalid revision '{revision}': expected a branch, tag or commit name"),
         });
     }
-    let offline = std::env::var("HF_HUB_OFFLINE")
-        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
-    resolve_hub(model, revision, &hub_cache_dir(model)?, offline)
+    resolve_hub(model, revision, &hub_cache_dir(model)?, hub_offline())
+}
+
+/// Whether `HF_HUB_OFFLINE` asks for the cache only.
+pub(super) fn hub_offline() -> bool {
+    std::env::var("HF_HUB_OFFLINE")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
 /// The revision a hub id means without one.
-const MAIN: &str = "main";
+pub(super) const MAIN: &str = "main";
 
 /// Whether `rev` can name a branch, tag or commit without leaving the cache's `refs/` directory.
 fn is_revision(rev: &str) -> bool {
@@ -169,7 +173,7 @@ fn has_pickle_weights(dir: &Path) -> Result<bool, HfError> {
 }
 
 /// Whether `model` looks like a Hub repo id `org/name`.
-fn is_repo_id(model: &str) -> bool {
+pub(super) fn is_repo_id(model: &str) -> bool {
     let valid = |part: &str| {
         !part.is_empty()
             && !part.starts_with(['.', '-'])
@@ -180,7 +184,7 @@ fn is_repo_id(model: &str) -> bool {
 }
 
 /// The hub cache directory, as huggingface_hub locates it.
-fn hub_cache_dir(repo: &str) -> Result<PathBuf, HfError> {
+pub(super) fn hub_cache_dir(repo: &str) -> Result<PathBuf, HfError> {
     let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = var("HF_HUB_CACHE") {
         return Ok(dir);
@@ -233,10 +237,8 @@ fn missing_in_cache(cached: &CacheRepo) -> Result<Vec<String>, HfError> {
     Ok(missing)
 }
 
-/// Downloads config, weights and the optional files of `repo` (at the revision `at` names) into `cache`, then
-/// resolves the snapshot.
-fn download(repo: &str, at: Repo, cache: Cache) -> Result<ModelFiles, HfError> {
-    let hub = |problem: String| HfError::Hub { repo: repo.to_string(), problem };
+/// The hub client over `cache`, with `HF_TOKEN` and `HF_ENDPOINT` applied.
+pub(super) fn hub_api(repo: &str, cache: &Cache) -> Result<Api, HfError> {
     let mut builder = ApiBuilder::from_cache(cache.clone());
     if let Ok(token) = std::env::var("HF_TOKEN") {
         builder = builder.with_token(Some(token));
@@ -244,8 +246,14 @@ fn download(repo: &str, at: Repo, cache: Cache) -> Result<ModelFiles, HfError> {
     if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
         builder = builder.with_endpoint(endpoint);
     }
-    let api = builder.build().map_err(|e| hub(e.to_string()))?;
-    let remote = api.repo(at.clone());
+    builder.build().map_err(|e| HfError::Hub { repo: repo.to_string(), problem: e.to_string() })
+}
+
+/// Downloads config, weights and the optional files of `repo` (at the revision `at` names) into `cache`, then
+/// resolves the snapshot.
+fn download(repo: &str, at: Repo, cache: Cache) -> Result<ModelFiles, HfError> {
+    let hub = |problem: String| HfError::Hub { repo: repo.to_string(), problem };
+    let remote = hub_api(repo, &cache)?.repo(at.clone());
     let info = remote.info().map_err(|e| {
         hub(format!("cannot list the repo ({e}); check the name, the network, or HF_TOKEN for gated models"))
     })?;
@@ -276,7 +284,7 @@ fn download(repo: &str, at: Repo, cache: Cache) -> Result<ModelFiles, HfError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::fs;
 
@@ -378,7 +386,7 @@ mod tests {
     }
 
     /// Lays out `models--org--name` as hf-hub does: blobs, snapshots/<rev>/ symlinks, refs/main.
-    fn fake_cache(files: &[&str]) -> tempfile::TempDir {
+    pub(in crate::hf) fn fake_cache(files: &[&str]) -> tempfile::TempDir {
         let cache = tempfile::tempdir().unwrap();
         let repo = cache.path().join("models--org--name");
         let snapshot = repo.join("snapshots/0123abcd");

@@ -35,6 +35,7 @@ pub fn info(state: &AppState) -> HttpResponse {
             lora_adapters: state.loras.list(),
             max_loras: state.loras.max_loras,
             max_lora_rank: state.loras.max_rank,
+            lora_reserved_bytes: state.loras.reserved_bytes,
         },
     )
 }

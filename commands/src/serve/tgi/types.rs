@@ -276,4 +276,6 @@ pub struct Info {
     pub max_loras: usize,
     /// `--max-lora-rank`.
     pub max_lora_rank: usize,
+    /// Memory held back from the KV cache for adapters.
+    pub lora_reserved_bytes: u64,
 }
