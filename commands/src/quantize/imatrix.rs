@@ -277,6 +277,24 @@ mod tests {
     }
 
     #[test]
+    fn legacy_files_divide_by_the_call_count() {
+        // llama-quantize divides a .dat file's stored sums / count · calls by calls.
+        let mut m = Imatrix { chunk_count: 3, chunk_size: 4, ..Default::default() };
+        let mut e = ImatrixEntry::new(4, 1);
+        e.sums = vec![2.0, 4.0, 6.0, 8.0];
+        e.counts = vec![10];
+        m.entries.insert("blk.0.attn_q.weight".into(), e);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.dat");
+        m.write_legacy(std::fs::File::create(&path).unwrap()).unwrap();
+        let loaded = Importance::load(&path.display().to_string(), &[], &[]).unwrap();
+        // calls = ceil(10 / 4) = 3, stored = sums / 10 · 3, importance = stored / 3.
+        let want: Vec<f32> = [2.0f32, 4.0, 6.0, 8.0].iter().map(|s| s / 10.0 * 3.0 / 3.0).collect();
+        assert_eq!(loaded.entries["blk.0.attn_q.weight"], want);
+        assert_eq!(loaded.chunks, 3);
+    }
+
+    #[test]
     fn bad_files_are_input_errors() {
         let dir = tempfile::tempdir().unwrap();
         assert!(Importance::load(&dir.path().join("none").display().to_string(), &[], &[]).is_err());
