@@ -1,12 +1,12 @@
 //! Byte-exact checks of `tgi_formats::quant` against reference vectors written by
-//! `tests/python/quant_vectors.py` (gguf-py) and `tests/python/kquant_vs_ggml.py` (llama.cpp's
-//! ggml). See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
+//! `tests/python/quant_vectors.py` (gguf-py), `tests/python/kquant_vs_ggml.py` and
+//! `tests/python/imatrix_vs_ggml.py` (llama.cpp's ggml, without and with an importance matrix). See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
 //! directory written by the same scripts (e.g. a larger, uncommitted set).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use tgi_formats::quant::{dequantize_row, quantize_matrix};
+use tgi_formats::quant::{dequantize_row, quantize_matrix, quantize_row_weighted};
 use tgi_formats::GgmlType;
 
 fn data_dir() -> PathBuf {
@@ -29,6 +29,9 @@ fn read_f32(name: &str) -> Vec<f32> {
 enum Vector {
     /// `<set>.f32` as rows of `n_per_row`, encoded as `ty`, equals `<set>.<ty>.bin`.
     Encode { set: String, ty: GgmlType, n_per_row: usize },
+    /// `<set>.f32` as rows of `n_per_row`, each encoded as `ty` with the importance `<set>.imatrix.f32`,
+    /// equals `<set>.<ty>.imatrix.bin`.
+    EncodeWeighted { set: String, ty: GgmlType, n_per_row: usize },
     /// `decode.<ty>.bin` decodes to `decode.<ty>.f32`, bit for bit.
     Decode { ty: GgmlType },
 }
@@ -51,6 +54,9 @@ fn manifest() -> Vec<(String, Vector)> {
             let v = match f.as_slice() {
                 ["encode", set, t, n] => {
                     Vector::Encode { set: set.to_string(), ty: ty(t), n_per_row: n.parse().unwrap() }
+                }
+                ["encode_weighted", set, t, n] => {
+                    Vector::EncodeWeighted { set: set.to_string(), ty: ty(t), n_per_row: n.parse().unwrap() }
                 }
                 ["decode", t] => Vector::Decode { ty: ty(t) },
                 _ => panic!("{file}: bad line {line:?}"),
@@ -91,6 +97,32 @@ fn encoders_match_reference_bytes() {
 }
 
 #[test]
+fn weighted_encoders_match_reference_bytes() {
+    let mut failures = Vec::new();
+    let mut types = BTreeSet::new();
+    for (file, v) in manifest() {
+        let Vector::EncodeWeighted { set, ty, n_per_row } = v else {
+            continue;
+        };
+        let x = read_f32(&format!("{set}.f32"));
+        let qw = read_f32(&format!("{set}.imatrix.f32"));
+        let want = read(&format!("{set}.{}.imatrix.bin", ty.ggml_name()));
+        let row_bytes = ty.bytes_for(n_per_row as u64).unwrap() as usize;
+        assert_eq!(want.len(), x.len() / n_per_row * row_bytes, "{set} {ty}: length");
+        let mut got = vec![0u8; row_bytes];
+        for (r, (row, want)) in x.chunks_exact(n_per_row).zip(want.chunks_exact(row_bytes)).enumerate() {
+            quantize_row_weighted(ty, row, &mut got, &qw).unwrap();
+            if got != want {
+                failures.push(format!("{file}: {set} {ty}: row {r} differs"));
+            }
+        }
+        types.insert(ty);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(types.len(), 9, "{types:?}");
+}
+
+#[test]
 fn f32_encoding_is_the_input() {
     let x = read_f32("normal.f32");
     assert_eq!(quantize_matrix(GgmlType::F32, &x, 512).unwrap(), read("normal.f32"));
@@ -121,6 +153,7 @@ fn every_type_is_covered() {
         match v {
             Vector::Encode { ty, .. } => enc.insert(ty),
             Vector::Decode { ty } => dec.insert(ty),
+            Vector::EncodeWeighted { .. } => false,
         };
     }
     for ty in GgmlType::ALL {

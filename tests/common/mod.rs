@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod engine;
+pub mod gguf_refs;
 pub mod server;
 
 /// The repository root.

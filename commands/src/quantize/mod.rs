@@ -4,6 +4,7 @@
 pub mod awq;
 mod bnb;
 mod hf_dir;
+mod imatrix;
 mod positional;
 mod report;
 
@@ -56,6 +57,8 @@ Examples:\n  \
 tgi quantize models/stories260k/hf --type q8_0 -o stories-q8_0.gguf\n  \
 tgi quantize models/stories260k/stories260k-f32.gguf out-Q8_0.gguf Q8_0\n  \
 tgi quantize models/stories-distill-4l/hf\n  \
+tgi quantize models/stories-distill-4l/hf --type q3_k_m \\\n    \
+--imatrix stories.imatrix.gguf -o stories-q3_k_m-imat.gguf\n  \
 tgi quantize TinyLlama/TinyLlama-1.1B-Chat-v1.0 --type q4_k_m \\\n    \
 -o tinyllama-q4_k_m.gguf\n  \
 tgi quantize model-f16.gguf --type q6_k --tensor-type 'ffn_down=q8_0' \\\n    \
@@ -174,6 +177,22 @@ pub struct QuantizeArgs {
     /// Type for tensors whose GGUF name matches REGEX (first matching rule wins; repeatable).
     #[arg(long = "tensor-type", value_name = "REGEX=TYPE", value_parser = parse_tensor_type)]
     pub tensor_types: Vec<TensorTypeRule>,
+
+    /// Importance matrix from llama-imatrix (GGUF or legacy .dat): every tensor with an entry is
+    /// quantized with it, byte-identical to llama-quantize --imatrix (Q2_K..Q6_K and Q4_0..Q5_1 use it;
+    /// Q8_0 and float types ignore it). Its file, dataset, entry and chunk counts are recorded as
+    /// quantize.imatrix.* metadata.
+    #[arg(long, value_name = "FILE")]
+    pub imatrix: Option<String>,
+
+    /// With --imatrix: use only the entries whose name contains NAME (repeatable).
+    #[arg(long = "include-weights", value_name = "NAME")]
+    pub include_weights: Vec<String>,
+
+    /// With --imatrix: drop the entries whose name contains NAME, so those tensors are quantized as
+    /// without a matrix (repeatable; not with --include-weights).
+    #[arg(long = "exclude-weights", value_name = "NAME")]
+    pub exclude_weights: Vec<String>,
 
     /// Worker threads [default: all cores].
     #[arg(long, value_name = "N")]
@@ -323,16 +342,19 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         Format::Nf4 | Format::Fp4 | Format::Bnb => return run_bnb(args),
     }
     let preset = args.preset.unwrap_or(Preset::Q4_K_M);
+    let importance = imatrix::from_args(&args)?;
     let overrides = TypeOverrides {
         output: args.output_tensor_type,
         token_embedding: args.token_embedding_type,
         patterns: args.tensor_types.iter().map(|r| (r.0.clone(), r.1)).collect(),
+        imatrix: importance.is_some(),
     };
     let input = Input::open(&args.model)?;
     if args.allow_requantize && !matches!(input, Input::Gguf { .. }) {
         return Err(InputError("--allow-requantize applies to a GGUF input only".into()).into());
     }
-    let plan = input.plan(preset, &overrides, args.allow_requantize)?;
+    let mut plan = input.plan(preset, &overrides, args.allow_requantize)?;
+    let weights = imatrix::job_weights(importance.as_ref(), &mut plan, args.quiet)?;
     let requantized: Vec<&str> = plan.jobs.iter().filter(|j| j.requantizes()).map(|j| j.name.as_str()).collect();
     if !requantized.is_empty() && !args.quiet {
         eprintln!(
@@ -350,7 +372,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     let out = AtomicFile::create(&target, args.force, &input.paths())?;
     let writer = GgufWriter::new(out.writer()?, plan.metadata.clone(), plan.tensor_specs())?;
     let progress = Progress::new(args.quiet || args.json, &plan);
-    let rows = encode_all(&plan, input.source(), writer, &progress)?;
+    let rows = encode_all(&plan, input.source(), &weights, writer, &progress)?;
     out.commit()?;
     progress.clear();
 
@@ -374,6 +396,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
 /// Refuses flags that belong to another `--format`.
 fn check_flags(args: &QuantizeArgs) -> Result<()> {
     let gguf = [
+        (args.imatrix.is_some(), "--imatrix"),
         (args.preset.is_some(), "--type"),
         (args.output_tensor_type.is_some(), "--output-tensor-type"),
         (args.token_embedding_type.is_some(), "--token-embedding-type"),
@@ -470,11 +493,13 @@ fn run_bnb(args: QuantizeArgs) -> Result<()> {
     bnb::run(&args.model, args.output, opts, args.force, args.quiet, args.json)
 }
 
-/// Encodes every tensor of the plan while a writer thread writes the previous one, so the
-/// disk write of tensor i overlaps the encoding of tensor i+1. Two byte buffers take turns.
+/// Encodes every tensor of the plan (job i with the importance `weights[i]`) while a writer thread
+/// writes the previous one, so the disk write of tensor i overlaps the encoding of tensor i+1. Two
+/// byte buffers take turns.
 fn encode_all(
     plan: &ExportPlan,
     source: &dyn TensorSource,
+    weights: &[Option<&[f32]>],
     mut writer: GgufWriter<BufWriter<File>>,
     progress: &Progress,
 ) -> Result<Vec<(TensorReport, bool)>> {
@@ -497,7 +522,7 @@ fn encode_all(
                 if let Ok(buffer) = recycled.try_recv() {
                     scratch.bytes = buffer;
                 }
-                let stats = run_job(job, source, &mut scratch, &|n| progress.advance(n))
+                let stats = run_job(job, source, weights[i], &mut scratch, &|n| progress.advance(n))
                     .with_context(|| format!("tensor '{}'", job.name))?;
                 let bytes = std::mem::take(&mut scratch.bytes);
                 let report = TensorReport::new(&job.name, job.target, &job.dims, bytes.len() as u64, &stats);

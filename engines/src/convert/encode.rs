@@ -1,7 +1,7 @@
 //! Encoding one tensor into a GGML type, rows in parallel, with the error it introduced.
 
 use rayon::prelude::*;
-use tgi_formats::quant::{dequantize_row, quantize_row};
+use tgi_formats::quant::{dequantize_row, quantize_row, quantize_row_weighted, uses_importance};
 use tgi_formats::GgmlType;
 
 use super::ConvertError;
@@ -52,11 +52,15 @@ const CHUNK_VALUES: usize = 32 * 1024;
 
 /// Encodes a row-major tensor of rows of `n_per_row` values into `ty`, replacing the contents
 /// of `out`, and measures the error of the decoded result against `data`.
+/// `importance`, when given, holds `n_per_row` values per matrix of the tensor (one matrix, or one
+/// per expert of a stack, whose rows are split evenly): each row is encoded with its matrix's
+/// values as llama-quantize does with an importance matrix.
 /// `progress` is called with the number of values done, from worker threads.
 pub fn encode(
     ty: GgmlType,
     data: &[f32],
     n_per_row: usize,
+    importance: Option<&[f32]>,
     out: &mut Vec<u8>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ErrorStats, ConvertError> {
@@ -65,6 +69,17 @@ pub fn encode(
     }
     let row_bytes = n_per_row / ty.block_size() * ty.type_size();
     let rows = data.len() / n_per_row;
+    let importance = importance.filter(|_| uses_importance(ty));
+    let rows_per_matrix = match importance {
+        Some(qw) => {
+            let matrices = qw.len() / n_per_row;
+            if matrices == 0 || !qw.len().is_multiple_of(n_per_row) || !rows.is_multiple_of(matrices) {
+                return Err(ConvertError::ImportanceShape { values: qw.len() as u64, row: n_per_row as u64 });
+            }
+            (rows / matrices).max(1)
+        }
+        None => 1,
+    };
     out.resize(rows * row_bytes, 0); // every byte is overwritten below
     if ty == GgmlType::F32 {
         for (o, v) in out.chunks_exact_mut(4).zip(data) {
@@ -77,11 +92,19 @@ pub fn encode(
     let stats = out
         .par_chunks_mut(rows_per_chunk * row_bytes)
         .zip(data.par_chunks(rows_per_chunk * n_per_row))
-        .map(|(dst, src)| -> Result<ErrorStats, ConvertError> {
+        .enumerate()
+        .map(|(chunk, (dst, src))| -> Result<ErrorStats, ConvertError> {
             let mut decoded = vec![0f32; n_per_row];
             let mut stats = ErrorStats::default();
-            for (drow, srow) in dst.chunks_exact_mut(row_bytes).zip(src.chunks_exact(n_per_row)) {
-                quantize_row(ty, srow, drow)?;
+            let first_row = chunk * rows_per_chunk;
+            for (r, (drow, srow)) in dst.chunks_exact_mut(row_bytes).zip(src.chunks_exact(n_per_row)).enumerate() {
+                match importance {
+                    Some(qw) => {
+                        let m = (first_row + r) / rows_per_matrix;
+                        quantize_row_weighted(ty, srow, drow, &qw[m * n_per_row..(m + 1) * n_per_row])?;
+                    }
+                    None => quantize_row(ty, srow, drow)?,
+                }
                 dequantize_row(ty, drow, &mut decoded)?;
                 let row = row_error(srow, &decoded);
                 stats = stats.merge(row);
@@ -133,10 +156,10 @@ mod tests {
     fn f32_is_exact_and_q8_0_is_close() {
         let data: Vec<f32> = (0..1024).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
         let mut bytes = Vec::new();
-        let st = encode(GgmlType::F32, &data, 256, &mut bytes, &|_| {}).unwrap();
+        let st = encode(GgmlType::F32, &data, 256, None, &mut bytes, &|_| {}).unwrap();
         assert_eq!(bytes.len(), 4096);
         assert_eq!(st.rmse(), 0.0);
-        let st = encode(GgmlType::Q8_0, &data, 256, &mut bytes, &|_| {}).unwrap();
+        let st = encode(GgmlType::Q8_0, &data, 256, None, &mut bytes, &|_| {}).unwrap();
         assert_eq!(bytes.len(), 4 * 8 * 34);
         assert!(st.relative_rmse() < 0.01, "{st:?}");
         assert_eq!(st.count, 1024);
@@ -144,7 +167,34 @@ mod tests {
 
     #[test]
     fn misaligned_rows_are_refused() {
-        assert!(encode(GgmlType::Q4_K, &[0.0; 128], 128, &mut Vec::new(), &|_| {}).is_err());
+        assert!(encode(GgmlType::Q4_K, &[0.0; 128], 128, None, &mut Vec::new(), &|_| {}).is_err());
+    }
+
+    #[test]
+    fn importance_is_used_per_matrix() {
+        // Two experts of 4 rows of 256; each expert's rows use its own importance.
+        let data: Vec<f32> = (0..8 * 256).map(|i| ((i * 7919 % 613) as f32 - 306.0) / 100.0).collect();
+        let qw: Vec<f32> =
+            (0..2 * 256).map(|i| if i < 256 { 1.0 + (i % 5) as f32 } else { 0.1 + (i % 3) as f32 }).collect();
+        let mut bytes = Vec::new();
+        encode(GgmlType::Q4_K, &data, 256, Some(&qw), &mut bytes, &|_| {}).unwrap();
+        for r in 0..8 {
+            let mut row = vec![0u8; 144];
+            let m = &qw[(r / 4) * 256..(r / 4 + 1) * 256];
+            quantize_row_weighted(GgmlType::Q4_K, &data[r * 256..(r + 1) * 256], &mut row, m).unwrap();
+            assert_eq!(&bytes[r * 144..(r + 1) * 144], &row[..], "row {r}");
+        }
+        // Q8_0 ignores it.
+        let mut plain = Vec::new();
+        encode(GgmlType::Q8_0, &data, 256, None, &mut plain, &|_| {}).unwrap();
+        encode(GgmlType::Q8_0, &data, 256, Some(&qw), &mut bytes, &|_| {}).unwrap();
+        assert_eq!(plain, bytes);
+        // Three matrices do not split eight rows.
+        let bad = vec![1.0; 3 * 256];
+        assert!(matches!(
+            encode(GgmlType::Q4_K, &data, 256, Some(&bad), &mut bytes, &|_| {}),
+            Err(ConvertError::ImportanceShape { .. })
+        ));
     }
 
     #[test]

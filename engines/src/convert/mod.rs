@@ -63,6 +63,14 @@ pub enum ConvertError {
         /// The type.
         ty: GgmlType,
     },
+    /// Importance values that are not one row's worth per matrix of the tensor.
+    #[error("{values} importance values do not give each matrix of rows of {row} values its own")]
+    ImportanceShape {
+        /// Importance values given.
+        values: u64,
+        /// Row length.
+        row: u64,
+    },
     /// Head count that does not divide a Q/K projection.
     #[error("cannot permute {rows} rows into {heads} rotary heads")]
     BadPermutation {
@@ -315,6 +323,11 @@ impl ExportPlan {
         Ok(ExportPlan { metadata, jobs })
     }
 
+    /// Sets a metadata key as gguf's `gguf_set_val_*` does (any old entry removed, the new one appended).
+    pub fn set_metadata(&mut self, key: &str, value: Value) {
+        set_kv(&mut self.metadata, key, value);
+    }
+
     /// The tensor table for the GGUF writer.
     pub fn tensor_specs(&self) -> Vec<TensorSpec> {
         self.jobs.iter().map(|j| TensorSpec { name: j.name.clone(), dims: j.dims.clone(), ty: j.target }).collect()
@@ -416,11 +429,13 @@ fn set_kv(kv: &mut Vec<(String, Value)>, key: &str, value: Value) {
 }
 
 /// Reads, transforms and encodes one tensor into `scratch.bytes`, returning its error.
-/// A tensor whose type does not change is copied as stored. `progress` receives the number of
-/// values done as work advances.
+/// A tensor whose type does not change is copied as stored. `importance` (a row's worth per
+/// matrix, see [`encode::encode`]) weighs the encoding as an importance matrix does.
+/// `progress` receives the number of values done as work advances.
 pub fn run_job(
     job: &TensorJob,
     source: &dyn TensorSource,
+    importance: Option<&[f32]>,
     scratch: &mut Scratch,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ErrorStats, ConvertError> {
@@ -462,5 +477,5 @@ pub fn run_job(
         }
     }
     names::apply(job.transform, &mut scratch.values, &mut scratch.spare, rows)?;
-    encode::encode(job.target, &scratch.values, n_per_row, &mut scratch.bytes, progress)
+    encode::encode(job.target, &scratch.values, n_per_row, importance, &mut scratch.bytes, progress)
 }

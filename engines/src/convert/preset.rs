@@ -136,11 +136,21 @@ impl fmt::Display for Preset {
     }
 }
 
+/// llama-quantize's types that it writes only with an importance matrix (IQ grids, Q2_K_S), none of
+/// which tgi writes.
+const IMATRIX_ONLY: [&str; 7] = ["iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "q2_k_s"];
+
 impl FromStr for Preset {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
+        if IMATRIX_ONLY.contains(&lower.as_str()) {
+            return Err(format!(
+                "llama-quantize writes '{s}' only with an importance matrix (--imatrix) and tgi does not write it; \
+                 the lowest-bit types tgi writes are q2_k and q3_k_m, which --imatrix FILE improves"
+            ));
+        }
         let alias = Preset::ALIASES.iter().find(|(n, _)| *n == lower).map(|(_, p)| *p);
         alias.or_else(|| Preset::ALL.into_iter().find(|p| p.name() == lower)).ok_or_else(|| {
             let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
@@ -196,6 +206,9 @@ pub struct TypeOverrides {
     pub token_embedding: Option<GgmlType>,
     /// `REGEX=TYPE` rules; the first whose regex matches the GGUF name wins.
     pub patterns: Vec<(Regex, GgmlType)>,
+    /// Whether an importance matrix weighs the encoding (`--imatrix`): llama.cpp then stores the
+    /// first eighth of a Q4_0 (Q5_0) file's ffn_down layers as Q4_1 (Q5_1).
+    pub imatrix: bool,
 }
 
 impl TypeOverrides {
@@ -224,7 +237,7 @@ pub struct ModelShape {
     pub n_expert: usize,
 }
 
-/// Chooses the GGUF type of every tensor for a preset, exactly as llama-quantize does (no imatrix).
+/// Chooses the GGUF type of every tensor for a preset, exactly as llama-quantize does.
 pub struct TypeRules<'a> {
     preset: Preset,
     overrides: &'a TypeOverrides,
@@ -334,6 +347,8 @@ impl<'a> TypeRules<'a> {
                     Preset::Q4_K_M if use_more_bits(i, n_layer) => T::Q6_K,
                     Preset::Q5_K_M if use_more_bits(i, n_layer) => T::Q6_K,
                     Preset::Q4_K_S if i < n_layer / 8 => T::Q5_K,
+                    Preset::Q4_0 if self.overrides.imatrix && i < n_layer / 8 => T::Q4_1,
+                    Preset::Q5_0 if self.overrides.imatrix && i < n_layer / 8 => T::Q5_1,
                     _ => t,
                 };
             }
@@ -476,6 +491,7 @@ mod tests {
             output: Some(T::Q8_0),
             token_embedding: Some(T::F16),
             patterns: vec![TypeOverrides::parse_pattern("attn_q=q8_0").unwrap()],
+            imatrix: false,
         };
         let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: false, n_expert: 0 };
         let rules = TypeRules::new(Preset::Q4_K_M, &ov, shape, &[]);
@@ -489,11 +505,29 @@ mod tests {
     }
 
     #[test]
+    fn an_imatrix_gives_the_first_ffn_down_layers_a_min() {
+        // llama.cpp guards the first eighth of ffn_down layers of Q4_0/Q5_0 files made with an imatrix.
+        let shape = ModelShape { n_layer: 16, n_head: 4, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
+        for (preset, plain, guarded) in [(Preset::Q4_0, T::Q4_0, T::Q4_1), (Preset::Q5_0, T::Q5_0, T::Q5_1)] {
+            for imatrix in [false, true] {
+                let ov = TypeOverrides { imatrix, ..Default::default() };
+                let rules = TypeRules::new(preset, &ov, shape, &[]);
+                let first = rules.choose("blk.1.ffn_down.weight", &[256, 8], T::F32, 0).unwrap();
+                assert_eq!(first, if imatrix { guarded } else { plain }, "{preset}");
+                assert_eq!(rules.choose("blk.2.ffn_down.weight", &[256, 8], T::F32, 0).unwrap(), plain);
+                assert_eq!(rules.choose("blk.0.ffn_up.weight", &[256, 8], T::F32, 0).unwrap(), plain);
+            }
+        }
+    }
+
+    #[test]
     fn preset_names_parse() {
         for p in Preset::ALL {
             assert_eq!(p.name().parse::<Preset>().unwrap(), p);
         }
         assert!("q4_k_xl".parse::<Preset>().unwrap_err().contains("q4_k_m"));
+        assert!("IQ2_XXS".parse::<Preset>().unwrap_err().contains("--imatrix"));
+        assert!("q2_k_s".parse::<Preset>().unwrap_err().contains("--imatrix"));
         assert!(use_more_bits(0, 22) && !use_more_bits(2, 22) && use_more_bits(4, 22));
     }
 }

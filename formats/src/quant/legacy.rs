@@ -118,7 +118,7 @@ pub(crate) fn dequantize_q4_1(y: &[u8; 20], x: &mut [f32; QK]) {
 
 /// Packs 5-bit values: low nibbles into `qs`, fifth bits into the little-endian u32 `qh`.
 #[inline(always)]
-fn pack_q5(q: &[u8; QK], qh: &mut [u8], qs: &mut [u8]) {
+pub(crate) fn pack_q5(q: &[u8; QK], qh: &mut [u8], qs: &mut [u8]) {
     let mut h = 0u32;
     for j in 0..QK / 2 {
         let (q0, q1) = (q[j], q[j + QK / 2]);

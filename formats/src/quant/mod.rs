@@ -1,6 +1,7 @@
 //! GGML block quantizers and dequantizers, byte-identical to llama.cpp's reference encoders
 //! (`quantize_row_*_ref` in ggml's `src/ggml-quants.c`, i.e. what `llama-quantize` writes
-//! without an importance matrix) and equal to its `dequantize_row_*` decoders.
+//! without an importance matrix), to its importance-matrix encoders (`quantize_row_*_impl`, what
+//! `llama-quantize --imatrix` writes) and equal to its `dequantize_row_*` decoders.
 //!
 //! All arithmetic is f32 in the C evaluation order with sequential sums and no fused
 //! multiply-add (project format notes, `formats.md` §1.2–1.3). Checked byte for byte against
@@ -13,7 +14,10 @@ mod q2k;
 mod q3k;
 mod q4k_q5k;
 mod q6k;
+mod qp;
 mod search;
+mod weighted_k;
+mod weighted_legacy;
 
 use rayon::prelude::*;
 
@@ -45,6 +49,14 @@ pub enum QuantError {
         expected: usize,
         /// Bytes in the buffer given.
         actual: usize,
+    },
+    /// An importance vector whose length is not the row's.
+    #[error("{importance} importance values for a row of {values}")]
+    ImportanceLength {
+        /// Values in the row.
+        values: usize,
+        /// Importance values given.
+        importance: usize,
     },
     /// A matrix whose length is not a whole number of rows (or whose row length is zero).
     #[error("{len} values are not a whole number of rows of {n_per_row}")]
@@ -110,6 +122,62 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
         GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
     }
     Ok(())
+}
+
+/// Runs a weighted block encoder over matching blocks of values, importance and bytes.
+#[inline(always)]
+fn encode_weighted<const N: usize, const B: usize>(
+    src: &[f32],
+    importance: &[f32],
+    dst: &mut [u8],
+    f: impl Fn(&[f32; N], &[f32; N], &mut [u8; B]),
+) {
+    for ((x, qw), y) in src.chunks_exact(N).zip(importance.chunks_exact(N)).zip(dst.chunks_exact_mut(B)) {
+        f(num::arr(x), num::arr(qw), num::arr_mut(y));
+    }
+}
+
+/// Encodes one row of f32 values into `dst` with `importance` (one value per column, as
+/// llama-quantize derives it from an importance matrix), byte-identical to ggml's
+/// `quantize_*(.., quant_weights)`. `src` must be exactly one row: Q4_0..Q5_1 weigh by the mean
+/// square of the whole row. Types whose ggml encoder takes no importance (F32, F16, BF16, Q8_0)
+/// are encoded as [`quantize_row`] does.
+pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importance: &[f32]) -> Result<(), QuantError> {
+    check_bytes(ty, src.len(), dst.len())?;
+    if importance.len() != src.len() {
+        return Err(QuantError::ImportanceLength { values: src.len(), importance: importance.len() });
+    }
+    let sigma2 = || weighted_legacy::row_sigma2(src);
+    match ty {
+        GgmlType::Q4_0 => {
+            let s = sigma2();
+            encode_weighted(src, importance, dst, |x, w, y| weighted_legacy::quantize_q4_0(x, w, s, y));
+        }
+        GgmlType::Q4_1 => {
+            let s = sigma2();
+            encode_weighted(src, importance, dst, |x, w, y| weighted_legacy::quantize_q4_1(x, w, s, y));
+        }
+        GgmlType::Q5_0 => {
+            let s = sigma2();
+            encode_weighted(src, importance, dst, |x, w, y| weighted_legacy::quantize_q5_0(x, w, s, y));
+        }
+        GgmlType::Q5_1 => {
+            let s = sigma2();
+            encode_weighted(src, importance, dst, |x, w, y| weighted_legacy::quantize_q5_1(x, w, s, y));
+        }
+        GgmlType::Q2_K => encode_weighted(src, importance, dst, weighted_k::quantize_q2_k),
+        GgmlType::Q3_K => encode_weighted(src, importance, dst, weighted_k::quantize_q3_k),
+        GgmlType::Q4_K => encode_weighted(src, importance, dst, weighted_k::quantize_q4_k),
+        GgmlType::Q5_K => encode_weighted(src, importance, dst, weighted_k::quantize_q5_k),
+        GgmlType::Q6_K => encode_weighted(src, importance, dst, q6k::quantize_q6_k_weighted),
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => return quantize_row(ty, src, dst),
+    }
+    Ok(())
+}
+
+/// Whether ggml's encoder for `ty` uses an importance matrix (Q8_0 and the float types ignore it).
+pub fn uses_importance(ty: GgmlType) -> bool {
+    ty.is_quantized() && ty != GgmlType::Q8_0
 }
 
 /// Decodes blocks of `ty` into f32 (`dst.len()` elements; `src` must be exactly their size).

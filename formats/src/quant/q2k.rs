@@ -1,5 +1,6 @@
 //! Q2_K: 256-element super-blocks of 16 sub-blocks, 2-bit levels with a 4-bit scale and min per
-//! sub-block (`quantize_row_q2_K_ref` / `dequantize_row_q2_K`).
+//! sub-block (`quantize_row_q2_K_ref` / `dequantize_row_q2_K`; the importance-matrix search is in
+//! `weighted_k.rs`).
 //!
 //! Layout (84 bytes): `u8 scales[16]` (scale in the low, min in the high nibble); `u8 qs[64]`;
 //! `half d`; `half dmin`.
@@ -43,28 +44,37 @@ pub(crate) fn quantize_q2_k(x: &[f32; QK_K], y: &mut [u8; 84]) {
         }
     }
 
-    let (sc, rest) = y.split_at_mut(16);
-    let (qs, dd) = rest.split_at_mut(64);
+    let mut sc = [0u8; 16];
     let d = if max_scale > 0.0 {
         let iscale = 15.0 / max_scale;
         for j in 0..16 {
             sc[j] = nearest_int(iscale * scales[j]) as u8;
         }
-        store_fp16(&mut dd[0..2], max_scale / 15.0)
+        max_scale / 15.0
     } else {
-        sc.fill(0);
-        store_fp16(&mut dd[0..2], 0.0)
+        0.0
     };
     let dmin = if max_min > 0.0 {
         let iscale = 15.0 / max_min;
         for j in 0..16 {
             sc[j] = (sc[j] as i32 | (nearest_int(iscale * mins[j]) << 4)) as u8;
         }
-        store_fp16(&mut dd[2..4], max_min / 15.0)
+        max_min / 15.0
     } else {
-        store_fp16(&mut dd[2..4], 0.0)
+        0.0
     };
+    write_q2_k(x, &sc, d, dmin, &mut l, y);
+}
 
+/// The part every Q2_K encoder shares once the scales are chosen: the packed 4-bit scales and mins
+/// `sc`, `d` and `dmin` stored as fp16, `l` re-quantized with the stored values (a sub-block whose
+/// scale is zero keeps the search's levels) and packed.
+pub(crate) fn write_q2_k(x: &[f32; QK_K], sc: &[u8; 16], d: f32, dmin: f32, l: &mut [u8; QK_K], y: &mut [u8; 84]) {
+    let (head, rest) = y.split_at_mut(16);
+    let (qs, dd) = rest.split_at_mut(64);
+    head.copy_from_slice(sc);
+    let d = store_fp16(&mut dd[0..2], d);
+    let dmin = store_fp16(&mut dd[2..4], dmin);
     for ((&s, ls), xs) in sc.iter().zip(l.chunks_exact_mut(16)).zip(x.chunks_exact(16)) {
         let dl = d * (s & 0xF) as f32;
         if dl == 0.0 {
@@ -75,7 +85,7 @@ pub(crate) fn quantize_q2_k(x: &[f32; QK_K], y: &mut [u8; 84]) {
             *l = nearest_int((v + ml) / dl).clamp(0, 3) as u8;
         }
     }
-    pack_2bit(&l, qs);
+    pack_2bit(l, qs);
 }
 
 /// Decodes one Q2_K super-block.

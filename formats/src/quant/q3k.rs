@@ -1,5 +1,6 @@
 //! Q3_K: 256-element super-blocks of 16 sub-blocks, signed 3-bit levels with a 6-bit scale per
-//! sub-block (`quantize_row_q3_K_ref` / `dequantize_row_q3_K`).
+//! sub-block (`quantize_row_q3_K_ref` / `dequantize_row_q3_K`; the importance-matrix search is in
+//! `weighted_k.rs`).
 //!
 //! Layout (110 bytes): `u8 hmask[32]` (high bit of element `e` in `hmask[e % 32]`, bit `e / 32`);
 //! `u8 qs[64]` (low 2 bits, packed like Q2_K); `u8 scales[12]` (16 six-bit scales, offset 32);
@@ -36,25 +37,36 @@ pub(crate) fn quantize_q3_k(x: &[f32; QK_K], y: &mut [u8; 110]) {
         }
     }
 
+    let mut ls = [0u8; 16];
+    let d = if max_scale != 0.0 {
+        let iscale = -32.0 / max_scale;
+        for j in 0..16 {
+            ls[j] = ((nearest_int(iscale * scales[j]) as i8).clamp(-32, 31) + 32) as u8;
+        }
+        1.0 / iscale
+    } else {
+        0.0
+    };
+    write_q3_k(x, &ls, d, &mut l, y);
+}
+
+/// The part every Q3_K encoder shares once the scales are chosen: the 6-bit scales `ls` (offset
+/// by 32) packed, `d` stored as fp16, `l` (levels `0..8`) re-quantized with the stored values (a
+/// sub-block whose scale is zero keeps the search's levels) and split into high-bit mask and low bits.
+pub(crate) fn write_q3_k(x: &[f32; QK_K], ls: &[u8; 16], d: f32, l: &mut [i8; QK_K], y: &mut [u8; 110]) {
     let (hmask, rest) = y.split_at_mut(32);
     let (qs, rest) = rest.split_at_mut(64);
     let (sc, dd) = rest.split_at_mut(12);
     sc.fill(0);
-    let d = if max_scale != 0.0 {
-        let iscale = -32.0 / max_scale;
-        for j in 0..16 {
-            let v = ((nearest_int(iscale * scales[j]) as i8).clamp(-32, 31) + 32) as u8;
-            if j < 8 {
-                sc[j] = v & 0xF;
-            } else {
-                sc[j - 8] |= (v & 0xF) << 4;
-            }
-            sc[j % 4 + 8] |= (v >> 4) << (2 * (j / 4));
+    for (j, &v) in ls.iter().enumerate() {
+        if j < 8 {
+            sc[j] = v & 0xF;
+        } else {
+            sc[j - 8] |= (v & 0xF) << 4;
         }
-        store_fp16(dd, 1.0 / iscale)
-    } else {
-        store_fp16(dd, 0.0)
-    };
+        sc[j % 4 + 8] |= (v >> 4) << (2 * (j / 4));
+    }
+    let d = store_fp16(dd, d);
 
     for j in 0..16 {
         let dl = d * (scale_q3(j, sc) - 32) as f32;

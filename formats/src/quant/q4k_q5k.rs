@@ -11,9 +11,9 @@ use super::search::make_qkx2_quants;
 /// Elements per super-block.
 const QK_K: usize = 256;
 
-/// The part Q4_K and Q5_K share: the per-sub-block search, the 6-bit scale/min packing into
-/// `head[4..16]`, `d`/`dmin` into `head[0..4]`, and the re-quantization of `l` with the stored
-/// values. `nmax` is 15 or 31; `rmin`/`nstep` are the search parameters of the type.
+/// The reference search of Q4_K and Q5_K: per sub-block `make_qkx2_quants` weighted by
+/// `av_x + |x|`, scales and mins quantized to 6 bits against their maxima, then [`write_head`].
+/// `nmax` is 15 or 31; `rmin`/`nstep` are the search parameters of the type.
 fn quantize_levels(x: &[f32; QK_K], nmax: i32, rmin: f32, nstep: i32, head: &mut [u8; 16], l: &mut [u8; QK_K]) {
     let mut scales = [0f32; 8];
     let mut mins = [0f32; 8];
@@ -41,11 +41,29 @@ fn quantize_levels(x: &[f32; QK_K], nmax: i32, rmin: f32, nstep: i32, head: &mut
 
     let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let ls: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
+    let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
+    write_head(x, nmax, &ls, &lm, max_scale / 63.0, max_min / 63.0, head, l);
+}
+
+/// The part every Q4_K/Q5_K encoder shares once the scales are chosen: the 6-bit scales `ls` and
+/// mins `lm` packed into `head[4..16]`, `d` and `dmin` stored as fp16 in `head[0..4]`, and `l`
+/// re-quantized with the stored values (a sub-block whose scale is zero keeps the search's levels).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_head(
+    x: &[f32; QK_K],
+    nmax: i32,
+    ls: &[u8; 8],
+    lm: &[u8; 8],
+    d: f32,
+    dmin: f32,
+    head: &mut [u8; 16],
+    l: &mut [u8; QK_K],
+) {
     let (dd, sc) = head.split_at_mut(4);
     let sc: &mut [u8; 12] = arr_mut(sc);
     for j in 0..8 {
-        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
-        let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+        let (ls, lm) = (ls[j], lm[j]);
         if j < 4 {
             sc[j] = ls;
             sc[j + 4] = lm;
@@ -55,8 +73,8 @@ fn quantize_levels(x: &[f32; QK_K], nmax: i32, rmin: f32, nstep: i32, head: &mut
             sc[j] |= (lm >> 4) << 6;
         }
     }
-    let d = store_fp16(&mut dd[0..2], max_scale / 63.0);
-    let dmin = store_fp16(&mut dd[2..4], max_min / 63.0);
+    let d = store_fp16(&mut dd[0..2], d);
+    let dmin = store_fp16(&mut dd[2..4], dmin);
 
     for j in 0..8 {
         let (s, m) = get_scale_min_k4(j, sc);
@@ -87,6 +105,11 @@ fn sub_block_factors(head: &[u8]) -> [(f32, f32); 8] {
 pub(crate) fn quantize_q4_k(x: &[f32; QK_K], y: &mut [u8; 144]) {
     let mut l = [0u8; QK_K];
     quantize_levels(x, 15, -1.0, 20, arr_mut(&mut y[0..16]), &mut l);
+    pack_q4_k(&l, y);
+}
+
+/// Writes the 4-bit levels `l` into a Q4_K block (after its 16-byte head).
+pub(crate) fn pack_q4_k(l: &[u8; QK_K], y: &mut [u8; 144]) {
     let qs = &mut y[16..];
     for c in 0..4 {
         for i in 0..32 {
@@ -113,6 +136,11 @@ pub(crate) fn dequantize_q4_k(y: &[u8; 144], x: &mut [f32; QK_K]) {
 pub(crate) fn quantize_q5_k(x: &[f32; QK_K], y: &mut [u8; 176]) {
     let mut l = [0u8; QK_K];
     quantize_levels(x, 31, -0.5, 15, arr_mut(&mut y[0..16]), &mut l);
+    pack_q5_k(&l, y);
+}
+
+/// Writes the 5-bit levels `l` into a Q5_K block (after its 16-byte head).
+pub(crate) fn pack_q5_k(l: &[u8; QK_K], y: &mut [u8; 176]) {
     let (qh, qs) = y[16..].split_at_mut(32);
     qh.fill(0);
     for c in 0..4 {

@@ -1,23 +1,36 @@
 //! Q6_K: 256-element super-blocks of 16 sub-blocks of 16, signed 6-bit levels with a signed
-//! 8-bit scale per sub-block (`quantize_row_q6_K_ref` / `dequantize_row_q6_K`).
+//! 8-bit scale per sub-block (`quantize_row_q6_K_ref`, `quantize_row_q6_K_impl` with an importance
+//! matrix, and `dequantize_row_q6_K`).
 //!
 //! Layout (210 bytes): `u8 ql[128]; u8 qh[64]; i8 scales[16]; half d` (`d` is last).
 
 use super::num::{arr, arr_mut, load_fp16, nearest_int, store_fp16};
-use super::search::{make_qx_quants, GROUP_MAX_EPS};
+use super::search::{make_qx_quants, squares, GROUP_MAX_EPS};
 
 /// Elements per super-block.
 const QK_K: usize = 256;
 
 /// Encodes one Q6_K super-block.
 pub(crate) fn quantize_q6_k(x: &[f32; QK_K], y: &mut [u8; 210]) {
+    encode(x, y, |xs, _| squares(xs));
+}
+
+/// Encodes one Q6_K super-block with the importance `qw` of its values: the sub-block searches
+/// weigh each value by its importance alone (`quantize_row_q6_K_impl`).
+pub(crate) fn quantize_q6_k_weighted(x: &[f32; QK_K], qw: &[f32; QK_K], y: &mut [u8; 210]) {
+    encode(x, y, |_, ib| *arr(&qw[16 * ib..16 * ib + 16]));
+}
+
+/// The encoder both variants share; `weights(sub-block values, sub-block index)` gives the search weights.
+#[inline(always)]
+fn encode(x: &[f32; QK_K], y: &mut [u8; 210], weights: impl Fn(&[f32; 16], usize) -> [f32; 16]) {
     let mut l = [0u8; QK_K];
     let mut scales = [0f32; 16];
     let mut max_scale = 0.0f32;
     let mut max_abs_scale = 0.0f32;
     for ib in 0..16 {
         let xs: &[f32; 16] = arr(&x[16 * ib..16 * ib + 16]);
-        let scale = make_qx_quants(32, xs, arr_mut(&mut l[16 * ib..16 * ib + 16]));
+        let scale = make_qx_quants(32, xs, &weights(xs, ib), arr_mut(&mut l[16 * ib..16 * ib + 16]));
         scales[ib] = scale;
         if scale.abs() > max_abs_scale {
             max_abs_scale = scale.abs();

@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod weighted;
+
 /// Deterministic splitmix64 generator for test data.
 struct Rng(u64);
 
