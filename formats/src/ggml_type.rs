@@ -32,11 +32,15 @@ pub enum GgmlType {
     Q6_K,
     /// bfloat16.
     BF16,
+    /// 4-bit non-linear (a 16-level table), block of 32, one f16 scale.
+    IQ4_NL,
+    /// 4-bit non-linear, super-block of 256, f16 scale and eight 6-bit block scales.
+    IQ4_XS,
 }
 
 impl GgmlType {
     /// Every type tgi handles, in ggml id order.
-    pub const ALL: [GgmlType; 13] = [
+    pub const ALL: [GgmlType; 15] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -49,6 +53,8 @@ impl GgmlType {
         GgmlType::Q4_K,
         GgmlType::Q5_K,
         GgmlType::Q6_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
         GgmlType::BF16,
     ];
 
@@ -67,6 +73,8 @@ impl GgmlType {
             GgmlType::Q4_K => 12,
             GgmlType::Q5_K => 13,
             GgmlType::Q6_K => 14,
+            GgmlType::IQ4_NL => 20,
+            GgmlType::IQ4_XS => 23,
             GgmlType::BF16 => 30,
         }
     }
@@ -80,8 +88,13 @@ impl GgmlType {
     pub fn block_size(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => 32,
-            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 | GgmlType::IQ4_NL => 32,
+            GgmlType::Q2_K
+            | GgmlType::Q3_K
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
+            | GgmlType::IQ4_XS => 256,
         }
     }
 
@@ -100,6 +113,8 @@ impl GgmlType {
             GgmlType::Q4_K => 144,
             GgmlType::Q5_K => 176,
             GgmlType::Q6_K => 210,
+            GgmlType::IQ4_NL => 18,
+            GgmlType::IQ4_XS => 136,
         }
     }
 
@@ -138,6 +153,8 @@ impl GgmlType {
             GgmlType::Q4_K => "q4_K",
             GgmlType::Q5_K => "q5_K",
             GgmlType::Q6_K => "q6_K",
+            GgmlType::IQ4_NL => "iq4_nl",
+            GgmlType::IQ4_XS => "iq4_xs",
             GgmlType::BF16 => "bf16",
         }
     }
@@ -174,5 +191,8 @@ mod tests {
         assert_eq!(GgmlType::Q4_K.bytes_for(100), None);
         assert_eq!(GgmlType::Q8_0.bits_per_weight(), 8.5);
         assert_eq!(GgmlType::Q6_K.bits_per_weight(), 6.5625);
+        assert_eq!(GgmlType::IQ4_NL.bits_per_weight(), 4.5);
+        assert_eq!(GgmlType::IQ4_XS.bits_per_weight(), 4.25);
+        assert_eq!(GgmlType::from_id(23), Some(GgmlType::IQ4_XS));
     }
 }

@@ -8,6 +8,7 @@
 //! llama.cpp's `ggml_quantize_chunk` and gguf-py by `tests/quant_vectors.rs`.
 
 mod float;
+mod iq4;
 mod legacy;
 mod num;
 mod q2k;
@@ -24,6 +25,7 @@ use rayon::prelude::*;
 use crate::GgmlType;
 
 pub use float::{bf16_to_fp32, fp32_to_bf16};
+pub use iq4::{iq4_xs_block_scale, IQ4_NL_VALUES};
 
 /// Errors of the block codecs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +122,8 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
         GgmlType::Q4_K => encode_blocks(src, dst, q4k_q5k::quantize_q4_k),
         GgmlType::Q5_K => encode_blocks(src, dst, q4k_q5k::quantize_q5_k),
         GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
+        GgmlType::IQ4_NL => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_nl(x, None, y)),
+        GgmlType::IQ4_XS => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_xs(x, None, y)),
     }
     Ok(())
 }
@@ -170,6 +174,8 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::Q4_K => encode_weighted(src, importance, dst, weighted_k::quantize_q4_k),
         GgmlType::Q5_K => encode_weighted(src, importance, dst, weighted_k::quantize_q5_k),
         GgmlType::Q6_K => encode_weighted(src, importance, dst, q6k::quantize_q6_k_weighted),
+        GgmlType::IQ4_NL => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_nl(x, Some(w), y)),
+        GgmlType::IQ4_XS => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_xs(x, Some(w), y)),
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => return quantize_row(ty, src, dst),
     }
     Ok(())
@@ -197,6 +203,8 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q4_K => decode_blocks(src, dst, q4k_q5k::dequantize_q4_k),
         GgmlType::Q5_K => decode_blocks(src, dst, q4k_q5k::dequantize_q5_k),
         GgmlType::Q6_K => decode_blocks(src, dst, q6k::dequantize_q6_k),
+        GgmlType::IQ4_NL => decode_blocks(src, dst, iq4::dequantize_iq4_nl),
+        GgmlType::IQ4_XS => decode_blocks(src, dst, iq4::dequantize_iq4_xs),
     }
     Ok(())
 }

@@ -33,7 +33,7 @@ impl Rng {
 }
 
 /// The quantized types with their round-trip relative-RMSE bound on Gaussian data.
-const BOUNDS: [(GgmlType, f64); 13] = [
+const BOUNDS: [(GgmlType, f64); 15] = [
     (GgmlType::F32, 0.0),
     (GgmlType::F16, 1e-3),
     (GgmlType::BF16, 5e-3),
@@ -47,6 +47,8 @@ const BOUNDS: [(GgmlType, f64); 13] = [
     (GgmlType::Q4_K, 0.1),
     (GgmlType::Q3_K, 0.2),
     (GgmlType::Q2_K, 0.4),
+    (GgmlType::IQ4_NL, 0.1),
+    (GgmlType::IQ4_XS, 0.1),
 ];
 
 fn round_trip(ty: GgmlType, x: &[f32]) -> Vec<f32> {
@@ -106,6 +108,8 @@ fn constant_rows() {
                 GgmlType::Q2_K | GgmlType::Q3_K => 0.1,
                 // The super-block scale d of 1e-3 data is an fp16 subnormal: ~1-2% steps.
                 GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K if c.abs() < 0.01 => 3e-2,
+                // IQ4_XS's super-block scale is smaller still (max / (113·32)): coarser subnormal steps.
+                GgmlType::IQ4_XS if c.abs() < 0.01 => 4e-2,
                 _ => 2e-3,
             };
             for &v in &back {

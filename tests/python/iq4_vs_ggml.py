@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes the IQ4_NL / IQ4_XS test vectors from llama.cpp's own ggml (`libggml-base.so`, via ctypes).
+
+For every input `<set>.f32` listed in `manifest.ggufpy.txt` (run `quant_vectors.py` and
+`imatrix_vs_ggml.py` first) this calls `ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, imatrix)`
+for IQ4_NL and IQ4_XS, once without an importance matrix (`<set>.<type>.bin`, what llama-quantize writes
+without `--imatrix`) and once with `<set>.imatrix.f32` (`<set>.<type>.imatrix.bin`). It also draws random
+blocks (`decode.<type>.bin`, fp16 scale forced finite, one zero and one subnormal) and decodes them with
+ggml's `to_float` (`decode.<type>.f32`), failing unless gguf-py's `gguf.quants.dequantize` gives the same
+bits. Everything is listed in `manifest.iq4.txt`.
+
+Usage: python3 tests/python/iq4_vs_ggml.py [--lib PATH/libggml-base.so] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf.quants import dequantize as ggufpy_dequantize
+
+from imatrix_vs_ggml import quantize_weighted
+from kquant_vs_ggml import DEFAULT_DIR, TYPES, dequantize, find_lib, load, quantize
+from quant_vectors import random_blocks
+
+# name: (ggml id, bytes per block, values per block), gguf-py type, random blocks to decode.
+IQ4 = {
+    "iq4_nl": ((20, 18, 32), T.IQ4_NL, 32),
+    "iq4_xs": ((23, 136, 256), T.IQ4_XS, 4),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lib")
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    args = ap.parse_args()
+    lib_path = find_lib(args.lib)
+    lib = load(lib_path)
+    d: Path = args.dir
+    for tname, (geometry, _, _) in IQ4.items():
+        TYPES[tname] = geometry
+    sets = [l.split() for l in (d / "manifest.ggufpy.txt").read_text().splitlines()]
+    sets = dict((p[1], int(p[3])) for p in sets if p and p[0] == "encode")
+
+    manifest = []
+    for name, n_per_row in sets.items():
+        data = np.fromfile(d / f"{name}.f32", dtype="<f4")
+        qw = np.fromfile(d / f"{name}.imatrix.f32", dtype="<f4")
+        for tname in IQ4:
+            (d / f"{name}.{tname}.bin").write_bytes(quantize(lib, tname, data, n_per_row))
+            manifest.append(f"encode {name} {tname} {n_per_row}")
+            (d / f"{name}.{tname}.imatrix.bin").write_bytes(quantize_weighted(lib, tname, data, n_per_row, qw))
+            manifest.append(f"encode_weighted {name} {tname} {n_per_row}")
+
+    failures = 0
+    rng = np.random.default_rng(20)
+    for tname, ((_, nbytes, _), qtype, nblocks) in IQ4.items():
+        blocks = random_blocks(rng, nbytes, [0], nblocks)
+        got = dequantize(lib, tname, blocks.tobytes())
+        want = ggufpy_dequantize(blocks.reshape(1, -1), qtype).astype("<f4").reshape(-1)
+        if got.tobytes() != want.tobytes():
+            print(f"MISMATCH ggml vs gguf-py decoder: {tname}")
+            failures += 1
+        (d / f"decode.{tname}.bin").write_bytes(blocks.tobytes())
+        (d / f"decode.{tname}.f32").write_bytes(got.astype("<f4").tobytes())
+        manifest.append(f"decode {tname}")
+
+    (d / "manifest.iq4.txt").write_text(
+        f"# written by tests/python/iq4_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk, to_float; gguf-py agrees)\n"
+        + "\n".join(manifest)
+        + "\n"
+    )
+    print(f"wrote {len(manifest)} IQ4 vectors; {failures} cross-check failures")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
