@@ -156,6 +156,8 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         GgmlType::Q4_K => q4_k,
         GgmlType::Q5_K => q5_k,
         GgmlType::Q6_K => q6_k,
+        GgmlType::IQ4_NL => super::avx2_iq4::iq4_nl,
+        GgmlType::IQ4_XS => super::avx2_iq4::iq4_xs,
         GgmlType::F32 => f32w,
         GgmlType::F16 => f16w,
         GgmlType::BF16 => bf16w,

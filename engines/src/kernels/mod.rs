@@ -7,6 +7,8 @@ pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_iq4;
+#[cfg(target_arch = "x86_64")]
 mod avx2_lowbit;
 pub mod awq;
 pub mod bnb4;
@@ -384,5 +386,7 @@ fn scalar_dot(ty: GgmlType) -> ScalarDot {
         GgmlType::Q4_K => scalar::dot_q4_k,
         GgmlType::Q5_K => scalar::dot_q5_k,
         GgmlType::Q6_K => scalar::dot_q6_k,
+        GgmlType::IQ4_NL => scalar::dot_iq4_nl,
+        GgmlType::IQ4_XS => scalar::dot_iq4_xs,
     }
 }

@@ -2,6 +2,7 @@
 //! ggml's generic `ggml_vec_dot_*` (integer sums per block, scaled in f32).
 
 use half::f16;
+use tgi_formats::quant::{iq4_xs_block_scale, IQ4_NL_VALUES};
 
 use super::act::{Q8_0_BYTES, Q8_1_BYTES, Q8_K_BYTES};
 
@@ -259,6 +260,45 @@ pub fn dot_q6_k(w: &[u8], x: &[u8], cols: usize) -> f32 {
             }
         }
         sum += f16_at(y, 208) * xd * isum as f32;
+    }
+    sum
+}
+
+/// The integer sum of a 16-byte IQ4 nibble block (ggml's layout: the first 16 values in the low nibbles)
+/// through the IQ4_NL level table against 32 i8 activations at byte `o` of `x`.
+#[inline(always)]
+fn iq4_block_sum(qs: &[u8], x: &[u8], o: usize) -> i32 {
+    let (mut s1, mut s2) = (0i32, 0i32);
+    for j in 0..16 {
+        s1 += q8(x, o, j) * IQ4_NL_VALUES[usize::from(qs[j] & 0xF)] as i32;
+        s2 += q8(x, o, j + 16) * IQ4_NL_VALUES[usize::from(qs[j] >> 4)] as i32;
+    }
+    s1 + s2
+}
+
+/// IQ4_NL weights · Q8_0 activations.
+pub fn dot_iq4_nl(w: &[u8], x: &[u8], cols: usize) -> f32 {
+    let mut sum = 0.0f32;
+    for b in 0..cols / 32 {
+        let (wo, xo) = (18 * b, Q8_0_BYTES * b);
+        let d = f16_at(x, xo) * f16_at(w, wo);
+        sum += d * iq4_block_sum(&w[wo + 2..wo + 18], x, xo + 2) as f32;
+    }
+    sum
+}
+
+/// IQ4_XS weights · Q8_K activations.
+pub fn dot_iq4_xs(w: &[u8], x: &[u8], cols: usize) -> f32 {
+    let mut sum = 0.0f32;
+    for b in 0..cols / 256 {
+        let y = &w[136 * b..136 * b + 136];
+        let (xd, qo, _) = q8k(x, b);
+        let d4d8 = f16_at(y, 0) * xd;
+        let scales_h = u16::from_le_bytes([y[2], y[3]]);
+        for ib in 0..8 {
+            let dl = d4d8 * iq4_xs_block_scale(scales_h, &y[4..8], ib) as f32;
+            sum += dl * iq4_block_sum(&y[8 + 16 * ib..24 + 16 * ib], x, qo + 32 * ib) as f32;
+        }
     }
     sum
 }

@@ -117,7 +117,15 @@ fn kernels_large_rows_tile_evenly() {
 fn kernels_low_bit_types_every_row_count() {
     // Every activation group size (1..=4 and the remainders of 5..=17 rows), a row count that is not a
     // multiple of the tile, an odd number of blocks for the legacy types and 3 super-blocks for the k-quants.
-    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K] {
+    for ty in [
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ] {
         let cols = if ty.block_size() == 32 { 800 } else { 768 };
         for n in 1..=17 {
             check(ty, 37, cols, n, 0x5eed ^ ((n as u64) << 8) ^ ty.id() as u64);

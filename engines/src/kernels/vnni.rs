@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 use tgi_formats::GgmlType;
 
 use super::avx2::{dispatch, packed_pair, packed_scales, q4_0_n, q4_k_n, q5_k_n, q6_k_n, q8_0_n, Mac, RowDot};
+use super::avx2_iq4::{iq4_nl_n, iq4_xs_n};
 use super::avx2_lowbit::q5_0_n;
 
 /// Defines the [`Mac`] `$mac` over the VNNI intrinsics `$dpwssd` and `$dpbusd`.
@@ -86,6 +87,10 @@ macro_rules! level {
                 q5_k => q5_k_n);
             dispatch!($feat, $mac; /// Q6_K weights · Q8_K activations.
                 q6_k => q6_k_n);
+            dispatch!($feat, $mac; /// IQ4_NL weights · Q8_0 activations.
+                iq4_nl => iq4_nl_n);
+            dispatch!($feat, $mac; /// IQ4_XS weights · Q8_K activations.
+                iq4_xs => iq4_xs_n);
 
             /// The level's kernel for `ty`, if it differs from AVX2's.
             pub(super) fn row_dot(ty: GgmlType) -> Option<RowDot> {
@@ -96,6 +101,8 @@ macro_rules! level {
                     GgmlType::Q4_K => q4_k,
                     GgmlType::Q5_K => q5_k,
                     GgmlType::Q6_K => q6_k,
+                    GgmlType::IQ4_NL => iq4_nl,
+                    GgmlType::IQ4_XS => iq4_xs,
                     _ => return None,
                 })
             }

@@ -1,0 +1,151 @@
+//! The per-tensor type rules against llama-quantize's choices.
+
+use super::*;
+use GgmlType as T;
+
+fn types(preset: Preset, n_layer: usize, row: u64, tied: bool) -> Vec<(String, GgmlType)> {
+    let mut names = vec!["token_embd.weight".to_string()];
+    if !tied {
+        names.insert(0, "output.weight".into());
+    }
+    for i in 0..n_layer {
+        for t in ["attn_k", "attn_output", "attn_q", "attn_v", "ffn_down", "ffn_gate", "ffn_up"] {
+            names.push(format!("blk.{i}.{t}.weight"));
+        }
+    }
+    let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    let ov = TypeOverrides::default();
+    let shape = ModelShape { n_layer, n_head: 4, n_head_kv: 2, tied_embeddings: tied, n_expert: 0 };
+    let rules = TypeRules::new(preset, &ov, shape, &refs);
+    let mut iv = 0;
+    names
+        .iter()
+        .map(|n| {
+            let t = rules.choose(n, &[row, 256], T::F32, iv).unwrap();
+            if n.contains("attn_v") {
+                iv += 1;
+            }
+            (n.clone(), t)
+        })
+        .collect()
+}
+
+fn type_of(v: &[(String, GgmlType)], name: &str) -> GgmlType {
+    v.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+#[test]
+fn q4_k_m_two_layers_matches_llama_cpp() {
+    // formats.md §1.4: Q6_K = {blk.1.attn_v, blk.1.ffn_down, output}; the rest Q4_K.
+    let v = types(Preset::Q4_K_M, 2, 256, false);
+    for (n, t) in &v {
+        let want = if n == "output.weight" || n == "blk.1.attn_v.weight" || n == "blk.1.ffn_down.weight" {
+            T::Q6_K
+        } else {
+            T::Q4_K
+        };
+        assert_eq!(*t, want, "{n}");
+    }
+}
+
+#[test]
+fn tied_embeddings_take_the_output_rule() {
+    let v = types(Preset::Q4_K_M, 2, 256, true);
+    assert_eq!(type_of(&v, "token_embd.weight"), T::Q6_K);
+    let v = types(Preset::Q8_0, 2, 256, true);
+    assert_eq!(type_of(&v, "token_embd.weight"), T::Q8_0);
+}
+
+#[test]
+fn narrow_rows_fall_back() {
+    let v = types(Preset::Q4_K_M, 2, 64, false);
+    assert_eq!(type_of(&v, "output.weight"), T::Q8_0);
+    assert_eq!(type_of(&v, "blk.0.attn_q.weight"), T::Q5_0);
+    assert_eq!(type_of(&v, "blk.1.attn_v.weight"), T::Q8_0);
+    let v = types(Preset::Q5_K_S, 2, 48, false);
+    assert_eq!(type_of(&v, "blk.0.attn_q.weight"), T::F16);
+}
+
+#[test]
+fn norms_and_vectors_are_kept() {
+    let ov = TypeOverrides::default();
+    let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: true, n_expert: 0 };
+    let rules = TypeRules::new(Preset::Q4_0, &ov, shape, &[]);
+    assert_eq!(rules.choose("blk.0.attn_norm.weight", &[256], T::F32, 0).unwrap(), T::F32);
+    assert_eq!(rules.choose("blk.0.attn_q.bias", &[256], T::F32, 0).unwrap(), T::F32);
+}
+
+#[test]
+fn overrides_win() {
+    let ov = TypeOverrides {
+        output: Some(T::Q8_0),
+        token_embedding: Some(T::F16),
+        patterns: vec![TypeOverrides::parse_pattern("attn_q=q8_0").unwrap()],
+        imatrix: false,
+    };
+    let shape = ModelShape { n_layer: 1, n_head: 1, n_head_kv: 1, tied_embeddings: false, n_expert: 0 };
+    let rules = TypeRules::new(Preset::Q4_K_M, &ov, shape, &[]);
+    assert_eq!(rules.choose("output.weight", &[256, 8], T::F32, 0).unwrap(), T::Q8_0);
+    assert_eq!(rules.choose("token_embd.weight", &[256, 8], T::F32, 0).unwrap(), T::F16);
+    assert_eq!(rules.choose("blk.0.attn_q.weight", &[256, 8], T::F32, 0).unwrap(), T::Q8_0);
+    assert!(rules.choose("output.weight", &[64, 8], T::F32, 0).is_ok());
+    let bad = TypeOverrides { output: Some(T::Q4_K), ..Default::default() };
+    let rules = TypeRules::new(Preset::Q4_K_M, &bad, shape, &[]);
+    assert!(rules.choose("output.weight", &[64, 8], T::F32, 0).is_err());
+}
+
+#[test]
+fn an_imatrix_gives_the_first_ffn_down_layers_a_min() {
+    // llama.cpp guards the first eighth of ffn_down layers of Q4_0/Q5_0 files made with an imatrix.
+    let shape = ModelShape { n_layer: 16, n_head: 4, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
+    for (preset, plain, guarded) in [(Preset::Q4_0, T::Q4_0, T::Q4_1), (Preset::Q5_0, T::Q5_0, T::Q5_1)] {
+        for imatrix in [false, true] {
+            let ov = TypeOverrides { imatrix, ..Default::default() };
+            let rules = TypeRules::new(preset, &ov, shape, &[]);
+            let first = rules.choose("blk.1.ffn_down.weight", &[256, 8], T::F32, 0).unwrap();
+            assert_eq!(first, if imatrix { guarded } else { plain }, "{preset}");
+            assert_eq!(rules.choose("blk.2.ffn_down.weight", &[256, 8], T::F32, 0).unwrap(), plain);
+            assert_eq!(rules.choose("blk.0.ffn_up.weight", &[256, 8], T::F32, 0).unwrap(), plain);
+        }
+    }
+}
+
+#[test]
+fn preset_names_parse() {
+    for p in Preset::ALL {
+        assert_eq!(p.name().parse::<Preset>().unwrap(), p);
+    }
+    assert!("q4_k_xl".parse::<Preset>().unwrap_err().contains("q4_k_m"));
+    assert!("IQ2_XXS".parse::<Preset>().unwrap_err().contains("--imatrix"));
+    assert!("q2_k_s".parse::<Preset>().unwrap_err().contains("--imatrix"));
+    assert!(use_more_bits(0, 22) && !use_more_bits(2, 22) && use_more_bits(4, 22));
+}
+
+#[test]
+fn iq4_mixes_match_llama_cpp() {
+    // llama_tensor_get_type_impl for IQ4_NL/IQ4_XS: Q6_K output, Q5_K attn_v when n_gqa >= 4, Q5_K in the
+    // first eighth of ffn_down without an imatrix; IQ4_XS rows that are not whole 256-blocks fall back to IQ4_NL.
+    for (preset, t) in [(Preset::IQ4_NL, T::IQ4_NL), (Preset::IQ4_XS, T::IQ4_XS)] {
+        let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 2, tied_embeddings: false, n_expert: 0 };
+        for imatrix in [false, true] {
+            let ov = TypeOverrides { imatrix, ..Default::default() };
+            let rules = TypeRules::new(preset, &ov, shape, &[]);
+            let choose = |name: &str, row: u64| rules.choose(name, &[row, 8], T::F32, 0).unwrap();
+            assert_eq!(choose("output.weight", 256), T::Q6_K);
+            assert_eq!(choose("blk.0.attn_v.weight", 256), T::Q5_K);
+            assert_eq!(choose("blk.1.ffn_down.weight", 256), if imatrix { t } else { T::Q5_K });
+            assert_eq!(choose("blk.2.ffn_down.weight", 256), t);
+            assert_eq!(choose("blk.0.attn_q.weight", 256), t);
+            assert_eq!(choose("blk.0.attn_q.weight", 96), T::IQ4_NL);
+            assert_eq!(choose("blk.0.attn_q.weight", 48), T::F16);
+        }
+        let shape = ModelShape { n_head_kv: 8, ..shape };
+        let ov = TypeOverrides::default();
+        let rules = TypeRules::new(preset, &ov, shape, &[]);
+        assert_eq!(rules.choose("blk.0.attn_v.weight", &[256, 8], T::F32, 0).unwrap(), t);
+        assert_eq!(
+            Preset::ALL.into_iter().find(|p| p.file_type() == if t == T::IQ4_NL { 25 } else { 30 }),
+            Some(preset)
+        );
+    }
+}
