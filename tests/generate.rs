@@ -107,7 +107,7 @@ fn every_cpu_kernel_level_keeps_the_perplexity() {
     let dir = tempfile::tempdir().unwrap();
     let text = model("stories-distill-4l/text/heldout.txt");
     let mut rows = Vec::new();
-    for preset in ["q8_0", "q4_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"] {
+    for preset in ["q8_0", "q4_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs"] {
         let file = quantize(&model("stories-distill-4l/hf"), preset, dir.path());
         let mut scalar = None;
         for level in ["scalar", "avx2", "avx-vnni", "avx512-vnni"] {
