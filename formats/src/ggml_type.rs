@@ -32,11 +32,25 @@ pub enum GgmlType {
     Q6_K,
     /// bfloat16.
     BF16,
+    /// 2.06-bit i-quant: 8-value codewords of 256, super-block of 256.
+    IQ2_XXS,
+    /// 2.31-bit i-quant: 8-value codewords of 512, super-block of 256.
+    IQ2_XS,
+    /// 3.06-bit i-quant: 4-value codewords of 256, super-block of 256.
+    IQ3_XXS,
+    /// 1.56-bit i-quant: ternary 8-value codewords of 2048, super-block of 256.
+    IQ1_S,
+    /// 3.44-bit i-quant: 4-value codewords of 512, super-block of 256.
+    IQ3_S,
+    /// 2.56-bit i-quant: 8-value codewords of 1024, super-block of 256.
+    IQ2_S,
+    /// 1.75-bit i-quant: ternary codewords with per-8 shifts, super-block of 256.
+    IQ1_M,
 }
 
 impl GgmlType {
     /// Every type tgi handles, in ggml id order.
-    pub const ALL: [GgmlType; 13] = [
+    pub const ALL: [GgmlType; 20] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -49,6 +63,13 @@ impl GgmlType {
         GgmlType::Q4_K,
         GgmlType::Q5_K,
         GgmlType::Q6_K,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ1_S,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
+        GgmlType::IQ1_M,
         GgmlType::BF16,
     ];
 
@@ -67,6 +88,13 @@ impl GgmlType {
             GgmlType::Q4_K => 12,
             GgmlType::Q5_K => 13,
             GgmlType::Q6_K => 14,
+            GgmlType::IQ2_XXS => 16,
+            GgmlType::IQ2_XS => 17,
+            GgmlType::IQ3_XXS => 18,
+            GgmlType::IQ1_S => 19,
+            GgmlType::IQ3_S => 21,
+            GgmlType::IQ2_S => 22,
+            GgmlType::IQ1_M => 29,
             GgmlType::BF16 => 30,
         }
     }
@@ -82,6 +110,13 @@ impl GgmlType {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
             GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => 32,
             GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
+            GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ1_S
+            | GgmlType::IQ3_S
+            | GgmlType::IQ2_S
+            | GgmlType::IQ1_M => 256,
         }
     }
 
@@ -100,12 +135,33 @@ impl GgmlType {
             GgmlType::Q4_K => 144,
             GgmlType::Q5_K => 176,
             GgmlType::Q6_K => 210,
+            GgmlType::IQ2_XXS => 66,
+            GgmlType::IQ2_XS => 74,
+            GgmlType::IQ3_XXS => 98,
+            GgmlType::IQ1_S => 50,
+            GgmlType::IQ3_S => 110,
+            GgmlType::IQ2_S => 82,
+            GgmlType::IQ1_M => 56,
         }
     }
 
     /// Whether the type is block-quantized (not a plain float type).
     pub fn is_quantized(self) -> bool {
         self.block_size() > 1
+    }
+
+    /// Whether tgi can encode the type (the i-quants are read only).
+    pub fn can_encode(self) -> bool {
+        !matches!(
+            self,
+            GgmlType::IQ2_XXS
+                | GgmlType::IQ2_XS
+                | GgmlType::IQ3_XXS
+                | GgmlType::IQ1_S
+                | GgmlType::IQ3_S
+                | GgmlType::IQ2_S
+                | GgmlType::IQ1_M
+        )
     }
 
     /// Bytes taken by `n` elements, or None when `n` is not a whole number of blocks
@@ -139,6 +195,13 @@ impl GgmlType {
             GgmlType::Q5_K => "q5_K",
             GgmlType::Q6_K => "q6_K",
             GgmlType::BF16 => "bf16",
+            GgmlType::IQ2_XXS => "iq2_xxs",
+            GgmlType::IQ2_XS => "iq2_xs",
+            GgmlType::IQ3_XXS => "iq3_xxs",
+            GgmlType::IQ1_S => "iq1_s",
+            GgmlType::IQ3_S => "iq3_s",
+            GgmlType::IQ2_S => "iq2_s",
+            GgmlType::IQ1_M => "iq1_m",
         }
     }
 
@@ -174,5 +237,9 @@ mod tests {
         assert_eq!(GgmlType::Q4_K.bytes_for(100), None);
         assert_eq!(GgmlType::Q8_0.bits_per_weight(), 8.5);
         assert_eq!(GgmlType::Q6_K.bits_per_weight(), 6.5625);
+        assert_eq!(GgmlType::IQ2_XXS.bits_per_weight(), 2.0625);
+        assert_eq!(GgmlType::IQ3_S.bits_per_weight(), 3.4375);
+        assert_eq!(GgmlType::IQ1_S.bits_per_weight(), 1.5625);
+        assert_eq!(GgmlType::from_id(29), Some(GgmlType::IQ1_M));
     }
 }

@@ -8,6 +8,7 @@
 //! llama.cpp's `ggml_quantize_chunk` and gguf-py by `tests/quant_vectors.rs`.
 
 mod float;
+pub mod iq;
 mod legacy;
 mod num;
 mod q2k;
@@ -58,6 +59,9 @@ pub enum QuantError {
         /// Importance values given.
         importance: usize,
     },
+    /// A type tgi reads but cannot encode.
+    #[error("tgi cannot encode {0} yet (it reads {0} files, writing them is not supported)")]
+    EncodeUnsupported(GgmlType),
     /// A matrix whose length is not a whole number of rows (or whose row length is zero).
     #[error("{len} values are not a whole number of rows of {n_per_row}")]
     RaggedMatrix {
@@ -105,6 +109,7 @@ fn decode_blocks<const N: usize, const B: usize>(src: &[u8], dst: &mut [f32], f:
 /// Encodes one row (or any whole number of blocks) of f32 values into `dst` (exactly
 /// `ty.bytes_for(src.len())` bytes).
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     match ty {
         GgmlType::F32 => float::encode_f32(src, dst),
@@ -120,8 +125,24 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
         GgmlType::Q4_K => encode_blocks(src, dst, q4k_q5k::quantize_q4_k),
         GgmlType::Q5_K => encode_blocks(src, dst, q4k_q5k::quantize_q5_k),
         GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ1_S
+        | GgmlType::IQ3_S
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
     }
     Ok(())
+}
+
+/// Refuses the types tgi cannot encode.
+fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
+    if ty.can_encode() {
+        Ok(())
+    } else {
+        Err(QuantError::EncodeUnsupported(ty))
+    }
 }
 
 /// Runs a weighted block encoder over matching blocks of values, importance and bytes.
@@ -143,6 +164,7 @@ fn encode_weighted<const N: usize, const B: usize>(
 /// square of the whole row. Types whose ggml encoder takes no importance (F32, F16, BF16, Q8_0)
 /// are encoded as [`quantize_row`] does.
 pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importance: &[f32]) -> Result<(), QuantError> {
+    check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     if importance.len() != src.len() {
         return Err(QuantError::ImportanceLength { values: src.len(), importance: importance.len() });
@@ -170,7 +192,17 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::Q4_K => encode_weighted(src, importance, dst, weighted_k::quantize_q4_k),
         GgmlType::Q5_K => encode_weighted(src, importance, dst, weighted_k::quantize_q5_k),
         GgmlType::Q6_K => encode_weighted(src, importance, dst, q6k::quantize_q6_k_weighted),
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => return quantize_row(ty, src, dst),
+        GgmlType::F32
+        | GgmlType::F16
+        | GgmlType::BF16
+        | GgmlType::Q8_0
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ1_S
+        | GgmlType::IQ3_S
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M => return quantize_row(ty, src, dst),
     }
     Ok(())
 }
@@ -197,6 +229,13 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q4_K => decode_blocks(src, dst, q4k_q5k::dequantize_q4_k),
         GgmlType::Q5_K => decode_blocks(src, dst, q4k_q5k::dequantize_q5_k),
         GgmlType::Q6_K => decode_blocks(src, dst, q6k::dequantize_q6_k),
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ1_S
+        | GgmlType::IQ3_S
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M => iq::IqCodec::of(ty).expect("an i-quant type").dequantize(src, dst),
     }
     Ok(())
 }
@@ -204,6 +243,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// Quantizes a `[rows, n_per_row]` matrix, rows in parallel with rayon; returns the encoded
 /// bytes (rows concatenated, as `ggml_quantize_chunk` lays them out).
 pub fn quantize_matrix(ty: GgmlType, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, QuantError> {
+    check_encodable(ty)?;
     if n_per_row == 0 || !src.chunks_exact(n_per_row).remainder().is_empty() {
         return Err(QuantError::RaggedMatrix { len: src.len(), n_per_row });
     }
