@@ -7,6 +7,8 @@ pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_iq;
+#[cfg(target_arch = "x86_64")]
 mod avx2_lowbit;
 pub mod awq;
 pub mod bnb4;
@@ -384,5 +386,12 @@ fn scalar_dot(ty: GgmlType) -> ScalarDot {
         GgmlType::Q4_K => scalar::dot_q4_k,
         GgmlType::Q5_K => scalar::dot_q5_k,
         GgmlType::Q6_K => scalar::dot_q6_k,
+        GgmlType::IQ2_XXS => scalar::dot_iq::<16>,
+        GgmlType::IQ2_XS => scalar::dot_iq::<17>,
+        GgmlType::IQ3_XXS => scalar::dot_iq::<18>,
+        GgmlType::IQ1_S => scalar::dot_iq::<19>,
+        GgmlType::IQ3_S => scalar::dot_iq::<21>,
+        GgmlType::IQ2_S => scalar::dot_iq::<22>,
+        GgmlType::IQ1_M => scalar::dot_iq::<29>,
     }
 }
