@@ -136,8 +136,8 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
     Ok(())
 }
 
-/// Refuses the types tgi cannot encode.
-fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
+/// Refuses the types tgi cannot encode (the i-quants, read only).
+pub fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
     if ty.can_encode() {
         Ok(())
     } else {
