@@ -45,6 +45,9 @@ enum Step {
     OddEighths,
 }
 
+/// A super-block unpacker.
+type Unpack = fn(&[u8], &mut IqBlock);
+
 /// The codec of one i-quant type.
 #[derive(Clone, Copy, Debug)]
 pub struct IqCodec {
@@ -52,14 +55,14 @@ pub struct IqCodec {
     pub block_bytes: usize,
     /// The factor every `d · ls · q` carries (0.125, 0.25 or 1).
     pub dot_scale: f32,
-    unpack: fn(&[u8], &mut IqBlock),
+    unpack: Unpack,
     step: Step,
 }
 
 impl IqCodec {
     /// The codec of `ty`, if it is an i-quant type tgi reads.
     pub fn of(ty: GgmlType) -> Option<IqCodec> {
-        let (unpack, dot_scale, step): (fn(&[u8], &mut IqBlock), f32, Step) = match ty {
+        let (unpack, dot_scale, step): (Unpack, f32, Step) = match ty {
             GgmlType::IQ2_XXS => (iq2::unpack_iq2_xxs, 0.125, Step::HalfOdd(0.25)),
             GgmlType::IQ2_XS => (iq2::unpack_iq2_xs, 0.125, Step::HalfOdd(0.25)),
             GgmlType::IQ2_S => (iq2::unpack_iq2_s, 0.125, Step::HalfOdd(0.25)),

@@ -54,11 +54,11 @@ fn integer_form_gives_the_decoded_values() {
         let mut b = IqBlock::default();
         for (block, y) in raw.chunks_exact(c.block_bytes).zip(y.chunks_exact(QK_K)) {
             c.unpack(block, &mut b);
-            for e in 0..QK_K {
+            for (e, &y) in y.iter().enumerate() {
                 assert!(b.ls[e / 16] % 2 == 1 && b.ls[e / 16] <= 31);
                 assert!(b.q[e].unsigned_abs() <= 62);
                 let v = b.d * b.ls[e / 16] as f32 * b.q[e] as f32 * c.dot_scale;
-                assert!((v - y[e]).abs() <= 1e-6 * v.abs(), "{ty} value {e}: {v} vs {}", y[e]);
+                assert!((v - y).abs() <= 1e-6 * v.abs(), "{ty} value {e}: {v} vs {y}");
             }
         }
     }
