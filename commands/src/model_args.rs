@@ -173,10 +173,13 @@ fn whole_model_layers(n: i64, layers: usize) -> Result<(), InputError> {
 
 /// A GGML type name (`q6_k`, `Q8_0`, `f16`) for `--lm-head-type`.
 fn parse_ggml_type(s: &str) -> Result<GgmlType, String> {
-    GgmlType::parse(s).ok_or_else(|| {
-        let names: Vec<String> = GgmlType::ALL.iter().map(|t| t.ggml_name().to_ascii_lowercase()).collect();
-        format!("unknown GGML type '{s}'; expected one of: {}", names.join(", "))
-    })
+    GgmlType::parse(s)
+        .ok_or_else(|| {
+            let names: Vec<String> =
+                GgmlType::ALL.iter().filter(|t| t.can_encode()).map(|t| t.ggml_name().to_ascii_lowercase()).collect();
+            format!("unknown GGML type '{s}'; expected one of: {}", names.join(", "))
+        })
+        .and_then(|t| tgi_formats::quant::check_encodable(t).map(|()| t).map_err(|e| e.to_string()))
 }
 
 /// Input errors (bad files, unsupported models, missing devices) exit with 2; the rest with 1.

@@ -36,11 +36,25 @@ pub enum GgmlType {
     IQ4_NL,
     /// 4-bit non-linear, super-block of 256, f16 scale and eight 6-bit block scales.
     IQ4_XS,
+    /// 2.06-bit i-quant: 8-value codewords of 256, super-block of 256.
+    IQ2_XXS,
+    /// 2.31-bit i-quant: 8-value codewords of 512, super-block of 256.
+    IQ2_XS,
+    /// 3.06-bit i-quant: 4-value codewords of 256, super-block of 256.
+    IQ3_XXS,
+    /// 1.56-bit i-quant: ternary 8-value codewords of 2048, super-block of 256.
+    IQ1_S,
+    /// 3.44-bit i-quant: 4-value codewords of 512, super-block of 256.
+    IQ3_S,
+    /// 2.56-bit i-quant: 8-value codewords of 1024, super-block of 256.
+    IQ2_S,
+    /// 1.75-bit i-quant: ternary codewords with per-8 shifts, super-block of 256.
+    IQ1_M,
 }
 
 impl GgmlType {
     /// Every type tgi handles, in ggml id order.
-    pub const ALL: [GgmlType; 15] = [
+    pub const ALL: [GgmlType; 22] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -53,8 +67,15 @@ impl GgmlType {
         GgmlType::Q4_K,
         GgmlType::Q5_K,
         GgmlType::Q6_K,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ1_S,
         GgmlType::IQ4_NL,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
         GgmlType::IQ4_XS,
+        GgmlType::IQ1_M,
         GgmlType::BF16,
     ];
 
@@ -75,6 +96,13 @@ impl GgmlType {
             GgmlType::Q6_K => 14,
             GgmlType::IQ4_NL => 20,
             GgmlType::IQ4_XS => 23,
+            GgmlType::IQ2_XXS => 16,
+            GgmlType::IQ2_XS => 17,
+            GgmlType::IQ3_XXS => 18,
+            GgmlType::IQ1_S => 19,
+            GgmlType::IQ3_S => 21,
+            GgmlType::IQ2_S => 22,
+            GgmlType::IQ1_M => 29,
             GgmlType::BF16 => 30,
         }
     }
@@ -92,6 +120,13 @@ impl GgmlType {
             GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
                 256
             }
+            GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ1_S
+            | GgmlType::IQ3_S
+            | GgmlType::IQ2_S
+            | GgmlType::IQ1_M => 256,
         }
     }
 
@@ -112,12 +147,33 @@ impl GgmlType {
             GgmlType::Q6_K => 210,
             GgmlType::IQ4_NL => 18,
             GgmlType::IQ4_XS => 136,
+            GgmlType::IQ2_XXS => 66,
+            GgmlType::IQ2_XS => 74,
+            GgmlType::IQ3_XXS => 98,
+            GgmlType::IQ1_S => 50,
+            GgmlType::IQ3_S => 110,
+            GgmlType::IQ2_S => 82,
+            GgmlType::IQ1_M => 56,
         }
     }
 
     /// Whether the type is block-quantized (not a plain float type).
     pub fn is_quantized(self) -> bool {
         self.block_size() > 1
+    }
+
+    /// Whether tgi can encode the type (the i-quants are read only).
+    pub fn can_encode(self) -> bool {
+        !matches!(
+            self,
+            GgmlType::IQ2_XXS
+                | GgmlType::IQ2_XS
+                | GgmlType::IQ3_XXS
+                | GgmlType::IQ1_S
+                | GgmlType::IQ3_S
+                | GgmlType::IQ2_S
+                | GgmlType::IQ1_M
+        )
     }
 
     /// Bytes taken by `n` elements, or None when `n` is not a whole number of blocks
@@ -153,6 +209,13 @@ impl GgmlType {
             GgmlType::IQ4_NL => "iq4_nl",
             GgmlType::IQ4_XS => "iq4_xs",
             GgmlType::BF16 => "bf16",
+            GgmlType::IQ2_XXS => "iq2_xxs",
+            GgmlType::IQ2_XS => "iq2_xs",
+            GgmlType::IQ3_XXS => "iq3_xxs",
+            GgmlType::IQ1_S => "iq1_s",
+            GgmlType::IQ3_S => "iq3_s",
+            GgmlType::IQ2_S => "iq2_s",
+            GgmlType::IQ1_M => "iq1_m",
         }
     }
 
@@ -191,5 +254,9 @@ mod tests {
         assert_eq!(GgmlType::IQ4_NL.bits_per_weight(), 4.5);
         assert_eq!(GgmlType::IQ4_XS.bits_per_weight(), 4.25);
         assert_eq!(GgmlType::from_id(23), Some(GgmlType::IQ4_XS));
+        assert_eq!(GgmlType::IQ2_XXS.bits_per_weight(), 2.0625);
+        assert_eq!(GgmlType::IQ3_S.bits_per_weight(), 3.4375);
+        assert_eq!(GgmlType::IQ1_S.bits_per_weight(), 1.5625);
+        assert_eq!(GgmlType::from_id(29), Some(GgmlType::IQ1_M));
     }
 }

@@ -9,7 +9,7 @@ Q5_K and Q6_K, listed in `manifest.ggml.txt` (same format as `manifest.ggufpy.tx
 It also cross-checks, and fails on any difference:
   * ggml's bytes for F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 against the gguf-py files;
   * ggml's decoders (`ggml_get_type_traits(t)->to_float`) on every `decode.<type>.bin` against
-    gguf-py's `decode.<type>.f32`.
+    gguf-py's `decode.<type>.f32` (the i-quants included).
 
 Usage: python3 tests/python/kquant_vs_ggml.py [--lib PATH/libggml-base.so] [--dir DIR]
 The library is looked up in --lib, $GGML_BASE_LIB, then under /work/llama.
@@ -41,6 +41,16 @@ TYPES = {
     "q4_K": (12, 144, 256),
     "q5_K": (13, 176, 256),
     "q6_K": (14, 210, 256),
+}
+# Decode-only types (the i-quants: their ggml encoders need an importance matrix).
+DECODE_TYPES = {
+    "iq2_xxs": (16, 66, 256),
+    "iq2_xs": (17, 74, 256),
+    "iq3_xxs": (18, 98, 256),
+    "iq1_s": (19, 50, 256),
+    "iq3_s": (21, 110, 256),
+    "iq2_s": (22, 82, 256),
+    "iq1_m": (29, 56, 256),
 }
 K_TYPES = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
 
@@ -101,7 +111,7 @@ def quantize(lib: ctypes.CDLL, tname: str, data: np.ndarray, n_per_row: int) -> 
 
 
 def dequantize(lib: ctypes.CDLL, tname: str, blocks: bytes) -> np.ndarray:
-    tid, bsize, bvals = TYPES[tname]
+    tid, bsize, bvals = {**TYPES, **DECODE_TYPES}[tname]
     n = len(blocks) // bsize * bvals
     out = np.zeros(n, dtype=np.float32)
     src = np.frombuffer(blocks, dtype=np.uint8).copy()

@@ -4,7 +4,8 @@
 Inputs: deterministic f32 matrices (raw little-endian `<set>.f32`, `ROWS x COLS`).
 Expected encodings: gguf-py's `gguf.quants.quantize` for the types it can quantize (F16, BF16,
 Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) as `<set>.<type>.bin` (F32 is the input itself).
-Expected decodings: random blocks of every block type (`decode.<type>.bin`, scales forced finite)
+Expected decodings: random blocks of every block type tgi reads, i-quants included
+(`decode.<type>.bin`, scales forced finite)
 and gguf-py's `gguf.quants.dequantize` of them (`decode.<type>.f32`).
 Everything is listed in `manifest.ggufpy.txt`:
 
@@ -53,6 +54,13 @@ DECODE_TYPES = {
     "q4_K": (T.Q4_K, 256, 144, [0, 2], 4),
     "q5_K": (T.Q5_K, 256, 176, [0, 2], 4),
     "q6_K": (T.Q6_K, 256, 210, [208], 4),
+    "iq2_xxs": (T.IQ2_XXS, 256, 66, [0], 4),
+    "iq2_xs": (T.IQ2_XS, 256, 74, [0], 4),
+    "iq2_s": (T.IQ2_S, 256, 82, [0], 4),
+    "iq3_xxs": (T.IQ3_XXS, 256, 98, [0], 4),
+    "iq3_s": (T.IQ3_S, 256, 110, [0], 4),
+    "iq1_s": (T.IQ1_S, 256, 50, [0], 4),
+    "iq1_m": (T.IQ1_M, 256, 56, [], 4),  # fp16 scale spread over the scales' top nibbles
 }
 
 
@@ -108,6 +116,17 @@ def random_blocks(rng: np.random.Generator, block_bytes: int, scale_offsets: lis
     return blocks
 
 
+def spread_iq1_m_scale(rng: np.random.Generator, blocks: np.ndarray) -> None:
+    """Puts a finite fp16 scale into the top nibbles of IQ1_M's four u16 scales (bytes 48..56)."""
+    vals = (rng.standard_normal(len(blocks)) * 0.01).astype(np.float16)
+    vals[0] = 0.0
+    vals[1] = np.float16(6e-8)
+    bits = vals.view(np.uint16)
+    for i in range(4):
+        nib = ((bits >> (4 * i)) & 0xF).astype(np.uint8)
+        blocks[:, 49 + 2 * i] = (blocks[:, 49 + 2 * i] & 0x0F) | (nib << 4)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -130,6 +149,8 @@ def main() -> None:
     rng = np.random.default_rng(7)
     for tname, (qtype, bs, nbytes, offs, nblocks) in DECODE_TYPES.items():
         blocks = random_blocks(rng, nbytes, offs, nblocks)
+        if qtype == T.IQ1_M:
+            spread_iq1_m_scale(rng, blocks)
         dec = dequantize(blocks.reshape(1, -1), qtype).astype("<f4")
         assert dec.size == nblocks * bs
         assert np.isfinite(dec).all()

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use regex::Regex;
+use tgi_formats::quant::check_encodable;
 use tgi_formats::GgmlType;
 
 use super::ConvertError;
@@ -228,6 +229,7 @@ impl TypeOverrides {
     pub fn parse_pattern(rule: &str) -> Result<(Regex, GgmlType), String> {
         let (re, ty) = rule.rsplit_once('=').ok_or_else(|| format!("--tensor-type '{rule}': expected REGEX=TYPE"))?;
         let ty = GgmlType::parse(ty).ok_or_else(|| format!("--tensor-type '{rule}': unknown type '{ty}'"))?;
+        check_encodable(ty).map_err(|e| format!("--tensor-type '{rule}': {e}"))?;
         let re = Regex::new(re).map_err(|e| format!("--tensor-type '{rule}': bad regex: {e}"))?;
         Ok((re, ty))
     }

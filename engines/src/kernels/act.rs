@@ -41,9 +41,15 @@ impl VecType {
         match ty {
             GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => VecType::Q8_0,
             GgmlType::Q4_1 | GgmlType::Q5_1 => VecType::Q8_1,
-            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
-                VecType::Q8K
-            }
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => VecType::Q8K,
+            GgmlType::IQ4_XS
+            | GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
+            | GgmlType::IQ2_S
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ3_S
+            | GgmlType::IQ1_S
+            | GgmlType::IQ1_M => VecType::Q8K,
             GgmlType::F32 => VecType::F32,
             GgmlType::F16 => VecType::F16,
             GgmlType::BF16 => VecType::BF16,

@@ -161,6 +161,13 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         GgmlType::F32 => f32w,
         GgmlType::F16 => f16w,
         GgmlType::BF16 => bf16w,
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::IQ1_M => super::avx2_iq::row_dot(ty),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod act;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_iq4;
+mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx2_lowbit;
 pub mod awq;
@@ -388,5 +389,12 @@ fn scalar_dot(ty: GgmlType) -> ScalarDot {
         GgmlType::Q6_K => scalar::dot_q6_k,
         GgmlType::IQ4_NL => scalar::dot_iq4_nl,
         GgmlType::IQ4_XS => scalar::dot_iq4_xs,
+        GgmlType::IQ2_XXS => scalar::dot_iq::<16>,
+        GgmlType::IQ2_XS => scalar::dot_iq::<17>,
+        GgmlType::IQ3_XXS => scalar::dot_iq::<18>,
+        GgmlType::IQ1_S => scalar::dot_iq::<19>,
+        GgmlType::IQ3_S => scalar::dot_iq::<21>,
+        GgmlType::IQ2_S => scalar::dot_iq::<22>,
+        GgmlType::IQ1_M => scalar::dot_iq::<29>,
     }
 }

@@ -3,6 +3,8 @@
 
 use half::f16;
 use tgi_formats::quant::{iq4_xs_block_scale, IQ4_NL_VALUES};
+use tgi_formats::quant::iq::{IqBlock, IqCodec};
+use tgi_formats::GgmlType;
 
 use super::act::{Q8_0_BYTES, Q8_1_BYTES, Q8_K_BYTES};
 
@@ -301,4 +303,31 @@ pub fn dot_iq4_xs(w: &[u8], x: &[u8], cols: usize) -> f32 {
         }
     }
     sum
+}
+
+/// The codec of the i-quant whose ggml type id is `ID` (the kernels are generic over the id so that each
+/// type gets its own function pointer).
+#[inline(always)]
+pub(super) fn iq_codec<const ID: u32>() -> IqCodec {
+    GgmlType::from_id(ID).and_then(IqCodec::of).expect("an i-quant type id")
+}
+
+/// I-quant weights (ggml type id `ID`) · Q8_K activations: each super-block unpacked to its integer levels
+/// and odd multipliers, then ggml's integer sums per 16 values (IQ1's ±1/8 shifts are folded into the levels,
+/// in eighths).
+pub fn dot_iq<const ID: u32>(w: &[u8], x: &[u8], cols: usize) -> f32 {
+    let c = iq_codec::<ID>();
+    let mut b = IqBlock::default();
+    let mut sum = 0.0f32;
+    for (i, wb) in w.chunks_exact(c.block_bytes).take(cols / 256).enumerate() {
+        c.unpack(wb, &mut b);
+        let (xd, qo, _) = q8k(x, i);
+        let mut isum = 0i32;
+        for (g, (q, &ls)) in b.q.chunks_exact(16).zip(&b.ls).enumerate() {
+            let s: i32 = q.iter().enumerate().map(|(k, &q)| q as i32 * q8(x, qo, 16 * g + k)).sum();
+            isum += ls as i32 * s;
+        }
+        sum += b.d * xd * isum as f32;
+    }
+    sum * c.dot_scale
 }

@@ -58,7 +58,7 @@ impl Linear {
                 Some(packed) => Weight::Interleaved(packed),
                 None => Weight::Host { ty, bytes },
             }
-        } else if let Some(dtype) = candle_ggml(ty).filter(|_| ty.is_quantized()) {
+        } else if let Some(dtype) = candle_ggml(ty) {
             let q = candle_core::quantized::ggml_file::qtensor_from_ggml(
                 dtype,
                 bytes.as_slice(),
@@ -223,12 +223,10 @@ fn dense_weight(
     Ok(Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dtype)?))
 }
 
-/// The candle name of a GGML block type, if candle has the type (the IQ types are dequantized instead).
+/// The candle name of a GGML block type, for the types placed on the device quantized (the float types and the
+/// i-quants, which candle lacks, are dequantized once instead).
 fn candle_ggml(ty: GgmlType) -> Option<GgmlDType> {
     Some(match ty {
-        GgmlType::F32 => GgmlDType::F32,
-        GgmlType::F16 => GgmlDType::F16,
-        GgmlType::BF16 => GgmlDType::BF16,
         GgmlType::Q4_0 => GgmlDType::Q4_0,
         GgmlType::Q4_1 => GgmlDType::Q4_1,
         GgmlType::Q5_0 => GgmlDType::Q5_0,
@@ -239,7 +237,7 @@ fn candle_ggml(ty: GgmlType) -> Option<GgmlDType> {
         GgmlType::Q4_K => GgmlDType::Q4K,
         GgmlType::Q5_K => GgmlDType::Q5K,
         GgmlType::Q6_K => GgmlDType::Q6K,
-        GgmlType::IQ4_NL | GgmlType::IQ4_XS => return None,
+        _ => return None,
     })
 }
 

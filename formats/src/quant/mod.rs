@@ -9,6 +9,7 @@
 
 mod float;
 mod iq4;
+pub mod iq;
 mod legacy;
 mod num;
 mod q2k;
@@ -60,6 +61,9 @@ pub enum QuantError {
         /// Importance values given.
         importance: usize,
     },
+    /// A type tgi reads but cannot encode.
+    #[error("tgi cannot encode {0} yet (it reads {0} files, writing them is not supported)")]
+    EncodeUnsupported(GgmlType),
     /// A matrix whose length is not a whole number of rows (or whose row length is zero).
     #[error("{len} values are not a whole number of rows of {n_per_row}")]
     RaggedMatrix {
@@ -107,6 +111,7 @@ fn decode_blocks<const N: usize, const B: usize>(src: &[u8], dst: &mut [f32], f:
 /// Encodes one row (or any whole number of blocks) of f32 values into `dst` (exactly
 /// `ty.bytes_for(src.len())` bytes).
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     match ty {
         GgmlType::F32 => float::encode_f32(src, dst),
@@ -124,8 +129,24 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
         GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
         GgmlType::IQ4_NL => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_nl(x, None, y)),
         GgmlType::IQ4_XS => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_xs(x, None, y)),
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ1_S
+        | GgmlType::IQ3_S
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
     }
     Ok(())
+}
+
+/// Refuses the types tgi cannot encode (the i-quants, read only).
+pub fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
+    if ty.can_encode() {
+        Ok(())
+    } else {
+        Err(QuantError::EncodeUnsupported(ty))
+    }
 }
 
 /// Runs a weighted block encoder over matching blocks of values, importance and bytes.
@@ -147,6 +168,7 @@ fn encode_weighted<const N: usize, const B: usize>(
 /// square of the whole row. Types whose ggml encoder takes no importance (F32, F16, BF16, Q8_0)
 /// are encoded as [`quantize_row`] does.
 pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importance: &[f32]) -> Result<(), QuantError> {
+    check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     if importance.len() != src.len() {
         return Err(QuantError::ImportanceLength { values: src.len(), importance: importance.len() });
@@ -176,7 +198,17 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::Q6_K => encode_weighted(src, importance, dst, q6k::quantize_q6_k_weighted),
         GgmlType::IQ4_NL => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_nl(x, Some(w), y)),
         GgmlType::IQ4_XS => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_xs(x, Some(w), y)),
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => return quantize_row(ty, src, dst),
+        GgmlType::F32
+        | GgmlType::F16
+        | GgmlType::BF16
+        | GgmlType::Q8_0
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ1_S
+        | GgmlType::IQ3_S
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M => return quantize_row(ty, src, dst),
     }
     Ok(())
 }
@@ -205,6 +237,13 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q6_K => decode_blocks(src, dst, q6k::dequantize_q6_k),
         GgmlType::IQ4_NL => decode_blocks(src, dst, iq4::dequantize_iq4_nl),
         GgmlType::IQ4_XS => decode_blocks(src, dst, iq4::dequantize_iq4_xs),
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ1_S
+        | GgmlType::IQ3_S
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M => iq::IqCodec::of(ty).expect("an i-quant type").dequantize(src, dst),
     }
     Ok(())
 }
@@ -212,6 +251,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// Quantizes a `[rows, n_per_row]` matrix, rows in parallel with rayon; returns the encoded
 /// bytes (rows concatenated, as `ggml_quantize_chunk` lays them out).
 pub fn quantize_matrix(ty: GgmlType, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, QuantError> {
+    check_encodable(ty)?;
     if n_per_row == 0 || !src.chunks_exact(n_per_row).remainder().is_empty() {
         return Err(QuantError::RaggedMatrix { len: src.len(), n_per_row });
     }

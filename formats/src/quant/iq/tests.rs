@@ -1,0 +1,77 @@
+use super::*;
+use crate::quant::{dequantize_row, quantize_matrix, quantize_row, QuantError};
+
+const IQ_TYPES: [GgmlType; 7] = [
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+];
+
+/// Deterministic pseudo-random bytes (xorshift).
+fn bytes(n: usize, mut s: u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u8
+        })
+        .collect()
+}
+
+#[test]
+fn codecs_are_the_iquants() {
+    for ty in GgmlType::ALL {
+        assert_eq!(IqCodec::of(ty).is_some(), IQ_TYPES.contains(&ty), "{ty}");
+        assert_eq!(ty.can_encode(), !IQ_TYPES.contains(&ty), "{ty}");
+    }
+}
+
+#[test]
+fn integer_form_gives_the_decoded_values() {
+    // d · ls · q · dot_scale is the decoded value up to f32 rounding, and unpacked levels stay in range.
+    for (k, ty) in IQ_TYPES.into_iter().enumerate() {
+        let c = IqCodec::of(ty).unwrap();
+        let mut raw = bytes(3 * c.block_bytes, 99 + k as u64);
+        if ty != GgmlType::IQ1_M {
+            for b in raw.chunks_exact_mut(c.block_bytes) {
+                b[..2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+            }
+        } else {
+            for b in raw.chunks_exact_mut(c.block_bytes) {
+                // d = 0x2000 (a small normal fp16) in the top nibbles of the scales.
+                for (i, nib) in [0u8, 0, 2, 0].into_iter().enumerate() {
+                    b[49 + 2 * i] = (b[49 + 2 * i] & 0x0F) | (nib << 4);
+                }
+            }
+        }
+        let mut y = vec![0f32; 3 * QK_K];
+        dequantize_row(ty, &raw, &mut y).unwrap();
+        let mut b = IqBlock::default();
+        for (block, y) in raw.chunks_exact(c.block_bytes).zip(y.chunks_exact(QK_K)) {
+            c.unpack(block, &mut b);
+            for (e, &y) in y.iter().enumerate() {
+                assert!(b.ls[e / 16] % 2 == 1 && b.ls[e / 16] <= 31);
+                assert!(b.q[e].unsigned_abs() <= 62);
+                let v = b.d * b.ls[e / 16] as f32 * b.q[e] as f32 * c.dot_scale;
+                assert!((v - y).abs() <= 1e-6 * v.abs(), "{ty} value {e}: {v} vs {y}");
+            }
+        }
+    }
+}
+
+#[test]
+fn encoding_is_refused() {
+    for ty in IQ_TYPES {
+        let x = vec![0.5f32; QK_K];
+        let mut dst = vec![0u8; ty.type_size()];
+        assert_eq!(quantize_row(ty, &x, &mut dst), Err(QuantError::EncodeUnsupported(ty)));
+        assert_eq!(quantize_matrix(ty, &x, QK_K), Err(QuantError::EncodeUnsupported(ty)));
+        let msg = QuantError::EncodeUnsupported(ty).to_string();
+        assert!(msg.contains(ty.ggml_name()), "{msg}");
+    }
+}
