@@ -204,7 +204,11 @@ fn bad_input_is_a_clear_error() {
     assert_fails(&tgi(["generate", "--chat", "--chat-template", "{% for m in %}", "hi"]), 2, "--chat-template");
     assert_fails(&tgi(["generate", "--threads", "0", "hi"]), 2, "--threads must be at least 1");
     assert_fails(&tgi(["generate", "--dtype", "f8", "hi"]), 2, "expected f32, f16 or bf16");
-    assert_fails(&tgi(["generate", "--kv-cache-dtype", "q4", "hi"]), 2, "expected f32, f16, bf16 or q8_0");
+    assert_fails(
+        &tgi(["generate", "--kv-cache-dtype", "q4", "hi"]),
+        2,
+        "expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1",
+    );
     assert_fails(&tgi(["generate", "--kv-cache-dtype", "q8_0", "hi"]), 2, "multiple of 32; this model's is 8");
     assert_fails(&tgi(["generate", "-n", "0", "hi"]), 2, "--max-new-tokens must be at least 1");
     assert_fails(&tgi(["generate", "--prefill-chunk", "0", "hi"]), 2, "--prefill-chunk must be at least 1");

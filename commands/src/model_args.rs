@@ -77,10 +77,20 @@ pub struct ModelArgs {
     #[arg(long, value_name = "TYPE", value_parser = parse_ggml_type)]
     pub lm_head_type: Option<GgmlType>,
 
-    /// KV cache element type: f32, f16, bf16 or q8_0 (ggml's 8-bit blocks, about half of f16's memory; CPU
-    /// only, head width a multiple of 32) [default: f32 for all-f32 weights, else f16, as llama.cpp].
+    /// KV cache element type: f32, f16, bf16, or ggml's blocks of 32 as llama.cpp's --cache-type-k/-v names
+    /// them: q8_0 (34 bytes per 32 values, about half of f16's memory), q5_1 (24), q5_0 (22), q4_1 (20) or
+    /// q4_0 (18, 28% of f16); block types are CPU only and need a head width that is a multiple of 32 [default:
+    /// f32 for all-f32 weights, else f16, as llama.cpp].
     #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<KvDType>())]
     pub kv_cache_dtype: Option<KvDType>,
+
+    /// Store a block-quantized KV cache (q8_0 ... q4_0) without llama.cpp's Hadamard rotation. By default, as
+    /// llama.cpp does, queries and keys are multiplied by an orthonormal Walsh-Hadamard matrix over each head
+    /// (the largest power of two dividing the head width) and values by one of 64, the attention output rotated
+    /// back, when the head width is a multiple of 64: q·k is unchanged but outlier channels no longer set the
+    /// block scales. llama.cpp's LLAMA_ATTN_ROT_DISABLE=1 turns it off too.
+    #[arg(long)]
+    pub no_kv_rotation: bool,
 }
 
 impl ModelArgs {
@@ -132,6 +142,7 @@ impl ModelArgs {
             dtype: self.dtype,
             mlock: self.mlock,
             kv_dtype: self.kv_cache_dtype,
+            no_kv_rotation: self.no_kv_rotation || rotation_disabled_by_env(),
             quantize: self.quantize,
             lm_head_type: self.lm_head_type,
             cpu_tensor_ops: false,
@@ -172,6 +183,18 @@ fn whole_model_layers(n: i64, layers: usize) -> Result<(), InputError> {
 }
 
 /// A GGML type name (`q6_k`, `Q8_0`, `f16`) for `--lm-head-type`.
+/// Whether llama.cpp's `LLAMA_ATTN_ROT_DISABLE` is set to a non-zero number (it reads it with `atoi`).
+fn rotation_disabled_by_env() -> bool {
+    std::env::var("LLAMA_ATTN_ROT_DISABLE").is_ok_and(|v| env_flag(&v))
+}
+
+/// `atoi(v) != 0`: the leading integer of `v` (after spaces and a sign), 0 when there is none.
+fn env_flag(v: &str) -> bool {
+    let v = v.trim_start();
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    digits.chars().take_while(char::is_ascii_digit).any(|c| c != '0')
+}
+
 fn parse_ggml_type(s: &str) -> Result<GgmlType, String> {
     GgmlType::parse(s)
         .ok_or_else(|| {
@@ -265,6 +288,18 @@ mod tests {
 
     fn args(flags: &[&str]) -> ModelArgs {
         Wrap::try_parse_from(std::iter::once("x").chain(flags.iter().copied())).unwrap().m
+    }
+
+    /// LLAMA_ATTN_ROT_DISABLE is read as C's atoi reads it.
+    #[test]
+    fn rotation_env_is_read_like_atoi() {
+        for (v, off) in
+            [("1", true), ("0", false), ("", false), (" 2x", true), ("-1", true), ("00", false), ("no", false)]
+        {
+            assert_eq!(env_flag(v), off, "{v:?}");
+        }
+        assert!(args(&["--no-kv-rotation"]).no_kv_rotation);
+        assert!(!args(&[]).no_kv_rotation);
     }
 
     #[test]

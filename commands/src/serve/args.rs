@@ -31,6 +31,7 @@ use crate::model_args::{ChatTemplateArg, ModelArgs};
     mut_arg("quantize", |a| a.env("TGI_QUANTIZE")),
     mut_arg("lm_head_type", |a| a.env("TGI_LM_HEAD_TYPE")),
     mut_arg("kv_cache_dtype", |a| a.env("TGI_KV_CACHE_DTYPE")),
+    mut_arg("no_kv_rotation", |a| a.env("TGI_NO_KV_ROTATION")),
     mut_arg("chat_template", |a| a.env("TGI_CHAT_TEMPLATE")),
     after_help = "Serves TGI's API (/generate, /generate_stream, /, /tokenize, /chat_tokenize, /embed, /info, /health, /metrics, \
 and SageMaker's /invocations), OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/responses) \

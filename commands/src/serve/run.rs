@@ -141,6 +141,7 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         embedding_size: model.model.config().hidden,
     };
     let mut summary = summary(&served, &settings.model.device.describe(), &sizes, &cfg, inputs.kv_bytes_per_token);
+    summary.push_str(&format!("\nKV cache type: {}, {}", model.model.kv_dtype(), model.model.kv_rotation()));
     summary.push_str(&format!("\n{output_layer}"));
     if repacked.matrices > 0 {
         summary.push_str(&format!("\n{repacked}"));

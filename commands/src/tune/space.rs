@@ -76,8 +76,8 @@ impl Param {
                 _ => bad("a ratio (0 or more) or 'default'"),
             },
             Param::KvCacheDtype => match v.parse::<KvDType>() {
-                Ok(_) => Ok(Value::Set(v.to_string())),
-                Err(_) => bad("a KV cache type (f32, f16, bf16, q8_0) or 'default'"),
+                Ok(t) => Ok(Value::Set(t.name().to_string())),
+                Err(_) => bad("a KV cache type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1) or 'default'"),
             },
             Param::Speculate => match v.strip_prefix("ngram:").map(str::parse::<usize>) {
                 Some(Ok(n)) if n > 0 => Ok(Value::Set(format!("ngram:{n}"))),

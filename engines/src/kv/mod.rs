@@ -3,14 +3,18 @@
 
 mod attention;
 mod blocks;
+mod decode;
+mod rotation;
 mod simd;
 
 pub use attention::{AttentionPlan, SeqSpan};
 pub use blocks::{BlockAllocator, BlockTable};
+pub use rotation::{hadamard, KvRotation};
 
 use candle_core::{DType, Device, Tensor};
+use tgi_formats::GgmlType;
 
-use crate::kernels::act::Q8_0_BYTES;
+use decode::BLOCK;
 
 /// Tokens per KV block.
 pub const BLOCK_SIZE: usize = 16;
@@ -65,15 +69,61 @@ pub enum KvDType {
     /// ggml's block_q8_0 (per 32 values of a head: an f16 scale and 32 int8), llama.cpp's `--cache-type-k/v
     /// q8_0`: 34 bytes per 32 values. Host (CPU) attention only; the head width must be a multiple of 32.
     Q8_0,
+    /// ggml's block_q4_0 (an f16 scale and 32 four-bit codes): 18 bytes per 32 values; host only.
+    Q4_0,
+    /// ggml's block_q4_1 (f16 scale and minimum, 32 four-bit codes): 20 bytes per 32 values; host only.
+    Q4_1,
+    /// ggml's block_q5_0 (an f16 scale and 32 five-bit codes): 22 bytes per 32 values; host only.
+    Q5_0,
+    /// ggml's block_q5_1 (f16 scale and minimum, 32 five-bit codes): 24 bytes per 32 values; host only.
+    Q5_1,
 }
 
 impl KvDType {
+    /// Every type, in the order the flag lists them.
+    pub const ALL: [KvDType; 8] = [
+        KvDType::F32,
+        KvDType::F16,
+        KvDType::BF16,
+        KvDType::Q8_0,
+        KvDType::Q4_0,
+        KvDType::Q4_1,
+        KvDType::Q5_0,
+        KvDType::Q5_1,
+    ];
+
+    /// llama.cpp's name of the type (`--cache-type-k` values).
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDType::F32 => "f32",
+            KvDType::F16 => "f16",
+            KvDType::BF16 => "bf16",
+            KvDType::Q8_0 => "q8_0",
+            KvDType::Q4_0 => "q4_0",
+            KvDType::Q4_1 => "q4_1",
+            KvDType::Q5_0 => "q5_0",
+            KvDType::Q5_1 => "q5_1",
+        }
+    }
+
+    /// The ggml block type of a block-quantized cache; `None` for the float types.
+    pub fn block_type(self) -> Option<GgmlType> {
+        match self {
+            KvDType::F32 | KvDType::F16 | KvDType::BF16 => None,
+            KvDType::Q8_0 => Some(GgmlType::Q8_0),
+            KvDType::Q4_0 => Some(GgmlType::Q4_0),
+            KvDType::Q4_1 => Some(GgmlType::Q4_1),
+            KvDType::Q5_0 => Some(GgmlType::Q5_0),
+            KvDType::Q5_1 => Some(GgmlType::Q5_1),
+        }
+    }
+
     /// Cache bytes per token of context: keys and values of every layer.
     pub fn bytes_per_token(self, layers: usize, kv_heads: usize, head_dim: usize) -> usize {
-        let per_head = match self {
-            KvDType::F32 => head_dim * 4,
-            KvDType::F16 | KvDType::BF16 => head_dim * 2,
-            KvDType::Q8_0 => head_dim.div_ceil(Q8_BLOCK) * Q8_0_BYTES,
+        let per_head = match (self, self.block_type()) {
+            (_, Some(t)) => head_dim.div_ceil(BLOCK) * t.type_size(),
+            (KvDType::F32, None) => head_dim * 4,
+            (_, None) => head_dim * 2,
         };
         2 * layers * kv_heads * per_head
     }
@@ -83,24 +133,30 @@ impl KvDType {
     pub fn check(self, head_dim: usize, host: bool) -> Result<(), KvError> {
         if !host {
             self.tensor_dtype()?;
-        } else if self == KvDType::Q8_0 && !head_dim.is_multiple_of(Q8_BLOCK) {
+        } else if self.block_type().is_some() && !head_dim.is_multiple_of(BLOCK) {
             return Err(KvError::Unsupported(format!(
-                "q8_0 KV needs a head width that is a multiple of {Q8_BLOCK}; this model's is {head_dim}"
+                "{self} KV needs a head width that is a multiple of {BLOCK}; this model's is {head_dim}"
             )));
         }
         Ok(())
     }
 
-    /// The tensor element type on the tensor path, which has no q8_0.
+    /// The tensor element type on the tensor path, which has no block-quantized types.
     fn tensor_dtype(self) -> Result<DType, KvError> {
         match self {
             KvDType::F32 => Ok(DType::F32),
             KvDType::F16 => Ok(DType::F16),
             KvDType::BF16 => Ok(DType::BF16),
-            KvDType::Q8_0 => Err(KvError::Unsupported(
-                "q8_0 KV runs on the CPU only (the GPU/tensor attention path has no q8_0); use f16 or bf16".into(),
-            )),
+            _ => Err(KvError::Unsupported(format!(
+                "{self} KV runs on the CPU only (the GPU/tensor attention path has no {self}); use f16 or bf16"
+            ))),
         }
+    }
+}
+
+impl std::fmt::Display for KvDType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -108,18 +164,12 @@ impl std::str::FromStr for KvDType {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "f32" => Ok(KvDType::F32),
-            "f16" => Ok(KvDType::F16),
-            "bf16" => Ok(KvDType::BF16),
-            "q8_0" => Ok(KvDType::Q8_0),
-            _ => Err(format!("unknown KV cache dtype '{s}': expected f32, f16, bf16 or q8_0")),
-        }
+        let lower = s.to_ascii_lowercase();
+        KvDType::ALL.into_iter().find(|t| t.name() == lower).ok_or_else(|| {
+            format!("unknown KV cache dtype '{s}': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1")
+        })
     }
 }
-
-/// Values per q8_0 block.
-const Q8_BLOCK: usize = 32;
 
 /// Host storage of one layer's keys or values: `[slots, kv_heads * head_dim]` row-major.
 pub(crate) enum HostBuf {
@@ -129,8 +179,8 @@ pub(crate) enum HostBuf {
     F16(Vec<half::f16>),
     /// bf16 elements.
     BF16(Vec<half::bf16>),
-    /// block_q8_0 bytes: each row is `kv_heads * head_dim / 32` blocks of 34 bytes.
-    Q8_0(Vec<u8>),
+    /// Blocks of a ggml type: each row is `kv_heads * head_dim / 32` blocks.
+    Blocks(GgmlType, Vec<u8>),
 }
 
 impl HostBuf {
@@ -138,11 +188,11 @@ impl HostBuf {
     /// unused cache costs address space, not memory or start-up time.
     fn zeros(n: usize, dtype: KvDType) -> Self {
         use half::vec::HalfBitsVecExt;
-        match dtype {
-            KvDType::F32 => HostBuf::F32(vec![0.0; n]),
-            KvDType::F16 => HostBuf::F16(vec![0u16; n].reinterpret_into()),
-            KvDType::BF16 => HostBuf::BF16(vec![0u16; n].reinterpret_into()),
-            KvDType::Q8_0 => HostBuf::Q8_0(vec![0; n / Q8_BLOCK * Q8_0_BYTES]),
+        match (dtype, dtype.block_type()) {
+            (_, Some(t)) => HostBuf::Blocks(t, vec![0; n / BLOCK * t.type_size()]),
+            (KvDType::F32, None) => HostBuf::F32(vec![0.0; n]),
+            (KvDType::F16, None) => HostBuf::F16(vec![0u16; n].reinterpret_into()),
+            (_, None) => HostBuf::BF16(vec![0u16; n].reinterpret_into()),
         }
     }
 }
@@ -159,11 +209,14 @@ enum LayerKv {
 pub struct KvCache {
     allocator: BlockAllocator,
     layers: Vec<LayerKv>,
+    /// The Hadamard rotation the host path applies (none on the tensor path).
+    rotation: KvRotation,
 }
 
 impl KvCache {
     /// A cache of `shape` on `device`: host buffers on the CPU (committed by the OS only as blocks are
-    /// written) with the tuned attention, device tensors elsewhere.
+    /// written) with the tuned attention and, for block-quantized types, llama.cpp's Hadamard rotation of
+    /// queries and keys (see [`KvRotation`]); device tensors elsewhere.
     pub fn new(shape: KvShape, device: &Device, dtype: KvDType) -> Result<Self, KvError> {
         Self::build(shape, device, dtype, device.is_cpu())
     }
@@ -189,7 +242,22 @@ impl KvCache {
                 })
             })
             .collect::<Result<_, KvError>>()?;
-        Ok(KvCache { allocator: BlockAllocator::new(shape.num_blocks, shape.block_size), layers })
+        let rotation = KvRotation::new(dtype, shape.head_dim, host);
+        Ok(KvCache { allocator: BlockAllocator::new(shape.num_blocks, shape.block_size), layers, rotation })
+    }
+
+    /// The cache without its Hadamard rotation (`--no-kv-rotation`, llama.cpp's `LLAMA_ATTN_ROT_DISABLE=1`) when
+    /// `on` is false; as made otherwise. Set it before the first step: cached keys are stored rotated or not.
+    pub fn with_rotation(mut self, on: bool) -> Self {
+        if !on {
+            self.rotation = KvRotation::OFF;
+        }
+        self
+    }
+
+    /// The rotation this cache applies.
+    pub fn rotation(&self) -> KvRotation {
+        self.rotation
     }
 
     /// Grows `table` so it holds `tokens` tokens.
@@ -228,7 +296,7 @@ impl KvCache {
         plan: &AttentionPlan,
     ) -> Result<Tensor, KvError> {
         match &mut self.layers[layer] {
-            LayerKv::Host { k: kc, v: vc } => attention::host(kc, vc, q, k, v, plan),
+            LayerKv::Host { k: kc, v: vc } => attention::host(kc, vc, q, k, v, plan, self.rotation),
             LayerKv::Device { k: kc, v: vc } => attention::device(kc, vc, q, k, v, plan),
         }
     }
@@ -240,12 +308,15 @@ mod tests {
 
     #[test]
     fn parses_dtypes() {
-        for (s, t) in [("f32", KvDType::F32), ("F16", KvDType::F16), ("bf16", KvDType::BF16), ("q8_0", KvDType::Q8_0)] {
+        for (s, t) in [("f32", KvDType::F32), ("F16", KvDType::F16), ("bf16", KvDType::BF16), ("Q4_1", KvDType::Q4_1)] {
             assert_eq!(s.parse::<KvDType>(), Ok(t));
         }
+        for t in KvDType::ALL {
+            assert_eq!(t.to_string().parse::<KvDType>(), Ok(t));
+        }
         assert_eq!(
-            "q4_0".parse::<KvDType>().unwrap_err(),
-            "unknown KV cache dtype 'q4_0': expected f32, f16, bf16 or q8_0"
+            "q4".parse::<KvDType>().unwrap_err(),
+            "unknown KV cache dtype 'q4': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1"
         );
     }
 
@@ -256,17 +327,26 @@ mod tests {
         assert_eq!(KvDType::F16.bytes_per_token(22, 4, 64), 22528);
         assert_eq!(KvDType::BF16.bytes_per_token(22, 4, 64), 22528);
         assert_eq!(KvDType::Q8_0.bytes_per_token(22, 4, 64), 22528 / 64 * 34);
+        for (t, block) in [(KvDType::Q4_0, 18), (KvDType::Q4_1, 20), (KvDType::Q5_0, 22), (KvDType::Q5_1, 24)] {
+            assert_eq!(t.bytes_per_token(22, 4, 64), 22528 / 64 * block, "{t}");
+        }
     }
 
-    /// q8_0 is refused on the tensor path and for heads that are not whole blocks, when the cache is made.
+    /// Block types are refused on the tensor path and for heads that are not whole blocks, when the cache is
+    /// made; the host cache rotates them unless told not to.
     #[test]
-    fn q8_0_limits_are_clear_errors() {
+    fn block_type_limits_are_clear_errors() {
         let shape = |head_dim| KvShape { layers: 1, kv_heads: 2, head_dim, block_size: 4, num_blocks: 2 };
-        assert!(KvCache::new(shape(64), &Device::Cpu, KvDType::Q8_0).is_ok());
-        let err = KvCache::new(shape(8), &Device::Cpu, KvDType::Q8_0).err().unwrap().to_string();
-        assert!(err.contains("multiple of 32; this model's is 8"), "{err}");
-        let err = KvCache::new_tensors(shape(64), &Device::Cpu, KvDType::Q8_0).err().unwrap().to_string();
-        assert!(err.contains("q8_0 KV runs on the CPU only"), "{err}");
+        for t in [KvDType::Q8_0, KvDType::Q4_0, KvDType::Q4_1, KvDType::Q5_0, KvDType::Q5_1] {
+            let cache = KvCache::new(shape(64), &Device::Cpu, t).unwrap();
+            assert!(cache.rotation().is_on(), "{t}");
+            assert!(!cache.with_rotation(false).rotation().is_on(), "{t}");
+            let err = KvCache::new(shape(8), &Device::Cpu, t).err().unwrap().to_string();
+            assert!(err.contains(&format!("{t} KV needs a head width that is a multiple of 32; this model's is 8")));
+            let err = KvCache::new_tensors(shape(64), &Device::Cpu, t).err().unwrap().to_string();
+            assert!(err.contains(&format!("{t} KV runs on the CPU only")), "{err}");
+        }
         assert!(KvCache::new_tensors(shape(8), &Device::Cpu, KvDType::BF16).is_ok());
+        assert!(!KvCache::new(shape(64), &Device::Cpu, KvDType::F16).unwrap().rotation().is_on());
     }
 }

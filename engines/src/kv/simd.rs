@@ -26,6 +26,11 @@ impl RowOps {
         RowOps { avx2: false }
     }
 
+    /// Whether the AVX2 + FMA loops run.
+    pub(super) fn avx2(self) -> bool {
+        self.avx2
+    }
+
     /// `out[k] = q · keys[k]` for the `out.len()` keys of `q.len()` values each in `keys`.
     pub(super) fn dots(self, q: &[f32], keys: &[f32], out: &mut [f32]) {
         assert_eq!(keys.len(), out.len() * q.len(), "keys must be out.len() rows of q.len()");

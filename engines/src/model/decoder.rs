@@ -15,7 +15,7 @@ use super::observe::ActivationObserver;
 use super::rope::Rope;
 use super::weights::{OutputLayer, Weights};
 use super::{Logits, ModelError, SeqInput};
-use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvShape, SeqSpan};
+use crate::kv::{AttentionPlan, KvCache, KvDType, KvError, KvRotation, KvShape, SeqSpan};
 use crate::lora::{LayerLora, LoraStep, LoraUse, Module};
 
 /// The query, key and value projections: three, or one fused (Phi-3's `qkv_proj`, rows q then k then v).
@@ -114,6 +114,8 @@ pub struct Decoder {
     rope_local: Option<Rope>,
     device: Device,
     kv_dtype: KvDType,
+    /// Whether block-quantized caches take llama.cpp's Hadamard rotation.
+    kv_rotation: bool,
     host: bool,
 }
 
@@ -121,11 +123,13 @@ impl Decoder {
     /// Builds the model from its weights (`rope_factors`: Llama 3 per-frequency divisors, if any). The KV cache
     /// is `kv_dtype`, or by default f32 when every weight is f32 (exact against float32 references) and f16
     /// otherwise (half the memory, llama.cpp's numerics); a type the model or device cannot use is an error.
+    /// `kv_rotation` false turns off the Hadamard rotation of block-quantized caches.
     pub fn load(
         w: &Weights,
         cfg: DecoderConfig,
         rope_factors: Option<Vec<f32>>,
         kv_dtype: Option<KvDType>,
+        kv_rotation: bool,
     ) -> Result<Self, ModelError> {
         let family = Family::of(cfg.architecture);
         let (h, hd) = (cfg.hidden, cfg.head_dim);
@@ -191,6 +195,7 @@ impl Decoder {
             cfg,
             family,
             kv_dtype: KvDType::F32,
+            kv_rotation,
             host: w.host(),
         };
         let all_f32 = model.linears().all(Linear::is_f32) && model.norm.dtype() == candle_core::DType::F32;
@@ -219,6 +224,11 @@ impl Decoder {
         self.kv_dtype
     }
 
+    /// The Hadamard rotation of the KV caches this model makes.
+    pub fn kv_rotation(&self) -> KvRotation {
+        KvRotation::new(self.kv_dtype, self.cfg.head_dim, self.kv_rotation && self.host)
+    }
+
     /// The device the model runs on.
     pub fn device(&self) -> &Device {
         &self.device
@@ -229,7 +239,7 @@ impl Decoder {
         let c = &self.cfg;
         let shape = KvShape { layers: c.layers, kv_heads: c.kv_heads, head_dim: c.head_dim, block_size, num_blocks };
         if self.host {
-            KvCache::new(shape, &self.device, self.kv_dtype)
+            Ok(KvCache::new(shape, &self.device, self.kv_dtype)?.with_rotation(self.kv_rotation))
         } else {
             KvCache::new_tensors(shape, &self.device, self.kv_dtype)
         }

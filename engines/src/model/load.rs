@@ -32,6 +32,8 @@ pub struct LoadOptions {
     pub mlock: bool,
     /// KV cache element type (default: f32 for all-f32 weights, else f16).
     pub kv_dtype: Option<KvDType>,
+    /// Turn off the Hadamard rotation of queries and keys that block-quantized KV caches take by default.
+    pub no_kv_rotation: bool,
     /// Quantize a dense checkpoint while loading it (in-situ quantization).
     pub quantize: Option<Quantize>,
     /// Quantize (or convert) a dense output layer to this type while loading it (default: as stored, or as
@@ -93,7 +95,7 @@ fn load_hf(
     }
     let tied = hf.tie_word_embeddings || !weights.metas().contains_key("lm_head.weight");
     let weights = in_situ(weights, opts, &cfg, tied, false)?;
-    let model = Decoder::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype)?;
+    let model = Decoder::load(&weights, cfg, llama3_rope_factors(&hf), opts.kv_dtype, !opts.no_kv_rotation)?;
     let tj = files
         .tokenizer_json
         .as_deref()
@@ -137,7 +139,7 @@ fn load_gguf(
     let tied = !weights.metas().contains_key("output.weight");
     let weights = in_situ(weights, opts, &cfg, tied, true)?;
     let factors = weights.host_vector("rope_freqs.weight")?;
-    let model = Decoder::load(&weights, cfg, factors, opts.kv_dtype)?;
+    let model = Decoder::load(&weights, cfg, factors, opts.kv_dtype, !opts.no_kv_rotation)?;
     Ok(LoadedModel { model, tokenizer, chat_templates, eos })
 }
 
