@@ -1,10 +1,12 @@
 """llama-server's rendering of chat templates embedded in a GGUF (`POST /apply-template`), the reference of
 tests/apply_template.rs. For each template, a copy of the bundled stories260k checkpoint carrying it is
 converted by `tgi quantize`, served by llama-server, and each conversation's prompt recorded (or the HTTP
-status it refused it with). Writes JSON {template: {case: {"prompt": ...} | {"status": ...}}} to stdout.
+status it refused it with). Writes JSON {template: {case: {"prompt": ...} | {"status": ...}}} to stdout, with
+"_recorded_on": the day (llama-server's local date) that templates calling strftime_now printed.
 
     python3 tests/llamacpp/apply_template_reference.py TGI LLAMA_SERVER > tests/llamacpp/apply-template.json
 """
+import datetime
 import json
 import pathlib
 import shutil
@@ -60,6 +62,7 @@ def record(tgi, server, name, port):
 
 def main(tgi, server):
     out = {name: record(tgi, server, name, 18500 + i) for i, name in enumerate(CASES["templates"])}
+    out["_recorded_on"] = datetime.date.today().isoformat()
     json.dump(out, sys.stdout, indent=1, ensure_ascii=False, sort_keys=True)
     print()
 

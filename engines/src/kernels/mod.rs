@@ -6,9 +6,9 @@
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx2_iq4;
-mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx2_lowbit;
 pub mod awq;

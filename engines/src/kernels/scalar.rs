@@ -2,8 +2,8 @@
 //! ggml's generic `ggml_vec_dot_*` (integer sums per block, scaled in f32).
 
 use half::f16;
-use tgi_formats::quant::{iq4_xs_block_scale, IQ4_NL_VALUES};
 use tgi_formats::quant::iq::{IqBlock, IqCodec};
+use tgi_formats::quant::{iq4_xs_block_scale, IQ4_NL_VALUES};
 use tgi_formats::GgmlType;
 
 use super::act::{Q8_0_BYTES, Q8_1_BYTES, Q8_K_BYTES};

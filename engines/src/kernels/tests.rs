@@ -151,8 +151,15 @@ fn kernels_low_bit_types_every_row_count() {
         GgmlType::IQ1_S,
         GgmlType::IQ1_M,
     ];
-    let legacy_k =
-        [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS];
+    let legacy_k = [
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ];
     for ty in legacy_k.into_iter().chain(iq) {
         let cols = if ty.block_size() == 32 { 800 } else { 768 };
         for n in 1..=17 {

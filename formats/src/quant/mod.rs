@@ -8,8 +8,8 @@
 //! llama.cpp's `ggml_quantize_chunk` and gguf-py by `tests/quant_vectors.rs`.
 
 mod float;
-mod iq4;
 pub mod iq;
+mod iq4;
 mod legacy;
 mod num;
 mod q2k;
