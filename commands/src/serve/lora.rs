@@ -255,10 +255,20 @@ pub struct LoraField {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum LoraId {
-    /// Index in the adapter list.
+    /// Index in the adapter list (any non-negative JSON integer; those past `u64` saturate, and are unknown).
+    #[serde(deserialize_with = "any_index")]
     Index(u64),
     /// Name.
     Name(String),
+}
+
+/// A non-negative JSON integer as an index: one written as a float (`2.0`) or too large for `u64`
+/// (`1e30`, `123456789012345678901234`) is still an integer by the API's schema, and saturates.
+fn any_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    n.as_u64()
+        .or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
+        .ok_or_else(|| serde::de::Error::custom("an adapter index is a non-negative integer"))
 }
 
 /// Parses `--lora-adapters`: `name=path` pairs separated by commas (a bare path is named after its last
@@ -281,6 +291,18 @@ pub fn parse_adapters(spec: &str) -> Result<Vec<(String, String)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_past_u64_are_indices_that_saturate() {
+        let field: LoraField = serde_json::from_str(r#"{"id": 5265771406063034859257856, "scale": 1}"#).unwrap();
+        assert!(matches!(field.id, LoraId::Index(u64::MAX)));
+        let field: LoraField = serde_json::from_str(r#"{"id": 2.0, "scale": 1}"#).unwrap();
+        assert!(matches!(field.id, LoraId::Index(2)));
+        let field: LoraField = serde_json::from_str(r#"{"id": "kd", "scale": 1}"#).unwrap();
+        assert!(matches!(field.id, LoraId::Name(ref n) if n == "kd"));
+        assert!(serde_json::from_str::<LoraField>(r#"{"id": -1, "scale": 1}"#).is_err());
+        assert!(serde_json::from_str::<LoraField>(r#"{"id": 1.5, "scale": 1}"#).is_err());
+    }
 
     #[test]
     fn adapter_lists_parse_as_tgi_writes_them() {
