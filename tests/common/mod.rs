@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 pub mod engine;
 pub mod gguf_refs;
+pub mod iquant;
 pub mod server;
 
 /// The repository root.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use tgi_engines::convert::preset::requires_imatrix;
 use tgi_engines::convert::{ExportPlan, TensorJob};
 use tgi_formats::gguf::Value;
 use tgi_formats::imatrix::Imatrix;
@@ -163,6 +164,14 @@ pub(super) fn job_weights<'a>(
     let Some(m) = m else { return Ok(vec![None; plan.jobs.len()]) };
     m.record(plan);
     let missing = m.missing(plan);
+    if let Some(j) =
+        plan.jobs.iter().find(|j| missing.contains(&j.name.as_str()) && requires_imatrix(&j.name, j.target))
+    {
+        return Err(InputError(format!(
+            "--imatrix {}: no entry for '{}', which llama-quantize writes as {} only with one",
+            m.file, j.name, j.target
+        )));
+    }
     if !missing.is_empty() && !quiet {
         eprintln!(
             "warning: the importance matrix has no entry for {} tensors, quantized without it: {}",

@@ -55,6 +55,14 @@ pub enum ConvertError {
         /// The requested type.
         ty: GgmlType,
     },
+    /// A type llama-quantize writes only with an importance matrix, chosen without one.
+    #[error("tensor '{tensor}': llama-quantize writes {ty} only with an importance matrix; pass --imatrix FILE")]
+    ImatrixRequired {
+        /// The tensor.
+        tensor: String,
+        /// Its type.
+        ty: GgmlType,
+    },
     /// Rows that are not a whole number of blocks.
     #[error("rows of {row} values are not a whole number of {ty} blocks")]
     RowNotBlockAligned {

@@ -47,11 +47,15 @@ pub enum Preset {
     IQ4_NL,
     /// IQ4_XS matrices (4.25 bpw non-linear), Q6_K output.
     IQ4_XS,
+    /// IQ3_S matrices (3.44 bpw lattice codebook), Q6_K output.
+    IQ3_S,
+    /// IQ3_S mix with Q4_K attention V, output and first ffn_down layers (3.66 bpw).
+    IQ3_M,
 }
 
 impl Preset {
     /// Every preset, in the order `--help` lists them.
-    pub const ALL: [Preset; 17] = [
+    pub const ALL: [Preset; 19] = [
         Preset::F32,
         Preset::F16,
         Preset::BF16,
@@ -69,6 +73,8 @@ impl Preset {
         Preset::Q6_K,
         Preset::IQ4_NL,
         Preset::IQ4_XS,
+        Preset::IQ3_S,
+        Preset::IQ3_M,
     ];
 
     /// llama-quantize's aliases: a bare K type names its medium mix.
@@ -95,6 +101,8 @@ impl Preset {
             Preset::Q6_K => "q6_k",
             Preset::IQ4_NL => "iq4_nl",
             Preset::IQ4_XS => "iq4_xs",
+            Preset::IQ3_S => "iq3_s",
+            Preset::IQ3_M => "iq3_m",
         }
     }
 
@@ -116,6 +124,8 @@ impl Preset {
             Preset::Q5_K_M => 17,
             Preset::Q6_K => 18,
             Preset::IQ4_NL => 25,
+            Preset::IQ3_S => 26,
+            Preset::IQ3_M => 27,
             Preset::IQ4_XS => 30,
             Preset::BF16 => 32,
         }
@@ -139,6 +149,7 @@ impl Preset {
             Preset::Q6_K => GgmlType::Q6_K,
             Preset::IQ4_NL => GgmlType::IQ4_NL,
             Preset::IQ4_XS => GgmlType::IQ4_XS,
+            Preset::IQ3_S | Preset::IQ3_M => GgmlType::IQ3_S,
         }
     }
 }
@@ -150,7 +161,7 @@ impl fmt::Display for Preset {
 }
 
 /// llama-quantize's types that it writes only with an importance matrix (IQ grids, Q2_K_S), none of
-/// which tgi writes.
+/// which tgi writes (IQ3_XXS puts attn_q and attn_k in IQ2_S, which tgi does not encode).
 const IMATRIX_ONLY: [&str; 7] = ["iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "q2_k_s"];
 
 impl FromStr for Preset {
@@ -161,7 +172,7 @@ impl FromStr for Preset {
         if IMATRIX_ONLY.contains(&lower.as_str()) {
             return Err(format!(
                 "llama-quantize writes '{s}' only with an importance matrix (--imatrix) and tgi does not write it; \
-                 the lowest-bit types tgi writes are q2_k and q3_k_m, which --imatrix FILE improves"
+                 the lowest-bit types tgi writes are q2_k, iq3_s, iq3_m and q3_k_m, which --imatrix FILE improves"
             ));
         }
         let alias = Preset::ALIASES.iter().find(|(n, _)| *n == lower).map(|(_, p)| *p);
@@ -298,7 +309,11 @@ impl<'a> TypeRules<'a> {
             Some(t) => t,
             None => self.mix_type(name, cat, row, i_attention_wv),
         };
-        Ok(fallback(ty, row))
+        let ty = fallback(ty, row);
+        if !self.overrides.imatrix && requires_imatrix(name, ty) {
+            return Err(ConvertError::ImatrixRequired { tensor: name.to_string(), ty });
+        }
+        Ok(ty)
     }
 
     /// llama_tensor_get_type_impl restricted to the presets tgi writes (dense and 8-expert cases).
@@ -337,6 +352,8 @@ impl<'a> TypeRules<'a> {
                     }
                     Preset::Q4_K_M | Preset::Q5_K_M if use_more_bits(i, self.n_attention_wv) => T::Q6_K,
                     Preset::IQ4_NL | Preset::IQ4_XS if n_gqa >= 4 => T::Q5_K,
+                    Preset::IQ3_S if n_gqa >= 4 => T::Q4_K,
+                    Preset::IQ3_M => T::Q4_K,
                     Preset::Q4_K_S if i < 4 => T::Q5_K,
                     _ => t,
                 };
@@ -361,6 +378,7 @@ impl<'a> TypeRules<'a> {
                     }
                     Preset::Q4_K_M if use_more_bits(i, n_layer) => T::Q6_K,
                     Preset::Q5_K_M if use_more_bits(i, n_layer) => T::Q6_K,
+                    Preset::IQ3_M if i < n_layer / 8 || (eight_experts && use_more_bits(i, n_layer)) => T::Q4_K,
                     Preset::IQ4_NL | Preset::IQ4_XS if !self.overrides.imatrix && i < n_layer / 8 => T::Q5_K,
                     Preset::Q4_K_S if i < n_layer / 8 => T::Q5_K,
                     Preset::Q4_0 if self.overrides.imatrix && i < n_layer / 8 => T::Q4_1,
@@ -371,7 +389,14 @@ impl<'a> TypeRules<'a> {
             Category::AttnOutput if eight_experts => {
                 if matches!(
                     p,
-                    Preset::Q2_K | Preset::Q3_K_M | Preset::Q4_K_S | Preset::Q4_K_M | Preset::IQ4_NL | Preset::IQ4_XS
+                    Preset::Q2_K
+                        | Preset::Q3_K_M
+                        | Preset::Q4_K_S
+                        | Preset::Q4_K_M
+                        | Preset::IQ4_NL
+                        | Preset::IQ4_XS
+                        | Preset::IQ3_S
+                        | Preset::IQ3_M
                 ) {
                     t = T::Q5_K;
                 }
@@ -379,7 +404,7 @@ impl<'a> TypeRules<'a> {
             Category::AttnOutput => {
                 t = match p {
                     Preset::Q2_K => T::Q3_K,
-                    Preset::Q3_K_M => T::Q4_K,
+                    Preset::Q3_K_M | Preset::IQ3_M => T::Q4_K,
                     _ => t,
                 };
             }
@@ -387,6 +412,14 @@ impl<'a> TypeRules<'a> {
         }
         t
     }
+}
+
+/// llama-quantize's `tensor_requires_imatrix`: the very low-bit types it writes only with an importance matrix
+/// (never for token_embd or output, which it keeps at more bits).
+pub fn requires_imatrix(name: &str, ty: GgmlType) -> bool {
+    use GgmlType as T;
+    let low_bit = matches!(ty, T::IQ3_XXS | T::IQ2_XXS | T::IQ2_XS | T::IQ2_S | T::IQ1_M | T::IQ1_S);
+    low_bit && !matches!(category(name), Category::TokenEmbd | Category::Output)
 }
 
 /// llama.cpp's `use_more_bits`: the first and last eighth of layers and every third in between.
@@ -411,7 +444,7 @@ fn fallback(ty: GgmlType, row: u64) -> GgmlType {
         T::Q4_K => T::Q5_0,
         T::Q5_K => T::Q5_1,
         T::Q6_K => T::Q8_0,
-        T::IQ4_XS => T::IQ4_NL,
+        T::IQ4_XS | T::IQ3_XXS | T::IQ3_S => T::IQ4_NL,
         other => other,
     };
     if !row.is_multiple_of(fb.block_size() as u64) {

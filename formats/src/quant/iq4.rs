@@ -62,7 +62,7 @@ fn level_sums(xb: &[f32], weight: &[f32; QK], id: f32) -> (f32, f32) {
 
 /// The search weights of one block: its importance times `sqrt(sigma2 + x²)`, or `x²` without.
 #[inline(always)]
-fn block_weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; QK] {
+pub(super) fn block_weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; QK] {
     match qw {
         Some(qw) => std::array::from_fn(|j| qw[j] * (sigma2 + xb[j] * xb[j]).sqrt()),
         None => std::array::from_fn(|j| xb[j] * xb[j]),

@@ -129,18 +129,16 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
         GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
         GgmlType::IQ4_NL => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_nl(x, None, y)),
         GgmlType::IQ4_XS => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_xs(x, None, y)),
-        GgmlType::IQ2_XXS
-        | GgmlType::IQ2_XS
-        | GgmlType::IQ3_XXS
-        | GgmlType::IQ1_S
-        | GgmlType::IQ3_S
-        | GgmlType::IQ2_S
-        | GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
+        GgmlType::IQ3_XXS => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_xxs(x, None, y)),
+        GgmlType::IQ3_S => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_s(x, None, y)),
+        GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ2_S | GgmlType::IQ1_M => {
+            unreachable!("refused by check_encodable")
+        }
     }
     Ok(())
 }
 
-/// Refuses the types tgi cannot encode (the i-quants, read only).
+/// Refuses the types tgi cannot encode (the i-quants other than IQ3_XXS, IQ3_S and IQ4, read only).
 pub fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
     if ty.can_encode() {
         Ok(())
@@ -198,15 +196,17 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::Q6_K => encode_weighted(src, importance, dst, q6k::quantize_q6_k_weighted),
         GgmlType::IQ4_NL => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_nl(x, Some(w), y)),
         GgmlType::IQ4_XS => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_xs(x, Some(w), y)),
+        GgmlType::IQ3_XXS => {
+            encode_weighted(src, importance, dst, |x, w, y| iq::encode3::quantize_iq3_xxs(x, Some(w), y))
+        }
+        GgmlType::IQ3_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode3::quantize_iq3_s(x, Some(w), y)),
         GgmlType::F32
         | GgmlType::F16
         | GgmlType::BF16
         | GgmlType::Q8_0
         | GgmlType::IQ2_XXS
         | GgmlType::IQ2_XS
-        | GgmlType::IQ3_XXS
         | GgmlType::IQ1_S
-        | GgmlType::IQ3_S
         | GgmlType::IQ2_S
         | GgmlType::IQ1_M => return quantize_row(ty, src, dst),
     }

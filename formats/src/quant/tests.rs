@@ -33,7 +33,7 @@ impl Rng {
 }
 
 /// The quantized types with their round-trip relative-RMSE bound on Gaussian data.
-const BOUNDS: [(GgmlType, f64); 15] = [
+const BOUNDS: [(GgmlType, f64); 17] = [
     (GgmlType::F32, 0.0),
     (GgmlType::F16, 1e-3),
     (GgmlType::BF16, 5e-3),
@@ -49,9 +49,11 @@ const BOUNDS: [(GgmlType, f64); 15] = [
     (GgmlType::Q2_K, 0.4),
     (GgmlType::IQ4_NL, 0.1),
     (GgmlType::IQ4_XS, 0.1),
+    (GgmlType::IQ3_S, 0.2),
+    (GgmlType::IQ3_XXS, 0.25),
 ];
 
-/// The types tgi can encode (the i-quants other than IQ4 are read only).
+/// The types tgi can encode (the i-quants other than IQ3_XXS, IQ3_S and IQ4 are read only).
 fn encodable() -> impl Iterator<Item = GgmlType> {
     GgmlType::ALL.into_iter().filter(|t| t.can_encode())
 }
@@ -115,6 +117,8 @@ fn constant_rows() {
                 GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K if c.abs() < 0.01 => 3e-2,
                 // IQ4_XS's super-block scale is smaller still (max / (113·32)): coarser subnormal steps.
                 GgmlType::IQ4_XS if c.abs() < 0.01 => 4e-2,
+                // ggml's IQ3 search lands on mixed codewords for constant data (up to ±35%, as llama.cpp).
+                GgmlType::IQ3_XXS | GgmlType::IQ3_S => 0.35,
                 _ => 2e-3,
             };
             for &v in &back {

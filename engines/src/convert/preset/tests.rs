@@ -149,3 +149,33 @@ fn iq4_mixes_match_llama_cpp() {
         );
     }
 }
+
+#[test]
+fn iq3_mixes_match_llama_cpp() {
+    // llama_tensor_get_type_impl for IQ3_S/IQ3_M: Q6_K output; attn_v Q4_K (IQ3_S only when n_gqa >= 4);
+    // IQ3_M: Q4_K attn_output and first eighth of ffn_down; rows that are not whole 256-blocks fall back to IQ4_NL.
+    let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
+    for imatrix in [false, true] {
+        let ov = TypeOverrides { imatrix, ..Default::default() };
+        for (preset, attn_v, attn_output, ffn_down_1) in
+            [(Preset::IQ3_S, T::IQ3_S, T::IQ3_S, T::IQ3_S), (Preset::IQ3_M, T::Q4_K, T::Q4_K, T::Q4_K)]
+        {
+            let rules = TypeRules::new(preset, &ov, shape, &[]);
+            let choose = |name: &str, row: u64| rules.choose(name, &[row, 8], T::F32, 0).unwrap();
+            assert_eq!(choose("output.weight", 256), T::Q6_K);
+            assert_eq!(choose("token_embd.weight", 256), T::IQ3_S);
+            assert_eq!(choose("blk.0.attn_v.weight", 256), attn_v, "{preset}");
+            assert_eq!(choose("blk.0.attn_output.weight", 256), attn_output, "{preset}");
+            assert_eq!(choose("blk.1.ffn_down.weight", 256), ffn_down_1, "{preset}");
+            assert_eq!(choose("blk.2.ffn_down.weight", 256), T::IQ3_S);
+            assert_eq!(choose("blk.0.attn_q.weight", 256), T::IQ3_S);
+            assert_eq!(choose("blk.0.attn_q.weight", 96), T::IQ4_NL);
+        }
+    }
+    let gqa = ModelShape { n_head_kv: 2, ..shape };
+    let ov = TypeOverrides::default();
+    let rules = TypeRules::new(Preset::IQ3_S, &ov, gqa, &[]);
+    assert_eq!(rules.choose("blk.0.attn_v.weight", &[256, 8], T::F32, 0).unwrap(), T::Q4_K);
+    assert_eq!("IQ3_M".parse::<Preset>().unwrap().file_type(), 27);
+    assert_eq!("iq3_s".parse::<Preset>().unwrap().file_type(), 26);
+}
