@@ -77,7 +77,10 @@ impl Param {
             },
             Param::KvCacheDtype => match v.parse::<KvDType>() {
                 Ok(t) => Ok(Value::Set(t.name().to_string())),
-                Err(_) => bad("a KV cache type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1) or 'default'"),
+                Err(_) => {
+                    let names: Vec<&str> = KvDType::ALL.iter().map(|t| t.name()).collect();
+                    bad(&format!("a KV cache type ({}) or 'default'", names.join(", ")))
+                }
             },
             Param::Speculate => match v.strip_prefix("ngram:").map(str::parse::<usize>) {
                 Some(Ok(n)) if n > 0 => Ok(Value::Set(format!("ngram:{n}"))),
