@@ -207,7 +207,7 @@ fn bad_input_is_a_clear_error() {
     assert_fails(
         &tgi(["generate", "--kv-cache-dtype", "q4", "hi"]),
         2,
-        "expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1",
+        "expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl",
     );
     assert_fails(&tgi(["generate", "--kv-cache-dtype", "q8_0", "hi"]), 2, "multiple of 32; this model's is 8");
     assert_fails(&tgi(["generate", "-n", "0", "hi"]), 2, "--max-new-tokens must be at least 1");

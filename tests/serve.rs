@@ -255,12 +255,13 @@ fn config_file_sets_flags_and_flags_win() {
     let cfg = dir.path().join("serve.toml");
     std::fs::write(&cfg, "max_concurrent_requests = 7\nmax_best_of = 1\n").unwrap();
     let c = cfg.to_str().unwrap();
-    let server = Server::start(&["--config", c, "--max-best-of", "2"]);
+    let server = Server::start(&["--config", c, "--max-best-of", "2", "--kv-cache-dtype", "bf16"]);
     let (s, info) = get(&server.url("/info"));
     assert_eq!(s, 200);
     let info: Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["max_concurrent_requests"], 7);
     assert_eq!(info["max_best_of"], 2);
+    assert_eq!((&info["kv_cache_dtype"], &info["kv_cache_rotation"]), (&json!("bf16"), &json!(false)));
     drop(server);
     std::fs::write(&cfg, "no_such_setting = 1\n").unwrap();
     let out = tgi(["serve", "--config", c]);

@@ -78,13 +78,13 @@ pub struct ModelArgs {
     pub lm_head_type: Option<GgmlType>,
 
     /// KV cache element type: f32, f16, bf16, or ggml's blocks of 32 as llama.cpp's --cache-type-k/-v names
-    /// them: q8_0 (34 bytes per 32 values, about half of f16's memory), q5_1 (24), q5_0 (22), q4_1 (20) or
-    /// q4_0 (18, 28% of f16); block types are CPU only and need a head width that is a multiple of 32 [default:
+    /// them: q8_0 (34 bytes per 32 values, about half of f16's memory), q5_1 (24), q5_0 (22), q4_1 (20), q4_0
+    /// or iq4_nl (18, 28% of f16; iq4_nl's 16 levels are non-uniform); block types are CPU only and need a head width that is a multiple of 32 [default:
     /// f32 for all-f32 weights, else f16, as llama.cpp].
     #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<KvDType>())]
     pub kv_cache_dtype: Option<KvDType>,
 
-    /// Store a block-quantized KV cache (q8_0 ... q4_0) without llama.cpp's Hadamard rotation. By default, as
+    /// Store a block-quantized KV cache (q8_0 ... q4_0, iq4_nl) without llama.cpp's Hadamard rotation. By default, as
     /// llama.cpp does, queries and keys are multiplied by an orthonormal Walsh-Hadamard matrix over each head
     /// (the largest power of two dividing the head width) and values by one of 64, the attention output rotated
     /// back, when the head width is a multiple of 64: q·k is unchanged but outlier channels no longer set the

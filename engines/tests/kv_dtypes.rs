@@ -103,14 +103,14 @@ fn tensor_path_takes_bf16_and_refuses_q8_0() {
     assert!(err.contains("q8_0 KV runs on the CPU only"), "{err}");
 }
 
-/// The 4- and 5-bit caches on stories-distill-4l (64-wide heads, so llama.cpp's rotation applies), rotated and
+/// The 4- and 5-bit caches (iq4_nl included) on stories-distill-4l (64-wide heads, so llama.cpp's rotation applies), rotated and
 /// not: perplexity over the held-out text within PPL_TOLERANCE of the f32 cache's (no greedy identity is claimed
 /// for these types), and the rotation on by default.
 #[test]
 fn four_and_five_bit_kv_perplexity_on_stories_distill() {
     let model = path("stories-distill-4l/hf");
     let want = ppl(&load_with(&model, KvDType::F32, false).unwrap());
-    for kv in [KvDType::Q5_1, KvDType::Q5_0, KvDType::Q4_1, KvDType::Q4_0] {
+    for kv in [KvDType::Q5_1, KvDType::Q5_0, KvDType::Q4_1, KvDType::Q4_0, KvDType::IQ4_NL] {
         assert!(load_with(&model, kv, false).unwrap().model.kv_rotation().is_on(), "{kv}");
         for rotate in [true, false] {
             let got = ppl(&load_rotated(&model, kv, rotate));

@@ -1,12 +1,15 @@
 //! Byte-exact checks of `tgi_formats::quant` against reference vectors written by
 //! `tests/python/quant_vectors.py` (gguf-py), `tests/python/kquant_vs_ggml.py` and
-//! `tests/python/imatrix_vs_ggml.py` (llama.cpp's ggml, without and with an importance matrix). See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
+//! `tests/python/imatrix_vs_ggml.py` (llama.cpp's ggml, without and with an importance matrix) and
+//! `tests/python/iq4_vs_ggml.py` (also IQ4_NL's `from_float`, the KV-cache encoder). See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
 //! directory written by the same scripts (e.g. a larger, uncommitted set).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use tgi_formats::quant::{dequantize_row, quantize_matrix, quantize_row_weighted, uses_importance};
+use tgi_formats::quant::{
+    dequantize_row, quantize_matrix, quantize_row_searched, quantize_row_weighted, uses_importance, Iq4Search,
+};
 use tgi_formats::GgmlType;
 
 fn data_dir() -> PathBuf {
@@ -32,6 +35,9 @@ enum Vector {
     /// `<set>.f32` as rows of `n_per_row`, each encoded as `ty` with the importance `<set>.imatrix.f32`,
     /// equals `<set>.<ty>.imatrix.bin`.
     EncodeWeighted { set: String, ty: GgmlType, n_per_row: usize },
+    /// `<set>.f32` encoded as `ty` by ggml's `from_float` (how a KV cache is written) equals
+    /// `<set>.<ty>.from_float.bin`.
+    EncodeFromFloat { set: String, ty: GgmlType },
     /// `decode.<ty>.bin` decodes to `decode.<ty>.f32`, bit for bit.
     Decode { ty: GgmlType },
 }
@@ -58,6 +64,7 @@ fn manifest() -> Vec<(String, Vector)> {
                 ["encode_weighted", set, t, n] => {
                     Vector::EncodeWeighted { set: set.to_string(), ty: ty(t), n_per_row: n.parse().unwrap() }
                 }
+                ["encode_from_float", set, t, _] => Vector::EncodeFromFloat { set: set.to_string(), ty: ty(t) },
                 ["decode", t] => Vector::Decode { ty: ty(t) },
                 _ => panic!("{file}: bad line {line:?}"),
             };
@@ -123,6 +130,24 @@ fn weighted_encoders_match_reference_bytes() {
     assert_eq!(types, weighted, "importance-matrix vectors for every type whose encoder uses one");
 }
 
+/// IQ4_NL as ggml writes a KV cache (`from_float`, [`Iq4Search::FromFloat`]), block for block.
+#[test]
+fn from_float_encoders_match_reference_bytes() {
+    let mut checked = 0;
+    for (file, v) in manifest() {
+        let Vector::EncodeFromFloat { set, ty } = v else { continue };
+        let x = read_f32(&format!("{set}.f32"));
+        let want = read(&format!("{set}.{}.from_float.bin", ty.ggml_name()));
+        let mut got = vec![0u8; want.len()];
+        quantize_row_searched(ty, &x, &mut got, Iq4Search::FromFloat).unwrap();
+        let bs = ty.type_size();
+        let bad = got.chunks_exact(bs).zip(want.chunks_exact(bs)).filter(|(a, b)| a != b).count();
+        assert_eq!(bad, 0, "{file}: {set} {ty} from_float: {bad} of {} blocks differ", got.len() / bs);
+        checked += 1;
+    }
+    assert!(checked >= 9, "from_float vectors for every set");
+}
+
 #[test]
 fn f32_encoding_is_the_input() {
     let x = read_f32("normal.f32");
@@ -154,7 +179,7 @@ fn every_type_is_covered() {
         match v {
             Vector::Encode { ty, .. } => enc.insert(ty),
             Vector::Decode { ty } => dec.insert(ty),
-            Vector::EncodeWeighted { .. } => false,
+            Vector::EncodeWeighted { .. } | Vector::EncodeFromFloat { .. } => false,
         };
     }
     for ty in GgmlType::ALL {

@@ -7,7 +7,12 @@ for IQ4_NL and IQ4_XS, once without an importance matrix (`<set>.<type>.bin`, wh
 without `--imatrix`) and once with `<set>.imatrix.f32` (`<set>.<type>.imatrix.bin`). It also draws random
 blocks (`decode.<type>.bin`, fp16 scale forced finite, one zero and one subnormal) and decodes them with
 ggml's `to_float` (`decode.<type>.f32`), failing unless gguf-py's `gguf.quants.dequantize` gives the same
-bits. Everything is listed in `manifest.iq4.txt`.
+bits. For IQ4_NL it also records the type's `from_float_ref` (`quantize_row_iq4_nl_ref`, the row encoder
+ggml's set_rows/cpy write a KV cache with: ntry -1, unlike ggml_quantize_chunk's 7) of every set
+(`<set>.iq4_nl.from_float.bin`). ggml leaves the levels of a block whose largest magnitude is below
+GROUP_MAX_EPS (1e-15) as whatever its level buffer last held (the previous block's, or uninitialized
+stack): such a block's scale is 0, so it decodes to zeros whatever its nibbles; the script writes the middle
+level (0x88) there, as tgi does, and checks the scale is 0. Everything is listed in `manifest.iq4.txt`.
 
 Usage: python3 tests/python/iq4_vs_ggml.py [--lib PATH/libggml-base.so] [--dir DIR]
 """
@@ -15,6 +20,7 @@ Usage: python3 tests/python/iq4_vs_ggml.py [--lib PATH/libggml-base.so] [--dir D
 from __future__ import annotations
 
 import argparse
+import ctypes
 import sys
 from pathlib import Path
 
@@ -31,6 +37,24 @@ IQ4 = {
     "iq4_nl": ((20, 18, 32), T.IQ4_NL, 32),
     "iq4_xs": ((23, 136, 256), T.IQ4_XS, 4),
 }
+
+# ggml's GROUP_MAX_EPS: blocks below it get a zero scale and levels ggml does not write.
+GROUP_MAX_EPS = 1e-15
+
+
+def quantize_from_float(lib: ctypes.CDLL, data: np.ndarray) -> bytes:
+    """IQ4_NL's `from_float_ref` of `data`, the unwritten levels of all-but-zero blocks set to 0x88."""
+    (tid, nbytes, nvals), _, _ = IQ4["iq4_nl"]
+    src = np.ascontiguousarray(data, dtype=np.float32)
+    dst = np.zeros(src.size // nvals * nbytes, dtype=np.uint8)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+    fn(lib.ggml_get_type_traits(tid).contents.from_float_ref)(src.ctypes.data, dst.ctypes.data, src.size)
+    blocks = dst.reshape(-1, nbytes)
+    for b, x in zip(blocks, src.reshape(-1, nvals)):
+        if np.abs(x).max() < GROUP_MAX_EPS:
+            assert b[0] == 0 and b[1] == 0, "an all-but-zero block has scale 0"
+            b[2:] = 0x88
+    return blocks.tobytes()
 
 
 def main() -> None:
@@ -55,6 +79,8 @@ def main() -> None:
             manifest.append(f"encode {name} {tname} {n_per_row}")
             (d / f"{name}.{tname}.imatrix.bin").write_bytes(quantize_weighted(lib, tname, data, n_per_row, qw))
             manifest.append(f"encode_weighted {name} {tname} {n_per_row}")
+        (d / f"{name}.iq4_nl.from_float.bin").write_bytes(quantize_from_float(lib, data))
+        manifest.append(f"encode_from_float {name} iq4_nl {n_per_row}")
 
     failures = 0
     rng = np.random.default_rng(20)
@@ -70,7 +96,7 @@ def main() -> None:
         manifest.append(f"decode {tname}")
 
     (d / "manifest.iq4.txt").write_text(
-        f"# written by tests/python/iq4_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk, to_float; gguf-py agrees)\n"
+        f"# written by tests/python/iq4_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk, from_float_ref, to_float; gguf-py agrees)\n"
         + "\n".join(manifest)
         + "\n"
     )

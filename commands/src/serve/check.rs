@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use tgi_engines::device::DeviceSpec;
+use tgi_engines::kv::{KvDType, KvRotation};
 use tgi_engines::scheduler::{EventSink, Request, SchedulerConfig, Stats, SubmitError};
 use tgi_engines::text::chat::ChatTemplate;
 use tgi_engines::text::tokenizer::Tokenizer;
@@ -69,6 +70,9 @@ impl RequestChecker {
             speculate: None,
             tool_call_parser: settings.tool_call_parser,
             kv_budget: sizes.kv_budget.to_string(),
+            // No model, no cache: the default type, unrotated.
+            kv_dtype: KvDType::F16,
+            kv_rotation: KvRotation::OFF,
             reasoning: settings.reasoning,
             pooling: settings.pooling,
             // No model: no `dimensions` is its size.

@@ -136,12 +136,14 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         speculate: cfg.speculation.as_ref().map(|s| s.depth),
         tool_call_parser: settings.tool_call_parser,
         kv_budget: sizes.kv_budget.to_string(),
+        kv_dtype: model.model.kv_dtype(),
+        kv_rotation: model.model.kv_rotation(),
         reasoning: settings.reasoning,
         pooling: settings.pooling,
         embedding_size: model.model.config().hidden,
     };
     let mut summary = summary(&served, &settings.model.device.describe(), &sizes, &cfg, inputs.kv_bytes_per_token);
-    summary.push_str(&format!("\nKV cache type: {}, {}", model.model.kv_dtype(), model.model.kv_rotation()));
+    summary.push_str(&format!("\nKV cache type: {}, {}", served.kv_dtype, served.kv_rotation));
     summary.push_str(&format!("\n{output_layer}"));
     if repacked.matrices > 0 {
         summary.push_str(&format!("\n{repacked}"));

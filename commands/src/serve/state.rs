@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use hyper::header::AUTHORIZATION;
 use hyper::HeaderMap;
+use tgi_engines::kv::{KvDType, KvRotation};
 use tgi_engines::pooling::Pooling;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -109,6 +110,10 @@ pub struct ServedModel {
     pub tool_call_parser: Option<ToolCallFormat>,
     /// What sized the KV cache, in words (`/info`'s `kv_cache_budget`).
     pub kv_budget: String,
+    /// The KV cache's element type (`/info`'s `kv_cache_dtype`).
+    pub kv_dtype: KvDType,
+    /// The KV cache's Hadamard rotation (`/info`'s `kv_cache_rotation`: whether it is on).
+    pub kv_rotation: KvRotation,
     /// How chat answers' thinking is returned and bounded.
     pub reasoning: ReasoningSettings,
     /// How embeddings pool the final hidden states (`--pooling`).

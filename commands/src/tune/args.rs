@@ -89,7 +89,7 @@ pub struct TuneArgs {
     #[arg(long, value_name = "R[,R...]", help_heading = "Sweep")]
     pub waiting_served_ratio: Option<String>,
 
-    /// Sweep these KV cache types (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1).
+    /// Sweep these KV cache types (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl).
     #[arg(long, value_name = "TYPE[,TYPE...]", help_heading = "Sweep")]
     pub kv_cache_dtype: Option<String>,
 

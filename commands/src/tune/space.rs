@@ -77,7 +77,10 @@ impl Param {
             },
             Param::KvCacheDtype => match v.parse::<KvDType>() {
                 Ok(t) => Ok(Value::Set(t.name().to_string())),
-                Err(_) => bad("a KV cache type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1) or 'default'"),
+                Err(_) => {
+                    let names: Vec<&str> = KvDType::ALL.iter().map(|t| t.name()).collect();
+                    bad(&format!("a KV cache type ({}) or 'default'", names.join(", ")))
+                }
             },
             Param::Speculate => match v.strip_prefix("ngram:").map(str::parse::<usize>) {
                 Some(Ok(n)) if n > 0 => Ok(Value::Set(format!("ngram:{n}"))),
@@ -225,7 +228,9 @@ mod tests {
     fn values_flags_and_toml() {
         assert_eq!(parse_list(Param::Threads, "1,2,1,default").unwrap().len(), 3);
         assert!(parse_list(Param::Threads, "0").unwrap_err().contains("--threads"));
-        assert!(parse_list(Param::KvCacheDtype, "f16,q4").is_err());
+        let err = parse_list(Param::KvCacheDtype, "f16,q4").unwrap_err();
+        assert!(err.contains("(f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) or 'default'"), "{err}");
+        assert_eq!(parse_list(Param::KvCacheDtype, "IQ4_NL").unwrap(), vec![Value::Set("iq4_nl".into())]);
         assert!(parse_list(Param::Speculate, "ngram").is_err());
         assert!(parse_list(Param::Quantize, "q3").unwrap_err().contains("q4_k_m"));
         assert_eq!(parse_list(Param::Quantize, "none,q8_0").unwrap()[1], Value::Set("q8_0".into()));

@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
-use tgi_formats::quant::quantize_row;
+use tgi_formats::quant::{quantize_row_searched, Iq4Search};
 use tgi_formats::GgmlType;
 
 use super::decode::BLOCK;
@@ -166,7 +166,9 @@ fn store(buf: &mut HostBuf, rows: &[f32], slots: &[usize], width: usize) {
             HostBuf::BF16(b) => b[slot * width..][..width].convert_from_f32_slice(src),
             HostBuf::Blocks(ty, b) => {
                 let bytes = width / BLOCK * ty.type_size();
-                quantize_row(*ty, src, &mut b[slot * bytes..][..bytes]).expect("whole blocks");
+                // As ggml's set_rows writes a cache: the type's `from_float`.
+                quantize_row_searched(*ty, src, &mut b[slot * bytes..][..bytes], Iq4Search::FromFloat)
+                    .expect("whole blocks");
             }
         }
     }

@@ -1,11 +1,11 @@
-//! Block-quantized cache rows (ggml's q8_0, q4_0, q4_1, q5_0, q5_1 blocks of 32 values) read back as f32: AVX2
-//! where the CPU has it, ggml's reference decoders (`tgi_formats::quant::dequantize_row`) otherwise. Both give
-//! the same floats: `(q - offset)·d`, or `q·d + m`, each product and sum rounded once.
+//! Block-quantized cache rows (ggml's q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl blocks of 32 values) read back as
+//! f32: AVX2 where the CPU has it, ggml's reference decoders (`tgi_formats::quant::dequantize_row`) otherwise.
+//! Both give the same floats: `(q - offset)·d`, `q·d + m`, or `level[q]·d`, each product and sum rounded once.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use tgi_formats::quant::dequantize_row;
+use tgi_formats::quant::{dequantize_row, IQ4_NL_VALUES};
 use tgi_formats::GgmlType;
 
 use super::simd::RowOps;
@@ -18,7 +18,10 @@ impl RowOps {
     pub(super) fn decode(self, ty: GgmlType, src: &[u8], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if self.avx2()
-            && matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1)
+            && matches!(
+                ty,
+                GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4_NL
+            )
         {
             assert_eq!(src.len() * BLOCK, out.len() * ty.type_size(), "whole {ty} blocks");
             // SAFETY: `avx2` is only set on a CPU that has AVX2; the lengths match whole blocks (checked above).
@@ -28,9 +31,10 @@ impl RowOps {
     }
 }
 
-/// [`RowOps::decode`] with AVX2: each block's 32 codes widened to four vectors of eight i32, then converted.
+/// [`RowOps::decode`] with AVX2: each block's 32 codes widened to four vectors of eight i32, then converted;
+/// iq4_nl's nibbles are first looked up in its 16 levels (`_mm_shuffle_epi8`).
 ///
-/// Safety: the CPU has AVX2; `src` holds `out.len() / 32` blocks of `ty`, one of the five legacy types.
+/// Safety: the CPU has AVX2; `src` holds `out.len() / 32` blocks of `ty`, a legacy type or iq4_nl.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn decode_avx2(ty: GgmlType, src: &[u8], out: &mut [f32]) {
@@ -62,7 +66,8 @@ unsafe fn decode_avx2(ty: GgmlType, src: &[u8], out: &mut [f32]) {
                     (codes, 0, Some(half(b, 2)))
                 }
             }
-            _ => unreachable!("{ty} is not a legacy block type"),
+            GgmlType::IQ4_NL => (levels(p.add(2)), 0, None),
+            _ => unreachable!("{ty} is not a cache block type"),
         };
         let d = _mm256_set1_ps(half(b, 0));
         for (t, c) in codes.into_iter().enumerate() {
@@ -76,22 +81,50 @@ unsafe fn decode_avx2(ty: GgmlType, src: &[u8], out: &mut [f32]) {
     }
 }
 
-/// The 32 four-bit codes of 16 packed bytes at `p` (low nibbles are values 0..16, high nibbles 16..32) as four
-/// vectors of eight i32.
+/// The low and high nibbles of 16 packed bytes at `p` (values 0..16 and 16..32 of a block), one per byte.
+///
+/// Safety: the CPU has AVX2; `p` points at 16 readable bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn nibble_bytes(p: *const u8) -> (__m128i, __m128i) {
+    let bytes = _mm_loadu_si128(p.cast());
+    let mask = _mm_set1_epi8(0x0F);
+    (_mm_and_si128(bytes, mask), _mm_and_si128(_mm_srli_epi16(bytes, 4), mask))
+}
+
+/// The 32 four-bit codes of 16 packed bytes at `p` as four vectors of eight i32.
 ///
 /// Safety: the CPU has AVX2; `p` points at 16 readable bytes.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn nibbles(p: *const u8) -> [__m256i; 4] {
-    let bytes = _mm_loadu_si128(p.cast());
-    let mask = _mm_set1_epi8(0x0F);
-    let (lo, hi) = (_mm_and_si128(bytes, mask), _mm_and_si128(_mm_srli_epi16(bytes, 4), mask));
+    let (lo, hi) = nibble_bytes(p);
     [
         _mm256_cvtepu8_epi32(lo),
         _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)),
         _mm256_cvtepu8_epi32(hi),
         _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)),
+    ]
+}
+
+/// The 32 iq4_nl levels of 16 packed bytes at `p`: each nibble looked up in [`IQ4_NL_VALUES`] (one
+/// `_mm_shuffle_epi8` per half), as four vectors of eight i32.
+///
+/// Safety: the CPU has AVX2; `p` points at 16 readable bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn levels(p: *const u8) -> [__m256i; 4] {
+    let table = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr().cast());
+    let (lo, hi) = nibble_bytes(p);
+    let (lo, hi) = (_mm_shuffle_epi8(table, lo), _mm_shuffle_epi8(table, hi));
+    [
+        _mm256_cvtepi8_epi32(lo),
+        _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)),
+        _mm256_cvtepi8_epi32(hi),
+        _mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)),
     ]
 }
 
@@ -103,13 +136,20 @@ mod tests {
     use crate::kv::simd::tests::values;
 
     /// Every type's SIMD decoder gives ggml's reference decoder's floats bit for bit, over blocks with varied
-    /// scales, minimums and every code.
+    /// scales, minimums and every code (iq4_nl: every one of its 16 levels, checked below).
     #[test]
     fn simd_decoders_match_the_reference_ones() {
         let x: Vec<f32> = values(32 * 40, 3).iter().enumerate().map(|(i, v)| v * (1 + i / 32) as f32 - 0.3).collect();
-        for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1] {
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL] {
             let mut bytes = vec![0u8; x.len() / BLOCK * ty.type_size()];
             quantize_row(ty, &x, &mut bytes).unwrap();
+            if ty == GgmlType::IQ4_NL {
+                let mut seen: Vec<u8> =
+                    bytes.chunks_exact(18).flat_map(|b| b[2..].iter().flat_map(|q| [q & 15, q >> 4])).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), 16, "every iq4_nl level appears");
+            }
             let (mut fast, mut reference) = (vec![0f32; x.len()], vec![0f32; x.len()]);
             RowOps::detect().decode(ty, &bytes, &mut fast);
             RowOps::scalar().decode(ty, &bytes, &mut reference);

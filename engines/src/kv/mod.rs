@@ -77,11 +77,14 @@ pub enum KvDType {
     Q5_0,
     /// ggml's block_q5_1 (f16 scale and minimum, 32 five-bit codes): 24 bytes per 32 values; host only.
     Q5_1,
+    /// ggml's block_iq4_nl (an f16 scale and 32 four-bit indices into 16 non-uniform levels), written as ggml's
+    /// `quantize_row_iq4_nl_ref` writes it: 18 bytes per 32 values; host only.
+    IQ4_NL,
 }
 
 impl KvDType {
     /// Every type, in the order the flag lists them.
-    pub const ALL: [KvDType; 8] = [
+    pub const ALL: [KvDType; 9] = [
         KvDType::F32,
         KvDType::F16,
         KvDType::BF16,
@@ -90,6 +93,7 @@ impl KvDType {
         KvDType::Q4_1,
         KvDType::Q5_0,
         KvDType::Q5_1,
+        KvDType::IQ4_NL,
     ];
 
     /// llama.cpp's name of the type (`--cache-type-k` values).
@@ -103,6 +107,7 @@ impl KvDType {
             KvDType::Q4_1 => "q4_1",
             KvDType::Q5_0 => "q5_0",
             KvDType::Q5_1 => "q5_1",
+            KvDType::IQ4_NL => "iq4_nl",
         }
     }
 
@@ -115,6 +120,7 @@ impl KvDType {
             KvDType::Q4_1 => Some(GgmlType::Q4_1),
             KvDType::Q5_0 => Some(GgmlType::Q5_0),
             KvDType::Q5_1 => Some(GgmlType::Q5_1),
+            KvDType::IQ4_NL => Some(GgmlType::IQ4_NL),
         }
     }
 
@@ -166,7 +172,7 @@ impl std::str::FromStr for KvDType {
     fn from_str(s: &str) -> Result<Self, String> {
         let lower = s.to_ascii_lowercase();
         KvDType::ALL.into_iter().find(|t| t.name() == lower).ok_or_else(|| {
-            format!("unknown KV cache dtype '{s}': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1")
+            format!("unknown KV cache dtype '{s}': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl")
         })
     }
 }
@@ -308,7 +314,13 @@ mod tests {
 
     #[test]
     fn parses_dtypes() {
-        for (s, t) in [("f32", KvDType::F32), ("F16", KvDType::F16), ("bf16", KvDType::BF16), ("Q4_1", KvDType::Q4_1)] {
+        for (s, t) in [
+            ("f32", KvDType::F32),
+            ("F16", KvDType::F16),
+            ("bf16", KvDType::BF16),
+            ("Q4_1", KvDType::Q4_1),
+            ("IQ4_NL", KvDType::IQ4_NL),
+        ] {
             assert_eq!(s.parse::<KvDType>(), Ok(t));
         }
         for t in KvDType::ALL {
@@ -316,7 +328,7 @@ mod tests {
         }
         assert_eq!(
             "q4".parse::<KvDType>().unwrap_err(),
-            "unknown KV cache dtype 'q4': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1"
+            "unknown KV cache dtype 'q4': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl"
         );
     }
 
@@ -327,7 +339,9 @@ mod tests {
         assert_eq!(KvDType::F16.bytes_per_token(22, 4, 64), 22528);
         assert_eq!(KvDType::BF16.bytes_per_token(22, 4, 64), 22528);
         assert_eq!(KvDType::Q8_0.bytes_per_token(22, 4, 64), 22528 / 64 * 34);
-        for (t, block) in [(KvDType::Q4_0, 18), (KvDType::Q4_1, 20), (KvDType::Q5_0, 22), (KvDType::Q5_1, 24)] {
+        for (t, block) in
+            [(KvDType::Q4_0, 18), (KvDType::Q4_1, 20), (KvDType::Q5_0, 22), (KvDType::Q5_1, 24), (KvDType::IQ4_NL, 18)]
+        {
             assert_eq!(t.bytes_per_token(22, 4, 64), 22528 / 64 * block, "{t}");
         }
     }
@@ -337,7 +351,7 @@ mod tests {
     #[test]
     fn block_type_limits_are_clear_errors() {
         let shape = |head_dim| KvShape { layers: 1, kv_heads: 2, head_dim, block_size: 4, num_blocks: 2 };
-        for t in [KvDType::Q8_0, KvDType::Q4_0, KvDType::Q4_1, KvDType::Q5_0, KvDType::Q5_1] {
+        for t in KvDType::ALL.into_iter().filter(|t| t.block_type().is_some()) {
             let cache = KvCache::new(shape(64), &Device::Cpu, t).unwrap();
             assert!(cache.rotation().is_on(), "{t}");
             assert!(!cache.with_rotation(false).rotation().is_on(), "{t}");

@@ -150,6 +150,7 @@ mod tests {
         assert_eq!(rot(KvDType::Q8_0, 128, true), Some((128, 64)));
         assert_eq!(rot(KvDType::Q5_1, 192, true), Some((64, 64)));
         assert_eq!(rot(KvDType::Q4_1, 256, true), Some((256, 64)));
+        assert_eq!(rot(KvDType::IQ4_NL, 64, true), Some((64, 64)));
         assert_eq!(rot(KvDType::Q4_0, 96, true), None);
         assert_eq!(rot(KvDType::Q4_0, 64, false), None);
         assert_eq!(rot(KvDType::F16, 64, true), None);

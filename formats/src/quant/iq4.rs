@@ -2,7 +2,8 @@
 //! 256: an fp16 scale and eight 6-bit block scales), as ggml's `quantize_row_iq4_nl_impl` writes
 //! them through `quantize_iq4_nl` / `quantize_iq4_xs` (what `ggml_quantize_chunk`, hence
 //! llama-quantize, calls, with or without an importance matrix) and `dequantize_row_iq4_*` reads
-//! them. Every value is an index into [`IQ4_NL_VALUES`] times the block's scale.
+//! them, and IQ4_NL also as its `from_float` (`quantize_row_iq4_nl_ref`, what ggml writes a KV cache
+//! with) does: see [`Iq4Search`]. Every value is an index into [`IQ4_NL_VALUES`] times the block's scale.
 
 use super::num::{fp16_value, load_fp16, nearest_int, store_fp16};
 
@@ -15,8 +16,26 @@ const QK: usize = 32;
 /// Values per IQ4_XS super-block.
 const QK_XS: usize = 256;
 
-/// Scale steps tried either side of the first guess (`ntry` in ggml).
-const NTRY: i32 = 7;
+/// How an IQ4 block's scale is searched: ggml's `ntry` argument of `quantize_row_iq4_nl_impl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Iq4Search {
+    /// `quantize_iq4_nl` / `quantize_iq4_xs` (`ggml_quantize_chunk`, llama-quantize; ntry 7): a first guess
+    /// at `max / 127`, then 7 scale steps either side, the levels picked again at the best scale.
+    Full,
+    /// `quantize_row_iq4_nl_ref` (IQ4_NL's `from_float`, what ggml's set_rows/cpy write a KV cache with;
+    /// ntry -1): the levels nearest `x · -127 / max` and their least-squares scale, nothing else tried.
+    FromFloat,
+}
+
+impl Iq4Search {
+    /// ggml's `ntry`.
+    fn ntry(self) -> i32 {
+        match self {
+            Iq4Search::Full => 7,
+            Iq4Search::FromFloat => -1,
+        }
+    }
+}
 
 /// ggml's `GROUP_MAX_EPS`: blocks whose largest magnitude is below it get a zero scale.
 const GROUP_MAX_EPS: f32 = 1e-15;
@@ -48,12 +67,17 @@ fn best_index(x: f32) -> u8 {
     }
 }
 
-/// The weighted sums `(Σ w·q·x, Σ w·q²)` of a block's values at the levels nearest `id·x`.
+/// The weighted sums `(Σ w·q·x, Σ w·q²)` of a block's values at the levels nearest `id·x`, the levels
+/// written to `l` when given.
 #[inline(always)]
-fn level_sums(xb: &[f32], weight: &[f32; QK], id: f32) -> (f32, f32) {
+fn level_sums(xb: &[f32], weight: &[f32; QK], id: f32, mut l: Option<&mut [u8]>) -> (f32, f32) {
     let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-    for (&x, &w) in xb.iter().zip(weight) {
-        let q = f32::from(IQ4_NL_VALUES[usize::from(best_index(id * x))]);
+    for (j, (&x, &w)) in xb.iter().zip(weight).enumerate() {
+        let index = best_index(id * x);
+        if let Some(l) = l.as_deref_mut() {
+            l[j] = index;
+        }
+        let q = f32::from(IQ4_NL_VALUES[usize::from(index)]);
         sumqx += w * q * x;
         sumq2 += w * q * q;
     }
@@ -69,9 +93,11 @@ pub(super) fn block_weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32
     }
 }
 
-/// The best scale of one 32-value block (0 for an all-but-zero block): the least-squares scale
-/// at `max / -127`, then at `(k - 127) / max` for `k` in `-7..=7`, keeping the best fit.
-fn block_scale(xb: &[f32], weight: &[f32; QK]) -> f32 {
+/// The best scale of one 32-value block (0 for an all-but-zero block, `lb` then untouched): the
+/// least-squares scale of the levels of the first guess (written to `lb`), at `max / 127` for
+/// [`Iq4Search::Full`] or `max / -127` for [`Iq4Search::FromFloat`], then for `Full` at
+/// `(k - 127) / max` for `k` in `-7..=7`, keeping the best fit.
+fn block_scale(xb: &[f32], weight: &[f32; QK], search: Iq4Search, lb: &mut [u8]) -> f32 {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &x in xb {
         if x.abs() > amax {
@@ -82,13 +108,14 @@ fn block_scale(xb: &[f32], weight: &[f32; QK]) -> f32 {
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }
-    let v0 = f32::from(IQ4_NL_VALUES[0]);
-    let (sumqx, sumq2) = level_sums(xb, weight, 1.0 / (-max / v0));
+    let (v0, ntry) = (f32::from(IQ4_NL_VALUES[0]), search.ntry());
+    let guess = if ntry > 0 { -max / v0 } else { max / v0 };
+    let (sumqx, sumq2) = level_sums(xb, weight, 1.0 / guess, Some(lb));
     let mut d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
     let mut best = d * sumqx;
-    for itry in -NTRY..=NTRY {
+    for itry in -ntry..=ntry {
         let id = (itry + i32::from(IQ4_NL_VALUES[0])) as f32 / max;
-        let (sumqx, sumq2) = level_sums(xb, weight, id);
+        let (sumqx, sumq2) = level_sums(xb, weight, id, None);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             d = sumqx / sumq2;
             best = d * sumqx;
@@ -123,13 +150,17 @@ fn levels(x: &[f32], d: f32, l: &mut [u8]) {
     }
 }
 
-/// Encodes one IQ4_NL block, weighing the search by `qw` when given.
-pub(crate) fn quantize_iq4_nl(x: &[f32; QK], qw: Option<&[f32; QK]>, y: &mut [u8; 18]) {
+/// Encodes one IQ4_NL block with `search`, weighing it by `qw` when given. [`Iq4Search::Full`] picks the
+/// levels again at the scale found; `FromFloat` keeps its first guess's (ggml leaves an all-but-zero
+/// block's levels as the previous block's, here the middle level: both decode to zeros).
+pub(crate) fn quantize_iq4_nl(x: &[f32; QK], qw: Option<&[f32; QK]>, search: Iq4Search, y: &mut [u8; 18]) {
     let weight = block_weights(x, qw.map(|w| &w[..]), if qw.is_some() { sigma2(x) } else { 0.0 });
-    let d = block_scale(x, &weight);
+    let mut l = [8u8; QK];
+    let d = block_scale(x, &weight, search, &mut l);
     store_fp16(&mut y[0..2], d);
-    let mut l = [0u8; QK];
-    levels(x, d, &mut l);
+    if search == Iq4Search::Full {
+        levels(x, d, &mut l);
+    }
     pack_levels(&l, &mut y[2..]);
 }
 
@@ -137,10 +168,11 @@ pub(crate) fn quantize_iq4_nl(x: &[f32; QK], qw: Option<&[f32; QK]>, y: &mut [u8
 pub(crate) fn quantize_iq4_xs(x: &[f32; QK_XS], qw: Option<&[f32; QK_XS]>, y: &mut [u8; 136]) {
     let s2 = if qw.is_some() { sigma2(x) } else { 0.0 };
     let mut scales = [0.0f32; QK_XS / QK];
+    let mut l = [0u8; QK_XS];
     let (mut max_scale, mut amax_scale) = (0.0f32, 0.0f32);
     for (ib, (xb, scale)) in x.chunks_exact(QK).zip(&mut scales).enumerate() {
         let weight = block_weights(xb, qw.map(|w| &w[ib * QK..(ib + 1) * QK]), s2);
-        *scale = block_scale(xb, &weight);
+        *scale = block_scale(xb, &weight, Iq4Search::Full, &mut l[ib * QK..(ib + 1) * QK]);
         if scale.abs() > amax_scale {
             amax_scale = scale.abs();
             max_scale = *scale;
@@ -150,7 +182,6 @@ pub(crate) fn quantize_iq4_xs(x: &[f32; QK_XS], qw: Option<&[f32; QK_XS]>, y: &m
     store_fp16(&mut y[0..2], d);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let (mut scales_h, mut scales_l) = (0u16, [0u8; 4]);
-    let mut l = [0u8; QK_XS];
     for (ib, (xb, lb)) in x.chunks_exact(QK).zip(l.chunks_exact_mut(QK)).enumerate() {
         let ls = nearest_int(id * scales[ib]).clamp(-32, 31);
         levels(xb, d * ls as f32, lb);
@@ -231,8 +262,10 @@ mod tests {
     #[test]
     fn zero_block_decodes_to_zero() {
         let mut y = [0xffu8; 18];
-        quantize_iq4_nl(&[0.0; QK], None, &mut y);
-        assert_eq!(&y[..2], &[0, 0]);
-        assert!(y[2..].iter().all(|&b| b == 0x88));
+        for search in [Iq4Search::Full, Iq4Search::FromFloat] {
+            quantize_iq4_nl(&[0.0; QK], None, search, &mut y);
+            assert_eq!(&y[..2], &[0, 0]);
+            assert!(y[2..].iter().all(|&b| b == 0x88));
+        }
     }
 }

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use crate::GgmlType;
 
 pub use float::{bf16_to_fp32, fp32_to_bf16};
-pub use iq4::{iq4_xs_block_scale, IQ4_NL_VALUES};
+pub use iq4::{iq4_xs_block_scale, Iq4Search, IQ4_NL_VALUES};
 
 /// Errors of the block codecs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,7 +94,7 @@ fn check_bytes(ty: GgmlType, values: usize, bytes: usize) -> Result<(), QuantErr
 
 /// Runs a block encoder over matching `N`-value / `B`-byte blocks.
 #[inline(always)]
-fn encode_blocks<const N: usize, const B: usize>(src: &[f32], dst: &mut [u8], f: fn(&[f32; N], &mut [u8; B])) {
+fn encode_blocks<const N: usize, const B: usize>(src: &[f32], dst: &mut [u8], f: impl Fn(&[f32; N], &mut [u8; B])) {
     for (x, y) in src.chunks_exact(N).zip(dst.chunks_exact_mut(B)) {
         f(num::arr(x), num::arr_mut(y));
     }
@@ -109,8 +109,14 @@ fn decode_blocks<const N: usize, const B: usize>(src: &[u8], dst: &mut [f32], f:
 }
 
 /// Encodes one row (or any whole number of blocks) of f32 values into `dst` (exactly
-/// `ty.bytes_for(src.len())` bytes).
+/// `ty.bytes_for(src.len())` bytes), as `ggml_quantize_chunk` does without an importance matrix.
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    quantize_row_searched(ty, src, dst, Iq4Search::Full)
+}
+
+/// [`quantize_row`] with IQ4_NL's scale search `iq4` ([`Iq4Search::FromFloat`]: as ggml's `from_float`
+/// writes a KV cache); every other type has one encoder.
+pub fn quantize_row_searched(ty: GgmlType, src: &[f32], dst: &mut [u8], iq4: Iq4Search) -> Result<(), QuantError> {
     check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     match ty {
@@ -127,7 +133,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
         GgmlType::Q4_K => encode_blocks(src, dst, q4k_q5k::quantize_q4_k),
         GgmlType::Q5_K => encode_blocks(src, dst, q4k_q5k::quantize_q5_k),
         GgmlType::Q6_K => encode_blocks(src, dst, q6k::quantize_q6_k),
-        GgmlType::IQ4_NL => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_nl(x, None, y)),
+        GgmlType::IQ4_NL => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_nl(x, None, iq4, y)),
         GgmlType::IQ4_XS => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_xs(x, None, y)),
         GgmlType::IQ3_XXS => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_xxs(x, None, y)),
         GgmlType::IQ3_S => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_s(x, None, y)),
@@ -194,7 +200,9 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::Q4_K => encode_weighted(src, importance, dst, weighted_k::quantize_q4_k),
         GgmlType::Q5_K => encode_weighted(src, importance, dst, weighted_k::quantize_q5_k),
         GgmlType::Q6_K => encode_weighted(src, importance, dst, q6k::quantize_q6_k_weighted),
-        GgmlType::IQ4_NL => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_nl(x, Some(w), y)),
+        GgmlType::IQ4_NL => {
+            encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_nl(x, Some(w), Iq4Search::Full, y))
+        }
         GgmlType::IQ4_XS => encode_weighted(src, importance, dst, |x, w, y| iq4::quantize_iq4_xs(x, Some(w), y)),
         GgmlType::IQ3_XXS => {
             encode_weighted(src, importance, dst, |x, w, y| iq::encode3::quantize_iq3_xxs(x, Some(w), y))

@@ -68,6 +68,8 @@ fn an_engine_panic_fails_held_requests_and_stops_the_server_with_an_error() {
         speculate: None,
         tool_call_parser: None,
         kv_budget: "--max-batch-total-tokens".into(),
+        kv_dtype: model.model.kv_dtype(),
+        kv_rotation: model.model.kv_rotation(),
         reasoning: ReasoningSettings::default(),
         pooling: Pooling::Mean,
         embedding_size: 3,

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use tgi_engines::kv::{KvDType, KvRotation};
 use tgi_engines::pooling::Pooling;
 use tgi_engines::sampling::FinishReason;
 use tgi_engines::sampling::StopMatcher;
@@ -319,6 +320,8 @@ impl TestServer {
             speculate: None,
             tool_call_parser: None,
             kv_budget: "--max-batch-total-tokens".into(),
+            kv_dtype: KvDType::F16,
+            kv_rotation: KvRotation::OFF,
             reasoning: ReasoningSettings::default(),
             pooling: Pooling::Mean,
             embedding_size: 3,

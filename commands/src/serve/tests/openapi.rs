@@ -125,6 +125,14 @@ fn openapi_lists_every_route_and_nothing_else() {
     assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
 }
 
+/// `/info`'s `kv_cache_dtype` lists every KV cache type, in the flag's order.
+#[test]
+fn openapi_lists_every_kv_cache_type() {
+    let listed = &doc()["components"]["schemas"]["Info"]["properties"]["kv_cache_dtype"]["enum"];
+    let names: Vec<&str> = tgi_engines::kv::KvDType::ALL.iter().map(|t| t.name()).collect();
+    assert_eq!(listed, &json!(names));
+}
+
 #[test]
 fn responses_match_the_openapi_schemas() {
     let doc = doc();

@@ -169,6 +169,7 @@ fn info_health_and_metrics() {
     assert_eq!(v["max_input_tokens"], 64);
     assert_eq!(v["max_best_of"], 2);
     assert_eq!(v["model_sha"], serde_json::Value::Null);
+    assert_eq!((&v["kv_cache_dtype"], &v["kv_cache_rotation"]), (&json!("f16"), &json!(false)));
     let h = get(s.addr, "/health");
     assert_eq!((h.status, h.body.len()), (200, 0));
     assert_eq!(s.submitted().len(), 1, "the first health check generates one token");

@@ -32,6 +32,8 @@ pub fn info(state: &AppState) -> HttpResponse {
             docker_label: None,
             max_batch_total_tokens: l.max_batch_total_tokens,
             kv_cache_budget: state.model.kv_budget.clone(),
+            kv_cache_dtype: state.model.kv_dtype.name(),
+            kv_cache_rotation: state.model.kv_rotation.is_on(),
             lora_adapters: state.loras.list(),
             max_loras: state.loras.max_loras,
             max_lora_rank: state.loras.max_rank,

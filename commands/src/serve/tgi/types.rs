@@ -270,6 +270,11 @@ pub struct Info {
     pub max_batch_total_tokens: usize,
     /// What sized the KV cache, e.g. "90% of cuda:0's 130.2 GiB free memory".
     pub kv_cache_budget: String,
+    /// The KV cache's element type (`--kv-cache-dtype`), llama.cpp's name: f16, q8_0, iq4_nl, ...
+    pub kv_cache_dtype: &'static str,
+    /// Whether the KV cache stores queries/keys and values Hadamard-rotated (block-quantized types, unless
+    /// `--no-kv-rotation`).
+    pub kv_cache_rotation: bool,
     /// The LoRA adapters held, in load order.
     pub lora_adapters: Vec<AdapterInfo>,
     /// `--max-loras`.

@@ -296,3 +296,19 @@ fn q8_0_rows_are_ggml_blocks() {
         assert!((a - b).abs() <= amax * (1.0 / 254.0 + 2f32.powi(-11)), "{i}: {a} vs {b}");
     }
 }
+
+/// iq4_nl rows hold the blocks ggml's `from_float` writes a KV cache with (ntry -1, checked against ggml in
+/// `formats/tests/quant_vectors.rs`), not `ggml_quantize_chunk`'s, which differ on most blocks of random rows.
+#[test]
+fn iq4_nl_rows_are_ggml_from_float_blocks() {
+    use tgi_formats::quant::quantize_row;
+    let x = varied(128, 7);
+    let mut buf = HostBuf::zeros(128, KvDType::IQ4_NL);
+    store(&mut buf, &x, &[0], 128);
+    let HostBuf::Blocks(GgmlType::IQ4_NL, bytes) = &buf else { unreachable!() };
+    let mut want = vec![0u8; bytes.len()];
+    quantize_row_searched(GgmlType::IQ4_NL, &x, &mut want, Iq4Search::FromFloat).unwrap();
+    assert_eq!(bytes, &want);
+    quantize_row(GgmlType::IQ4_NL, &x, &mut want).unwrap();
+    assert_ne!(bytes, &want);
+}
