@@ -162,9 +162,9 @@ impl GgmlType {
         self.block_size() > 1
     }
 
-    /// Whether tgi can encode the type (the i-quants other than IQ3_XXS, IQ3_S and IQ4 are read only).
+    /// Whether tgi can encode the type (IQ1_S and IQ1_M are read only).
     pub fn can_encode(self) -> bool {
-        !matches!(self, GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ2_S | GgmlType::IQ1_M)
+        !matches!(self, GgmlType::IQ1_S | GgmlType::IQ1_M)
     }
 
     /// Bytes taken by `n` elements, or None when `n` is not a whole number of blocks

@@ -1,14 +1,16 @@
 //! Byte-exact checks of `tgi_formats::quant` against reference vectors written by
 //! `tests/python/quant_vectors.py` (gguf-py), `tests/python/kquant_vs_ggml.py` and
 //! `tests/python/imatrix_vs_ggml.py` (llama.cpp's ggml, without and with an importance matrix) and
-//! `tests/python/iq4_vs_ggml.py` (also IQ4_NL's `from_float`, the KV-cache encoder). See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
+//! `tests/python/iq4_vs_ggml.py` (also IQ4_NL's `from_float`, the KV-cache encoder), `iq3_vs_ggml.py` and
+//! `iq2_vs_ggml.py`. See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
 //! directory written by the same scripts (e.g. a larger, uncommitted set).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use tgi_formats::quant::{
-    dequantize_row, quantize_matrix, quantize_row_searched, quantize_row_weighted, uses_importance, Iq4Search,
+    dequantize_row, quantize_matrix, quantize_row_searched, quantize_row_weighted, requires_importance,
+    uses_importance, Iq4Search,
 };
 use tgi_formats::GgmlType;
 
@@ -174,17 +176,20 @@ fn decoders_match_reference_floats() {
 
 #[test]
 fn every_type_is_covered() {
-    let (mut enc, mut dec) = (BTreeSet::new(), BTreeSet::new());
+    let (mut enc, mut weighted, mut dec) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     for (_, v) in manifest() {
         match v {
             Vector::Encode { ty, .. } => enc.insert(ty),
+            Vector::EncodeWeighted { ty, .. } => weighted.insert(ty),
             Vector::Decode { ty } => dec.insert(ty),
-            Vector::EncodeWeighted { .. } | Vector::EncodeFromFloat { .. } => false,
+            Vector::EncodeFromFloat { .. } => false,
         };
     }
     for ty in GgmlType::ALL {
         if ty != GgmlType::F32 && ty.can_encode() {
-            assert!(enc.contains(&ty), "no encoder vectors for {ty}");
+            // Types ggml writes only with an importance matrix have weighted vectors alone.
+            let covered = if requires_importance(ty) { weighted.contains(&ty) } else { enc.contains(&ty) };
+            assert!(covered, "no encoder vectors for {ty}");
         }
         if ty.is_quantized() {
             assert!(dec.contains(&ty), "no decoder vectors for {ty}");

@@ -64,6 +64,9 @@ pub enum QuantError {
     /// A type tgi reads but cannot encode.
     #[error("tgi cannot encode {0} yet (it reads {0} files, writing them is not supported)")]
     EncodeUnsupported(GgmlType),
+    /// A type whose ggml encoder needs an importance matrix, asked for without one.
+    #[error("{0} needs an importance matrix (ggml writes it only with one; pass --imatrix)")]
+    ImportanceRequired(GgmlType),
     /// A matrix whose length is not a whole number of rows (or whose row length is zero).
     #[error("{len} values are not a whole number of rows of {n_per_row}")]
     RaggedMatrix {
@@ -109,7 +112,8 @@ fn decode_blocks<const N: usize, const B: usize>(src: &[u8], dst: &mut [f32], f:
 }
 
 /// Encodes one row (or any whole number of blocks) of f32 values into `dst` (exactly
-/// `ty.bytes_for(src.len())` bytes), as `ggml_quantize_chunk` does without an importance matrix.
+/// `ty.bytes_for(src.len())` bytes), as `ggml_quantize_chunk` does without an importance matrix
+/// (refused for the types ggml encodes only with one, [`requires_importance`]).
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
     quantize_row_searched(ty, src, dst, Iq4Search::Full)
 }
@@ -137,14 +141,14 @@ pub fn quantize_row_searched(ty: GgmlType, src: &[f32], dst: &mut [u8], iq4: Iq4
         GgmlType::IQ4_XS => encode_blocks(src, dst, |x, y| iq4::quantize_iq4_xs(x, None, y)),
         GgmlType::IQ3_XXS => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_xxs(x, None, y)),
         GgmlType::IQ3_S => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_s(x, None, y)),
-        GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ2_S | GgmlType::IQ1_M => {
-            unreachable!("refused by check_encodable")
-        }
+        GgmlType::IQ2_S => encode_blocks(src, dst, |x, y| iq::encode2::quantize_iq2_s(x, None, y)),
+        GgmlType::IQ2_XXS | GgmlType::IQ2_XS => return Err(QuantError::ImportanceRequired(ty)),
+        GgmlType::IQ1_S | GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
     }
     Ok(())
 }
 
-/// Refuses the types tgi cannot encode (the i-quants other than IQ3_XXS, IQ3_S and IQ4, read only).
+/// Refuses the types tgi cannot encode (IQ1_S and IQ1_M, read only).
 pub fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
     if ty.can_encode() {
         Ok(())
@@ -208,15 +212,12 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
             encode_weighted(src, importance, dst, |x, w, y| iq::encode3::quantize_iq3_xxs(x, Some(w), y))
         }
         GgmlType::IQ3_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode3::quantize_iq3_s(x, Some(w), y)),
-        GgmlType::F32
-        | GgmlType::F16
-        | GgmlType::BF16
-        | GgmlType::Q8_0
-        | GgmlType::IQ2_XXS
-        | GgmlType::IQ2_XS
-        | GgmlType::IQ1_S
-        | GgmlType::IQ2_S
-        | GgmlType::IQ1_M => return quantize_row(ty, src, dst),
+        GgmlType::IQ2_XXS => encode_weighted(src, importance, dst, iq::encode2::quantize_iq2_xxs),
+        GgmlType::IQ2_XS => encode_weighted(src, importance, dst, iq::encode2::quantize_iq2_xs),
+        GgmlType::IQ2_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode2::quantize_iq2_s(x, Some(w), y)),
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::IQ1_S | GgmlType::IQ1_M => {
+            return quantize_row(ty, src, dst)
+        }
     }
     Ok(())
 }
@@ -224,6 +225,11 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
 /// Whether ggml's encoder for `ty` uses an importance matrix (Q8_0 and the float types ignore it).
 pub fn uses_importance(ty: GgmlType) -> bool {
     ty.is_quantized() && ty != GgmlType::Q8_0
+}
+
+/// Whether ggml encodes `ty` only with an importance matrix (`quantize_row_*_impl` asserts one).
+pub fn requires_importance(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M)
 }
 
 /// Decodes blocks of `ty` into f32 (`dst.len()` elements; `src` must be exactly their size).

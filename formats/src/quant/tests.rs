@@ -33,7 +33,7 @@ impl Rng {
 }
 
 /// The quantized types with their round-trip relative-RMSE bound on Gaussian data.
-const BOUNDS: [(GgmlType, f64); 17] = [
+const BOUNDS: [(GgmlType, f64); 20] = [
     (GgmlType::F32, 0.0),
     (GgmlType::F16, 1e-3),
     (GgmlType::BF16, 5e-3),
@@ -51,16 +51,28 @@ const BOUNDS: [(GgmlType, f64); 17] = [
     (GgmlType::IQ4_XS, 0.1),
     (GgmlType::IQ3_S, 0.2),
     (GgmlType::IQ3_XXS, 0.25),
+    (GgmlType::IQ2_S, 0.4),
+    (GgmlType::IQ2_XS, 0.45),
+    (GgmlType::IQ2_XXS, 0.5),
 ];
 
-/// The types tgi can encode (the i-quants other than IQ3_XXS, IQ3_S and IQ4 are read only).
+/// The types tgi can encode (IQ1_S and IQ1_M are read only).
 fn encodable() -> impl Iterator<Item = GgmlType> {
     GgmlType::ALL.into_iter().filter(|t| t.can_encode())
 }
 
+/// Encodes `x` into `bytes`, with unit importance for the types that need one.
+fn encode(ty: GgmlType, x: &[f32], bytes: &mut [u8]) {
+    if requires_importance(ty) {
+        quantize_row_weighted(ty, x, bytes, &vec![1.0; x.len()]).unwrap();
+    } else {
+        quantize_row(ty, x, bytes).unwrap();
+    }
+}
+
 fn round_trip(ty: GgmlType, x: &[f32]) -> Vec<f32> {
     let mut bytes = vec![0u8; ty.bytes_for(x.len() as u64).unwrap() as usize];
-    quantize_row(ty, x, &mut bytes).unwrap();
+    encode(ty, x, &mut bytes);
     let mut back = vec![f32::NAN; x.len()];
     dequantize_row(ty, &bytes, &mut back).unwrap();
     back
@@ -117,8 +129,10 @@ fn constant_rows() {
                 GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K if c.abs() < 0.01 => 3e-2,
                 // IQ4_XS's super-block scale is smaller still (max / (113·32)): coarser subnormal steps.
                 GgmlType::IQ4_XS if c.abs() < 0.01 => 4e-2,
-                // ggml's IQ3 search lands on mixed codewords for constant data (up to ±35%, as llama.cpp).
-                GgmlType::IQ3_XXS | GgmlType::IQ3_S => 0.35,
+                // ggml's IQ2/IQ3 searches land on mixed codewords for constant data (up to ±35%, as llama.cpp).
+                GgmlType::IQ3_XXS | GgmlType::IQ3_S | GgmlType::IQ2_XS | GgmlType::IQ2_S => 0.35,
+                // IQ2_XXS's 256 codewords hold no constant run: 0.3c..1.6c (llama.cpp's bytes too).
+                GgmlType::IQ2_XXS => 0.75,
                 _ => 2e-3,
             };
             for &v in &back {
@@ -201,7 +215,7 @@ fn length_errors() {
 #[test]
 fn matrix_equals_rows() {
     let x = Rng(6).normals(8 * 512, 0.1);
-    for ty in encodable() {
+    for ty in encodable().filter(|&t| !requires_importance(t)) {
         let m = quantize_matrix(ty, &x, 512).unwrap();
         let row_bytes = ty.bytes_for(512).unwrap() as usize;
         assert_eq!(m.len(), 8 * row_bytes);
@@ -240,8 +254,8 @@ fn encoders_overwrite_every_byte() {
         let n = ty.bytes_for(512).unwrap() as usize;
         let mut zeros = vec![0u8; n];
         let mut ones = vec![0xFFu8; n];
-        quantize_row(ty, &x, &mut zeros).unwrap();
-        quantize_row(ty, &x, &mut ones).unwrap();
+        encode(ty, &x, &mut zeros);
+        encode(ty, &x, &mut ones);
         assert_eq!(zeros, ones, "{ty}");
     }
 }

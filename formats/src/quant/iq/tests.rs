@@ -1,5 +1,5 @@
 use super::*;
-use crate::quant::{dequantize_row, quantize_matrix, quantize_row, QuantError};
+use crate::quant::{dequantize_row, quantize_matrix, quantize_row, quantize_row_weighted, QuantError};
 
 const IQ_TYPES: [GgmlType; 7] = [
     GgmlType::IQ2_XXS,
@@ -12,8 +12,7 @@ const IQ_TYPES: [GgmlType; 7] = [
 ];
 
 /// The i-quants tgi reads but does not write.
-const READ_ONLY: [GgmlType; 5] =
-    [GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ1_S, GgmlType::IQ1_M];
+const READ_ONLY: [GgmlType; 2] = [GgmlType::IQ1_S, GgmlType::IQ1_M];
 
 /// Deterministic pseudo-random bytes (xorshift).
 fn bytes(n: usize, mut s: u64) -> Vec<u8> {
@@ -77,5 +76,18 @@ fn encoding_is_refused() {
         assert_eq!(quantize_matrix(ty, &x, QK_K), Err(QuantError::EncodeUnsupported(ty)));
         let msg = QuantError::EncodeUnsupported(ty).to_string();
         assert!(msg.contains(ty.ggml_name()), "{msg}");
+    }
+}
+
+#[test]
+fn iq2_xxs_and_iq2_xs_need_an_importance_matrix() {
+    let x: Vec<f32> = (0..QK_K).map(|i| (i as f32 * 0.37).sin()).collect();
+    for ty in [GgmlType::IQ2_XXS, GgmlType::IQ2_XS] {
+        let mut dst = vec![0u8; ty.type_size()];
+        assert_eq!(quantize_row(ty, &x, &mut dst), Err(QuantError::ImportanceRequired(ty)));
+        assert_eq!(quantize_matrix(ty, &x, QK_K), Err(QuantError::ImportanceRequired(ty)));
+        assert!(QuantError::ImportanceRequired(ty).to_string().contains("--imatrix"));
+        quantize_row_weighted(ty, &x, &mut dst, &[1.0; QK_K]).unwrap();
+        assert_ne!(dst[..2], [0, 0], "{ty}: a non-zero scale");
     }
 }
