@@ -162,9 +162,9 @@ impl GgmlType {
         self.block_size() > 1
     }
 
-    /// Whether tgi can encode the type (IQ1_S and IQ1_M are read only).
+    /// Whether tgi can encode the type (IQ1_M is read only).
     pub fn can_encode(self) -> bool {
-        !matches!(self, GgmlType::IQ1_S | GgmlType::IQ1_M)
+        self != GgmlType::IQ1_M
     }
 
     /// Bytes taken by `n` elements, or None when `n` is not a whole number of blocks

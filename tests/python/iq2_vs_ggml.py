@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the IQ2_XXS / IQ2_XS / IQ2_S encoder vectors from llama.cpp's own ggml (`libggml-base.so`, via ctypes).
+"""Writes the IQ2_XXS / IQ2_XS / IQ2_S / IQ1_S encoder vectors from llama.cpp's own ggml (`libggml-base.so`, via ctypes).
 
 For every input `<set>.f32` listed in `manifest.ggufpy.txt` (run `quant_vectors.py` and
 `imatrix_vs_ggml.py` first) this calls `ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, imatrix)`
 with `<set>.imatrix.f32` for each type (`<set>.<type>.imatrix.bin`) and, for IQ2_S only (ggml asserts an
-importance matrix for IQ2_XXS and IQ2_XS), once without (`<set>.<type>.bin`). Their decoder vectors come
+importance matrix for IQ2_XXS, IQ2_XS and IQ1_S), once without (`<set>.<type>.bin`). Their decoder vectors come
 from `iq_grids.py`'s reference blocks. Everything is listed in `manifest.iq2.txt`.
 
 Usage: python3 tests/python/iq2_vs_ggml.py [--lib PATH/libggml-base.so] [--dir DIR]
@@ -21,7 +21,7 @@ from imatrix_vs_ggml import quantize_weighted
 from kquant_vs_ggml import DECODE_TYPES, DEFAULT_DIR, TYPES, find_lib, load, quantize
 
 # (type, whether ggml encodes it without an importance matrix)
-IQ2 = [("iq2_xxs", False), ("iq2_xs", False), ("iq2_s", True)]
+IQ2 = [("iq2_xxs", False), ("iq2_xs", False), ("iq2_s", True), ("iq1_s", False)]
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
         + "\n".join(manifest)
         + "\n"
     )
-    print(f"wrote {len(manifest)} IQ2 vectors")
+    print(f"wrote {len(manifest)} IQ2/IQ1_S vectors")
 
 
 if __name__ == "__main__":

@@ -142,13 +142,13 @@ pub fn quantize_row_searched(ty: GgmlType, src: &[f32], dst: &mut [u8], iq4: Iq4
         GgmlType::IQ3_XXS => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_xxs(x, None, y)),
         GgmlType::IQ3_S => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_s(x, None, y)),
         GgmlType::IQ2_S => encode_blocks(src, dst, |x, y| iq::encode2::quantize_iq2_s(x, None, y)),
-        GgmlType::IQ2_XXS | GgmlType::IQ2_XS => return Err(QuantError::ImportanceRequired(ty)),
-        GgmlType::IQ1_S | GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
+        GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S => return Err(QuantError::ImportanceRequired(ty)),
+        GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
     }
     Ok(())
 }
 
-/// Refuses the types tgi cannot encode (IQ1_S and IQ1_M, read only).
+/// Refuses the types tgi cannot encode (IQ1_M, read only).
 pub fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
     if ty.can_encode() {
         Ok(())
@@ -214,8 +214,9 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::IQ3_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode3::quantize_iq3_s(x, Some(w), y)),
         GgmlType::IQ2_XXS => encode_weighted(src, importance, dst, iq::encode2::quantize_iq2_xxs),
         GgmlType::IQ2_XS => encode_weighted(src, importance, dst, iq::encode2::quantize_iq2_xs),
+        GgmlType::IQ1_S => encode_weighted(src, importance, dst, iq::encode1::quantize_iq1_s),
         GgmlType::IQ2_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode2::quantize_iq2_s(x, Some(w), y)),
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::IQ1_S | GgmlType::IQ1_M => {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::IQ1_M => {
             return quantize_row(ty, src, dst)
         }
     }

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::grids::{IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
+use super::grids::{IQ1S, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
 
 /// A codebook of `W`-level codewords with its lattice map and neighbour lists.
 pub(super) struct Grid<const W: usize> {
@@ -75,12 +75,25 @@ impl<const W: usize> Grid<W> {
     /// (off the grid) whose values `scale · (2l + 1)` are nearest `xval` in the `weight`ed squared
     /// distance (the first on ties).
     pub(super) fn best_neighbour(&self, u: usize, xval: &[f32], weight: &[f32], scale: f32) -> u16 {
+        self.best_neighbour_by(u, xval, weight, scale, |l| f32::from(2 * l + 1))
+    }
+
+    /// [`Grid::best_neighbour`] with the values `scale · value(l)` (ggml's `iq1_find_best_neighbour2`
+    /// with IQ1's shifted levels).
+    pub(super) fn best_neighbour_by(
+        &self,
+        u: usize,
+        xval: &[f32],
+        weight: &[f32],
+        scale: f32,
+        value: impl Fn(i8) -> f32,
+    ) -> u16 {
         let list = &self.neighbours[u];
         let (mut best_d2, mut best) = (f32::MAX, list[0]);
         for &j in list {
             let mut d2 = 0.0f32;
             for ((&l, &x), &w) in self.levels(j).iter().zip(xval).zip(weight) {
-                let diff = scale * f32::from(2 * l + 1) - x;
+                let diff = scale * value(l) - x;
                 d2 += w * diff * diff;
             }
             if d2 < best_d2 {
@@ -139,6 +152,13 @@ pub(super) fn iq2_s() -> &'static Grid<8> {
     G.get_or_init(|| Grid::new(&IQ2S, iq2_level, 1))
 }
 
+/// The IQ1_S / IQ1_M tables (2048 codewords of levels `v + 1` for the values -1, 0, 1; three distances of
+/// neighbours).
+pub(super) fn iq1() -> &'static Grid<8> {
+    static G: OnceLock<Grid<8>> = OnceLock::new();
+    G.get_or_init(|| Grid::new(&IQ1S, |v| v + 1, 3))
+}
+
 /// The IQ3_XXS tables (256 codewords of values `8l + 4`, 62 for 7; two distances of neighbours).
 pub(super) fn iq3_xxs() -> &'static Grid<4> {
     static G: OnceLock<Grid<4>> = OnceLock::new();
@@ -167,6 +187,7 @@ mod tests {
         assert_eq!([p(iq2_xxs(), 0), p(iq2_xxs(), 1), p(iq2_xxs(), 255)], [0, 2, 43268]);
         assert_eq!([p(iq2_xs(), 0), p(iq2_xs(), 1), p(iq2_xs(), 511)], [0, 2, 43690]);
         assert_eq!([p(iq2_s(), 0), p(iq2_s(), 1), p(iq2_s(), 1023)], [0, 2, 43690]);
+        assert_eq!([p(iq1(), 0), p(iq1(), 6), p(iq1(), 2047)], [0, 21, 43690]);
     }
 
     #[test]
@@ -181,7 +202,7 @@ mod tests {
         }
         check(iq3_xxs(), 7);
         check(iq3_s(), 7);
-        for g in [iq2_xxs(), iq2_xs(), iq2_s()] {
+        for g in [iq2_xxs(), iq2_xs(), iq2_s(), iq1()] {
             check(g, 2);
         }
     }

@@ -12,7 +12,7 @@ const IQ_TYPES: [GgmlType; 7] = [
 ];
 
 /// The i-quants tgi reads but does not write.
-const READ_ONLY: [GgmlType; 2] = [GgmlType::IQ1_S, GgmlType::IQ1_M];
+const READ_ONLY: [GgmlType; 1] = [GgmlType::IQ1_M];
 
 /// Deterministic pseudo-random bytes (xorshift).
 fn bytes(n: usize, mut s: u64) -> Vec<u8> {
@@ -80,9 +80,9 @@ fn encoding_is_refused() {
 }
 
 #[test]
-fn iq2_xxs_and_iq2_xs_need_an_importance_matrix() {
+fn iq2_xxs_iq2_xs_and_iq1_s_need_an_importance_matrix() {
     let x: Vec<f32> = (0..QK_K).map(|i| (i as f32 * 0.37).sin()).collect();
-    for ty in [GgmlType::IQ2_XXS, GgmlType::IQ2_XS] {
+    for ty in [GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S] {
         let mut dst = vec![0u8; ty.type_size()];
         assert_eq!(quantize_row(ty, &x, &mut dst), Err(QuantError::ImportanceRequired(ty)));
         assert_eq!(quantize_matrix(ty, &x, QK_K), Err(QuantError::ImportanceRequired(ty)));
