@@ -1,10 +1,10 @@
-//! IQ3_S and IQ3_M end to end against llama.cpp (references recorded by
+//! IQ3_XXS, IQ3_S and IQ3_M end to end against llama.cpp (references recorded by
 //! `tests/reference/make_iq4_quant_refs.py --family iq3`): `tgi quantize` writes llama-quantize's tensors byte for
 //! byte, with the same file type, with and without the committed importance matrix of stories-distill-4l, and
 //! whole files for stories260k (whose 64-wide rows make IQ3_S fall back to IQ4_NL); IQ3_XXS tensors (`--tensor-type
 //! ffn_up=iq3_xxs`) likewise with the matrix, and refused without one as llama-quantize refuses them; `tgi
-//! perplexity` on the IQ3_S files is llama-perplexity's. The iq3_xxs preset is refused: llama-quantize puts its
-//! attn_q and attn_k in IQ2_S, which tgi does not write.
+//! perplexity` on the IQ3_S files is llama-perplexity's. The iq3_xxs preset (attn_q and attn_k in IQ2_S) is written
+//! with the matrix and refused without one, as llama-quantize refuses it.
 
 mod common;
 
@@ -15,7 +15,7 @@ use common::{assert_fails, tgi};
 fn iq3_files_equal_llama_quantize() {
     let dir = tempfile::tempdir().unwrap();
     let distill = distill_f32(dir.path());
-    let failures = files_mismatches(&reference("iq3"), &["IQ3_S", "IQ3_M"], &distill, dir.path());
+    let failures = files_mismatches(&reference("iq3"), &["IQ3_XXS", "IQ3_S", "IQ3_M"], &distill, dir.path());
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -87,9 +87,10 @@ impl Param {
                 _ => bad("'none' or ngram:N (N draft tokens)"),
             },
             Param::Quantize => match v.parse::<Preset>() {
-                Ok(p) => Ok(Value::Set(p.name().to_string())),
-                Err(_) => {
-                    let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+                Ok(p) if !p.needs_imatrix() => Ok(Value::Set(p.name().to_string())),
+                _ => {
+                    let names: Vec<&str> =
+                        Preset::ALL.iter().filter(|p| !p.needs_imatrix()).map(|p| p.name()).collect();
                     bad(&format!("'none' or a tgi quantize type ({})", names.join(", ")))
                 }
             },

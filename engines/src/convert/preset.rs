@@ -51,11 +51,24 @@ pub enum Preset {
     IQ3_S,
     /// IQ3_S mix with Q4_K attention V, output and first ffn_down layers (3.66 bpw).
     IQ3_M,
+    /// IQ3_XXS mix (3.06 bpw) with IQ2_S attention Q and K, IQ3_S attention output; needs an importance matrix.
+    IQ3_XXS,
+    /// IQ2_XXS mix (2.06 bpw) with Q2_K attention V and first ffn_down layers; needs an importance matrix.
+    IQ2_XXS,
+    /// IQ2_XS mix (2.31 bpw) with Q2_K attention V and first ffn_down layers; needs an importance matrix.
+    IQ2_XS,
+    /// IQ2_XS mix (2.5 bpw) with IQ3_S attention V, output and first ffn_down layers; needs an importance matrix.
+    IQ2_S,
+    /// IQ2_S mix (2.7 bpw) with IQ3_S attention V, output and first ffn_down layers; needs an importance matrix.
+    IQ2_M,
+    /// IQ1_S mix (1.56 bpw) with IQ2_XXS attention output, Q2_K attention V and first ffn_down layers; needs an
+    /// importance matrix.
+    IQ1_S,
 }
 
 impl Preset {
     /// Every preset, in the order `--help` lists them.
-    pub const ALL: [Preset; 19] = [
+    pub const ALL: [Preset; 25] = [
         Preset::F32,
         Preset::F16,
         Preset::BF16,
@@ -75,6 +88,12 @@ impl Preset {
         Preset::IQ4_XS,
         Preset::IQ3_S,
         Preset::IQ3_M,
+        Preset::IQ3_XXS,
+        Preset::IQ2_M,
+        Preset::IQ2_S,
+        Preset::IQ2_XS,
+        Preset::IQ2_XXS,
+        Preset::IQ1_S,
     ];
 
     /// llama-quantize's aliases: a bare K type names its medium mix.
@@ -103,6 +122,12 @@ impl Preset {
             Preset::IQ4_XS => "iq4_xs",
             Preset::IQ3_S => "iq3_s",
             Preset::IQ3_M => "iq3_m",
+            Preset::IQ3_XXS => "iq3_xxs",
+            Preset::IQ2_XXS => "iq2_xxs",
+            Preset::IQ2_XS => "iq2_xs",
+            Preset::IQ2_S => "iq2_s",
+            Preset::IQ2_M => "iq2_m",
+            Preset::IQ1_S => "iq1_s",
         }
     }
 
@@ -123,9 +148,15 @@ impl Preset {
             Preset::Q5_K_S => 16,
             Preset::Q5_K_M => 17,
             Preset::Q6_K => 18,
+            Preset::IQ2_XXS => 19,
+            Preset::IQ2_XS => 20,
+            Preset::IQ3_XXS => 23,
+            Preset::IQ1_S => 24,
             Preset::IQ4_NL => 25,
             Preset::IQ3_S => 26,
             Preset::IQ3_M => 27,
+            Preset::IQ2_S => 28,
+            Preset::IQ2_M => 29,
             Preset::IQ4_XS => 30,
             Preset::BF16 => 32,
         }
@@ -150,7 +181,28 @@ impl Preset {
             Preset::IQ4_NL => GgmlType::IQ4_NL,
             Preset::IQ4_XS => GgmlType::IQ4_XS,
             Preset::IQ3_S | Preset::IQ3_M => GgmlType::IQ3_S,
+            Preset::IQ3_XXS => GgmlType::IQ3_XXS,
+            Preset::IQ2_XXS => GgmlType::IQ2_XXS,
+            Preset::IQ2_XS | Preset::IQ2_S => GgmlType::IQ2_XS,
+            Preset::IQ2_M => GgmlType::IQ2_S,
+            Preset::IQ1_S => GgmlType::IQ1_S,
         }
+    }
+
+    /// Whether this is one of llama.cpp's 1-2 bit mixes (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S), whose
+    /// per-tensor rules differ from the rest.
+    fn is_low_bit_mix(self) -> bool {
+        matches!(self, Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ2_S | Preset::IQ2_M | Preset::IQ1_S)
+    }
+
+    /// Whether llama-quantize writes this preset only with an importance matrix (its default type needs one).
+    pub fn needs_imatrix(self) -> bool {
+        self.is_low_bit_mix() || self == Preset::IQ3_XXS
+    }
+
+    /// Whether this is IQ2_S or IQ2_M, which give their sensitive tensors IQ3_S.
+    fn is_iq2_s_mix(self) -> bool {
+        matches!(self, Preset::IQ2_S | Preset::IQ2_M)
     }
 }
 
@@ -160,9 +212,9 @@ impl fmt::Display for Preset {
     }
 }
 
-/// llama-quantize's types that it writes only with an importance matrix (IQ grids, Q2_K_S), none of
-/// which tgi writes (IQ3_XXS puts attn_q and attn_k in IQ2_S, which tgi does not encode).
-const IMATRIX_ONLY: [&str; 7] = ["iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "q2_k_s"];
+/// llama-quantize's presets that it writes only with an importance matrix and tgi does not write
+/// (IQ1_M, whose tensors tgi cannot encode, and Q2_K_S).
+const IMATRIX_ONLY: [&str; 2] = ["iq1_m", "q2_k_s"];
 
 impl FromStr for Preset {
     type Err = String;
@@ -172,7 +224,7 @@ impl FromStr for Preset {
         if IMATRIX_ONLY.contains(&lower.as_str()) {
             return Err(format!(
                 "llama-quantize writes '{s}' only with an importance matrix (--imatrix) and tgi does not write it; \
-                 the lowest-bit types tgi writes are q2_k, iq3_s, iq3_m and q3_k_m, which --imatrix FILE improves"
+                 the lowest-bit types tgi writes are iq1_s, iq2_xxs, iq2_xs, iq2_s and iq2_m (with --imatrix FILE)"
             ));
         }
         let alias = Preset::ALIASES.iter().find(|(n, _)| *n == lower).map(|(_, p)| *p);
@@ -193,6 +245,7 @@ enum Category {
     TokenEmbd,
     AttnV,
     AttnK,
+    AttnQ,
     AttnOutput,
     FfnDown,
     Other,
@@ -207,6 +260,8 @@ fn category(name: &str) -> Category {
         Category::AttnV
     } else if name.contains("attn_k.weight") {
         Category::AttnK
+    } else if name.contains("attn_q.weight") {
+        Category::AttnQ
     } else if name.contains("attn_output.weight") {
         Category::AttnOutput
     } else if name.contains("ffn_down") {
@@ -330,7 +385,20 @@ impl<'a> TypeRules<'a> {
             if !row.is_multiple_of(t.block_size() as u64) {
                 return T::Q8_0;
             }
+            if p.is_low_bit_mix() || p == Preset::IQ3_XXS {
+                return T::Q5_K;
+            }
             return if t != T::Q8_0 { T::Q6_K } else { t };
+        }
+        if cat == Category::TokenEmbd {
+            return match p {
+                Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ1_S => T::Q2_K,
+                Preset::IQ2_S | Preset::IQ2_M | Preset::IQ3_XXS => T::IQ3_S,
+                _ => t,
+            };
+        }
+        if p.is_low_bit_mix() {
+            return self.low_bit_type(name, cat);
         }
         match cat {
             Category::AttnV => {
@@ -353,6 +421,8 @@ impl<'a> TypeRules<'a> {
                     Preset::Q4_K_M | Preset::Q5_K_M if use_more_bits(i, self.n_attention_wv) => T::Q6_K,
                     Preset::IQ4_NL | Preset::IQ4_XS if n_gqa >= 4 => T::Q5_K,
                     Preset::IQ3_S if n_gqa >= 4 => T::Q4_K,
+                    Preset::IQ3_XXS if n_gqa >= 4 => T::Q4_K,
+                    Preset::IQ3_XXS if !self.overrides.imatrix => T::IQ3_S,
                     Preset::IQ3_M => T::Q4_K,
                     Preset::Q4_K_S if i < 4 => T::Q5_K,
                     _ => t,
@@ -365,10 +435,18 @@ impl<'a> TypeRules<'a> {
                 }
             }
             Category::AttnK if eight_experts => t = T::Q8_0,
+            Category::AttnK | Category::AttnQ if p == Preset::IQ3_XXS => t = T::IQ2_S,
             Category::FfnDown => {
                 let i = layer_of(name).unwrap_or(0);
                 t = match p {
                     Preset::Q2_K => T::Q3_K,
+                    Preset::IQ3_XXS if !self.overrides.imatrix => {
+                        if i < n_layer / 8 {
+                            T::Q4_K
+                        } else {
+                            T::Q3_K
+                        }
+                    }
                     Preset::Q3_K_M => {
                         if i < n_layer / 16 {
                             T::Q5_K
@@ -397,6 +475,7 @@ impl<'a> TypeRules<'a> {
                         | Preset::IQ4_XS
                         | Preset::IQ3_S
                         | Preset::IQ3_M
+                        | Preset::IQ3_XXS
                 ) {
                     t = T::Q5_K;
                 }
@@ -405,12 +484,31 @@ impl<'a> TypeRules<'a> {
                 t = match p {
                     Preset::Q2_K => T::Q3_K,
                     Preset::Q3_K_M | Preset::IQ3_M => T::Q4_K,
+                    Preset::IQ3_XXS => T::IQ3_S,
                     _ => t,
                 };
             }
             _ => {}
         }
         t
+    }
+
+    /// llama_tensor_get_type_impl's branch for the IQ2 mixes (the tensors other than output and token_embd).
+    fn low_bit_type(&self, name: &str, cat: Category) -> GgmlType {
+        use GgmlType as T;
+        let p = self.preset;
+        let sensitive = if p.is_iq2_s_mix() { T::IQ3_S } else { T::Q2_K };
+        let n_gqa = self.shape.n_head / self.shape.n_head_kv.max(1);
+        match cat {
+            Category::AttnV if n_gqa >= 4 || self.shape.n_expert >= 4 => T::Q4_K,
+            Category::AttnV => sensitive,
+            Category::AttnK if self.shape.n_expert == 8 => T::Q4_K,
+            Category::FfnDown if layer_of(name).unwrap_or(0) < self.shape.n_layer / 8 => sensitive,
+            Category::AttnOutput if self.shape.n_expert == 8 => T::Q5_K,
+            Category::AttnOutput if p.is_iq2_s_mix() => T::IQ3_S,
+            Category::AttnOutput if p == Preset::IQ1_S => T::IQ2_XXS,
+            _ => p.default_type(),
+        }
     }
 }
 
@@ -444,7 +542,7 @@ fn fallback(ty: GgmlType, row: u64) -> GgmlType {
         T::Q4_K => T::Q5_0,
         T::Q5_K => T::Q5_1,
         T::Q6_K => T::Q8_0,
-        T::IQ4_XS | T::IQ3_XXS | T::IQ3_S => T::IQ4_NL,
+        T::IQ4_XS | T::IQ3_XXS | T::IQ3_S | T::IQ2_XXS | T::IQ2_XS | T::IQ2_S | T::IQ1_S | T::IQ1_M => T::IQ4_NL,
         other => other,
     };
     if !row.is_multiple_of(fb.block_size() as u64) {

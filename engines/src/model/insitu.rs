@@ -46,7 +46,9 @@ impl Quantize {
     /// Every accepted name, for help and errors.
     pub fn names() -> Vec<&'static str> {
         let mut v = vec!["nf4", "fp4"];
-        v.extend(Preset::ALL.iter().filter(|p| p.default_type().is_quantized()).map(|p| p.name()));
+        v.extend(
+            Preset::ALL.iter().filter(|p| p.default_type().is_quantized() && !p.needs_imatrix()).map(|p| p.name()),
+        );
         v.extend(Preset::ALIASES.iter().map(|(n, _)| *n));
         v.extend(["bitsandbytes-nf4", "bitsandbytes-fp4", "awq"]);
         v
@@ -62,7 +64,15 @@ impl FromStr for Quantize {
             "nf4" | "bitsandbytes-nf4" => Some(Quantize::Bnb4(FourBitType::Nf4)),
             "fp4" | "bitsandbytes-fp4" => Some(Quantize::Bnb4(FourBitType::Fp4)),
             "awq" => Some(Quantize::Awq),
-            name => name.parse::<Preset>().ok().filter(|p| p.default_type().is_quantized()).map(Quantize::Ggml),
+            name => match name.parse::<Preset>() {
+                Ok(p) if p.needs_imatrix() => {
+                    return Err(format!(
+                        "--quantize {s}: llama-quantize writes {p} only with an importance matrix (--imatrix), which \
+                         loading has none of; write the file with `tgi quantize --type {p} --imatrix FILE`"
+                    ))
+                }
+                p => p.ok().filter(|p| p.default_type().is_quantized()).map(Quantize::Ggml),
+            },
         };
         found.ok_or_else(|| {
             if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == lower) {
@@ -235,6 +245,9 @@ mod tests {
         assert_eq!("bitsandbytes-fp4".parse::<Quantize>(), Ok(Quantize::Bnb4(FourBitType::Fp4)));
         assert_eq!("AWQ".parse::<Quantize>(), Ok(Quantize::Awq));
         assert_eq!("Q4_K".parse::<Quantize>(), Ok(Quantize::Ggml(Preset::Q4_K_M)));
+        // The presets that need an importance matrix cannot be written while loading.
+        assert!("iq2_m".parse::<Quantize>().unwrap_err().contains("--imatrix"));
+        assert!(!Quantize::names().contains(&"iq3_xxs"));
         for (name, needle) in [("eetq", "q8_0"), ("fp8", "q8_0"), ("bitsandbytes", "LLM.int8"), ("gptq", "AWQ")] {
             let e = name.parse::<Quantize>().unwrap_err();
             assert!(e.contains(&format!("--quantize {name}: ")) && e.contains(needle), "{e}");

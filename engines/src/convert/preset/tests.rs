@@ -116,7 +116,7 @@ fn preset_names_parse() {
         assert_eq!(p.name().parse::<Preset>().unwrap(), p);
     }
     assert!("q4_k_xl".parse::<Preset>().unwrap_err().contains("q4_k_m"));
-    assert!("IQ2_XXS".parse::<Preset>().unwrap_err().contains("--imatrix"));
+    assert!("IQ1_M".parse::<Preset>().unwrap_err().contains("--imatrix"));
     assert!("q2_k_s".parse::<Preset>().unwrap_err().contains("--imatrix"));
     assert!(use_more_bits(0, 22) && !use_more_bits(2, 22) && use_more_bits(4, 22));
 }
@@ -178,4 +178,76 @@ fn iq3_mixes_match_llama_cpp() {
     assert_eq!(rules.choose("blk.0.attn_v.weight", &[256, 8], T::F32, 0).unwrap(), T::Q4_K);
     assert_eq!("IQ3_M".parse::<Preset>().unwrap().file_type(), 27);
     assert_eq!("iq3_s".parse::<Preset>().unwrap().file_type(), 26);
+}
+
+#[test]
+fn iq2_mixes_match_llama_cpp() {
+    // llama_tensor_get_type_impl for the IQ2 ftypes (with a matrix, which they need): Q5_K output; token_embd Q2_K
+    // (IQ2_XXS, IQ2_XS, IQ1_S) or IQ3_S (IQ2_S, IQ2_M); attn_v and the first eighth of ffn_down Q2_K or IQ3_S (Q4_K
+    // attn_v when n_gqa >= 4); attn_output IQ3_S for IQ2_S/IQ2_M, IQ2_XXS for IQ1_S; the 8-expert attn_k Q4_K and attn_output Q5_K.
+    let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
+    let ov = TypeOverrides { imatrix: true, ..Default::default() };
+    for (preset, ft, t, sensitive, attn_output) in [
+        (Preset::IQ2_XXS, 19, T::IQ2_XXS, T::Q2_K, T::IQ2_XXS),
+        (Preset::IQ2_XS, 20, T::IQ2_XS, T::Q2_K, T::IQ2_XS),
+        (Preset::IQ2_S, 28, T::IQ2_XS, T::IQ3_S, T::IQ3_S),
+        (Preset::IQ2_M, 29, T::IQ2_S, T::IQ3_S, T::IQ3_S),
+        (Preset::IQ1_S, 24, T::IQ1_S, T::Q2_K, T::IQ2_XXS),
+    ] {
+        assert_eq!(preset.file_type(), ft);
+        let rules = TypeRules::new(preset, &ov, shape, &[]);
+        let choose = |name: &str, row: u64| rules.choose(name, &[row, 8], T::F32, 0).unwrap();
+        assert_eq!(choose("output.weight", 256), T::Q5_K, "{preset}");
+        assert_eq!(choose("output.weight", 96), T::Q8_0, "{preset}");
+        let embd = if sensitive == T::Q2_K { T::Q2_K } else { T::IQ3_S };
+        assert_eq!(choose("token_embd.weight", 256), embd, "{preset}");
+        assert_eq!(choose("blk.0.attn_v.weight", 256), sensitive, "{preset}");
+        assert_eq!(choose("blk.1.ffn_down.weight", 256), sensitive, "{preset}");
+        assert_eq!(choose("blk.2.ffn_down.weight", 256), t, "{preset}");
+        assert_eq!(choose("blk.2.attn_output.weight", 256), attn_output, "{preset}");
+        assert_eq!(choose("blk.2.attn_q.weight", 256), t, "{preset}");
+        assert_eq!(choose("blk.2.attn_q.weight", 96), T::IQ4_NL, "{preset}");
+        let gqa = ModelShape { n_head_kv: 2, ..shape };
+        let rules = TypeRules::new(preset, &ov, gqa, &[]);
+        assert_eq!(rules.choose("blk.0.attn_v.weight", &[256, 8], T::F32, 0).unwrap(), T::Q4_K);
+        let moe = ModelShape { n_expert: 8, ..shape };
+        let rules = TypeRules::new(preset, &ov, moe, &[]);
+        let choose = |name: &str| rules.choose(name, &[256, 8], T::F32, 0).unwrap();
+        assert_eq!(
+            [choose("blk.0.attn_v.weight"), choose("blk.0.attn_k.weight"), choose("blk.3.attn_output.weight")],
+            [T::Q4_K, T::Q4_K, T::Q5_K]
+        );
+        // Without a matrix the first tensor that needs one is refused, naming --imatrix.
+        let plain = TypeOverrides::default();
+        let rules = TypeRules::new(preset, &plain, shape, &[]);
+        let err = rules.choose("blk.2.ffn_up.weight", &[256, 8], T::F32, 0).unwrap_err();
+        assert!(err.to_string().contains("--imatrix"), "{err}");
+    }
+}
+
+#[test]
+fn iq3_xxs_mix_matches_llama_cpp() {
+    // llama_tensor_get_type_impl for IQ3_XXS: Q5_K output, IQ3_S token_embd and attn_output, IQ2_S attn_q and
+    // attn_k, IQ3_XXS attn_v with a matrix (IQ3_S without; Q4_K when n_gqa >= 4), Q4_K/Q3_K ffn_down without one.
+    let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
+    for imatrix in [false, true] {
+        let ov = TypeOverrides { imatrix, ..Default::default() };
+        let rules = TypeRules::new(Preset::IQ3_XXS, &ov, shape, &[]);
+        let choose = |name: &str| rules.choose(name, &[256, 8], T::F32, 0);
+        assert_eq!(choose("output.weight").unwrap(), T::Q5_K);
+        assert_eq!(choose("token_embd.weight").unwrap(), T::IQ3_S);
+        assert_eq!(choose("blk.0.attn_output.weight").unwrap(), T::IQ3_S);
+        assert_eq!(choose("blk.0.attn_v.weight").unwrap(), if imatrix { T::IQ3_XXS } else { T::IQ3_S });
+        if imatrix {
+            assert_eq!(choose("blk.0.attn_q.weight").unwrap(), T::IQ2_S);
+            assert_eq!(choose("blk.0.attn_k.weight").unwrap(), T::IQ2_S);
+            assert_eq!(choose("blk.1.ffn_down.weight").unwrap(), T::IQ3_XXS);
+            assert_eq!(choose("blk.0.ffn_up.weight").unwrap(), T::IQ3_XXS);
+        } else {
+            assert_eq!(choose("blk.1.ffn_down.weight").unwrap(), T::Q4_K);
+            assert_eq!(choose("blk.2.ffn_down.weight").unwrap(), T::Q3_K);
+            assert!(choose("blk.0.attn_q.weight").unwrap_err().to_string().contains("--imatrix"));
+        }
+    }
+    assert_eq!(Preset::IQ3_XXS.file_type(), 23);
 }
