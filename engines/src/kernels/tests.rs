@@ -1,6 +1,6 @@
 use super::act::{quantize_q8_k_block, VecType, Q8_K_BYTES};
 use super::*;
-use tgi_formats::quant::{dequantize_row, quantize_row};
+use tgi_formats::quant::{dequantize_row, quantize_row, quantize_row_weighted, requires_importance};
 
 /// Deterministic pseudo-random values, roughly normal (sum of 4 uniforms), scaled.
 struct Rng(u64);
@@ -38,9 +38,14 @@ fn ref_tolerance(ty: GgmlType) -> f64 {
     }
 }
 
+/// `w` encoded as `ty` (with unit importance for the types ggml encodes only with a matrix).
 fn encode(ty: GgmlType, w: &[f32]) -> Vec<u8> {
     let mut data = vec![0u8; ty.bytes_for(w.len() as u64).unwrap() as usize];
-    quantize_row(ty, w, &mut data).unwrap();
+    if requires_importance(ty) {
+        quantize_row_weighted(ty, w, &mut data, &vec![1.0; w.len()]).unwrap();
+    } else {
+        quantize_row(ty, w, &mut data).unwrap();
+    }
     data
 }
 
