@@ -68,8 +68,10 @@ unsafe fn floats(
     y: *mut f32,
     rows: usize,
 ) {
-    for b0 in (0..nb).step_by(FLOAT_BLOCKS) {
-        let blocks = (b0, (b0 + FLOAT_BLOCKS).min(nb));
+    // A single tile (decode) reads each group's weights from end to end instead, one stream for the prefetcher.
+    let stretch = if n <= TILE_F { nb } else { FLOAT_BLOCKS };
+    for b0 in (0..nb).step_by(stretch) {
+        let blocks = (b0, (b0 + stretch).min(nb));
         for i in (0..n).step_by(TILE_F) {
             let (x, y) = (x.add(i * xs), y.add(i * rows));
             let t = (n - i).min(TILE_F);
@@ -85,7 +87,8 @@ unsafe fn floats(
 
 /// `N` activation rows (f32 values rounded to the weights' precision) against blocks `b0..b1` of `G` consecutive
 /// F16 groups (BF16 with `BF`) of `nb` blocks: each column's 16 weights of a group widened to f32 once, then one
-/// FMA per activation row; the sums are added to what `y` holds unless `b0` is the first block.
+/// FMA per activation row; the sums are added to what `y` holds unless `b0` is the first block. A single row splits
+/// its sums between even and odd columns, so that two FMA chains per group run side by side.
 #[inline(always)]
 unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
     w: *const u8,
@@ -98,6 +101,7 @@ unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
 ) {
     let gb = Kind::F16.group_block_bytes();
     let mut acc = [[_mm512_setzero_ps(); G]; N];
+    let mut odd = [[_mm512_setzero_ps(); G]; N];
     if b0 > 0 {
         for (j, acc) in acc.iter_mut().enumerate() {
             for (g, acc) in acc.iter_mut().enumerate() {
@@ -108,15 +112,21 @@ unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
     let xr: [*const f32; N] = std::array::from_fn(|j| x.add(j * xs) as *const f32);
     for b in b0..b1 {
         let wb: [*const u8; G] = std::array::from_fn(|g| w.add((g * nb + b) * gb));
-        for k in 0..32 {
-            let wv: [__m512; G] = simd_array!(G, _mm512_setzero_ps(), |g| {
-                let h = _mm256_loadu_si256(wb[g].add(32 * k).cast());
-                if BF {
-                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-                } else {
-                    _mm512_cvtph_ps(h)
+        if N == 1 {
+            // Two columns a step, into two sets of sums.
+            let xp = xr[0].add(32 * b);
+            for k in (0..32).step_by(2) {
+                let (a, a_next) =
+                    (_mm512_set1_ps(xp.add(k).read_unaligned()), _mm512_set1_ps(xp.add(k + 1).read_unaligned()));
+                for g in 0..G {
+                    acc[0][g] = _mm512_fmadd_ps(widen::<BF>(wb[g].add(32 * k)), a, acc[0][g]);
+                    odd[0][g] = _mm512_fmadd_ps(widen::<BF>(wb[g].add(32 * k + 32)), a_next, odd[0][g]);
                 }
-            });
+            }
+            continue;
+        }
+        for k in 0..32 {
+            let wv: [__m512; G] = simd_array!(G, _mm512_setzero_ps(), |g| widen::<BF>(wb[g].add(32 * k)));
             for j in 0..N {
                 let a = _mm512_set1_ps(xr[j].add(32 * b + k).read_unaligned());
                 for g in 0..G {
@@ -125,45 +135,57 @@ unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
             }
         }
     }
-    for (j, acc) in acc.iter().enumerate() {
-        for (g, acc) in acc.iter().enumerate() {
-            _mm512_storeu_ps(y.add(j * rows + g * ROWS), *acc);
+    for j in 0..N {
+        for g in 0..G {
+            _mm512_storeu_ps(y.add(j * rows + g * ROWS), _mm512_add_ps(acc[j][g], odd[j][g]));
         }
     }
 }
 
-/// `N` activation rows (Q8_K) against a Q6_K group: the six-bit quants unsigned, each 16-column sub-block's sum
-/// scaled by its i8 scale, and 32·Σ scale·(sub-block sum of the activations) taken out through `vpdpwssd`.
+/// The 16 F16 (BF16 with `BF`) at `p` as f32.
+#[inline(always)]
+unsafe fn widen<const BF: bool>(p: *const u8) -> __m512 {
+    let h = _mm256_loadu_si256(p.cast());
+    if BF {
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+    } else {
+        _mm512_cvtph_ps(h)
+    }
+}
+
+/// `N` activation rows (Q8_K) against a Q6_K group: the six-bit quants unsigned (nibble plus the two high bits
+/// from the pair of chunks' byte slice, see `layout`), each 16-column sub-block's sum scaled by its i8 scale, and
+/// 32·Σ scale·(sub-block sum of the activations) taken out through `vpdpwssd`.
 #[inline(always)]
 unsafe fn q6_tile<const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usize, y: *mut f32, rows: usize) {
     let gb = Kind::Q6_K.group_block_bytes();
-    let (m4, b4, b5) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10), _mm512_set1_epi8(0x20));
     let zero = _mm512_setzero_si512();
     let mut acc = [_mm512_setzero_ps(); N];
     for b in 0..nb {
         let wb = w.add(b * gb);
         let q = wb.add(Q6_QUANTS);
-        let masks = q.add(2 * 16 * 64) as *const u64;
+        let slices = q.add(2 * 16 * 64);
         let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
         let scale = |s: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(wb.add(Q6_SCALES + ROWS * s).cast()));
         let mut isum = [zero; N];
         for h in 0..2 {
             for quad in 0..4 {
                 let (mut lo, mut hi) = ([zero; N], [zero; N]);
-                for k in 4 * quad..4 * quad + 4 {
-                    let v = _mm512_loadu_si512(q.add(64 * (16 * h + k)).cast());
-                    let m = masks.add(4 * (16 * h + k));
-                    let wl = _mm512_and_si512(v, m4);
-                    let wl = _mm512_mask_add_epi8(wl, m.read_unaligned(), wl, b4);
-                    let wl = _mm512_mask_add_epi8(wl, m.add(1).read_unaligned(), wl, b5);
-                    let wh = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
-                    let wh = _mm512_mask_add_epi8(wh, m.add(2).read_unaligned(), wh, b4);
-                    let wh = _mm512_mask_add_epi8(wh, m.add(3).read_unaligned(), wh, b5);
-                    for j in 0..N {
-                        let xq = xb[j].add(4 + 128 * h + 4 * k);
-                        lo[j] = _mm512_dpbusd_epi32(lo[j], wl, _mm512_set1_epi32((xq as *const i32).read_unaligned()));
-                        let xh = xq.add(64) as *const i32;
-                        hi[j] = _mm512_dpbusd_epi32(hi[j], wh, _mm512_set1_epi32(xh.read_unaligned()));
+                for k in (4 * quad..4 * quad + 4).step_by(2) {
+                    // Chunk `k`'s two bits per column sit at 0..2 (low nibbles) and 2..4, chunk `k + 1`'s above.
+                    let s = _mm512_loadu_si512(slices.add(64 * (8 * h + k / 2)).cast());
+                    let highs =
+                        [(_mm512_slli_epi16::<4>(s), _mm512_slli_epi16::<2>(s)), (s, _mm512_srli_epi16::<2>(s))];
+                    for (t, (hl, hh)) in highs.into_iter().enumerate() {
+                        let v = _mm512_loadu_si512(q.add(64 * (16 * h + k + t)).cast());
+                        let (wl, wh) = (six(v, hl), six(_mm512_srli_epi16::<4>(v), hh));
+                        for j in 0..N {
+                            let xq = xb[j].add(4 + 128 * h + 4 * (k + t));
+                            lo[j] =
+                                _mm512_dpbusd_epi32(lo[j], wl, _mm512_set1_epi32((xq as *const i32).read_unaligned()));
+                            let xh = xq.add(64) as *const i32;
+                            hi[j] = _mm512_dpbusd_epi32(hi[j], wh, _mm512_set1_epi32(xh.read_unaligned()));
+                        }
                     }
                 }
                 let (sl, sh) = (scale(8 * h + quad), scale(8 * h + 4 + quad));
@@ -195,6 +217,12 @@ unsafe fn q6_tile<const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usi
     for (j, acc) in acc.iter().enumerate() {
         _mm512_storeu_ps(y.add(j * rows), *acc);
     }
+}
+
+/// The low nibbles of `v` with bits 4..6 of `high` above them: six-bit weights.
+#[inline(always)]
+unsafe fn six(v: __m512i, high: __m512i) -> __m512i {
+    _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi8(0x0F)), _mm512_and_si512(high, _mm512_set1_epi8(0x30)))
 }
 
 /// `N` activation rows (Q8_K) against a Q4_K group (Q5_K with `HIGH`): 16 outputs per row into `y`.

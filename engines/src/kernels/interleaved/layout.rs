@@ -20,8 +20,10 @@
 //! - the rows' f16 `d` (32 bytes), then the scales, sub-block after sub-block, 16 rows each (256 bytes);
 //! - the low four bits of each half `h` as 16 chunks of 64 bytes, chunk `k` holding each row's `ql` bytes
 //!   `64h + 4k..64h + 4k + 4` (low nibbles columns `128h + 4k..`, high nibbles `128h + 64 + 4k..`);
-//! - for each chunk, the high two bits as four 64-bit masks: bit 4 and bit 5 of its low nibbles' columns, then of
-//!   its high nibbles' columns (bit `4r + i`).
+//! - the high two bits of each pair of chunks `2j`, `2j + 1` of half `h` as 64 bytes (at `64(8h + j)`), on every
+//!   level: byte `4r + i` holds chunk `2j`'s two bits of its low nibble's column `i` in bits 0..2 and of its high
+//!   nibble's in bits 2..4, chunk `2j + 1`'s in bits 4..8 (bytes `32h'..32h' + 32` are the AVX2 kernels' slice of
+//!   the half of rows `h'`).
 //!
 //! F16 and BF16 (blocks of 32 columns): the 16 rows' values of column 0, then of column 1, ... (32 bytes each).
 
@@ -37,7 +39,8 @@ pub(super) const Q6_SCALES: usize = 32;
 /// Where a Q6_K group block's quants start (their masks follow them).
 pub(super) const Q6_QUANTS: usize = 32 + 16 * ROWS;
 
-/// How the high bits of `Q5_0`, `Q5_K` and `Q6_K` are kept (see the module documentation).
+/// How the high bits of `Q5_0` and `Q5_K` are kept (see the module documentation; Q6_K's are byte slices on every
+/// level).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Bits {
     /// One 64-bit mask per weight vector and bit (AVX-512 mask registers).
@@ -65,7 +68,7 @@ pub(super) fn pack(kind: Kind, bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8
         return;
     }
     if kind == Kind::Q6_K {
-        return pack_q6(bits, blocks, out);
+        return pack_q6(blocks, out);
     }
     if kind.is_k() {
         return pack_k(kind, bits, blocks, out);
@@ -162,7 +165,7 @@ pub(super) fn unpack(kind: Kind, bits: Bits, packed: &[u8], r: usize, out: &mut 
         return;
     }
     if kind == Kind::Q6_K {
-        return unpack_q6(bits, packed, r, out);
+        return unpack_q6(packed, r, out);
     }
     if kind.is_k() {
         return unpack_k(kind, bits, packed, r, out);
@@ -238,11 +241,10 @@ fn q6_high(qh: &[u8], e: usize) -> u8 {
 }
 
 /// [`pack`] for Q6_K.
-fn pack_q6(bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
+fn pack_q6(blocks: &[&[u8]; ROWS], out: &mut [u8]) {
     let (head, rest) = out.split_at_mut(Q6_QUANTS);
     let (quants, high_bits) = rest.split_at_mut(2 * 16 * 64);
     high_bits.fill(0);
-    let mut high = [[0u64; 4]; 32];
     for (r, block) in blocks.iter().enumerate() {
         head[2 * r..2 * r + 2].copy_from_slice(&block[208..210]);
         for s in 0..16 {
@@ -255,22 +257,9 @@ fn pack_q6(bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8]) {
                 quants[at..at + 4].copy_from_slice(&block[64 * h + 4 * k..][..4]);
                 for i in 0..4 {
                     let (lo, hi) = (q6_high(qh, 4 * k + i), q6_high(qh, 64 + 4 * k + i));
-                    match bits {
-                        Bits::Masks => {
-                            let bits = [lo & 1, lo >> 1, hi & 1, hi >> 1];
-                            for (m, b) in high[16 * h + k].iter_mut().zip(bits) {
-                                *m |= (b as u64) << (4 * r + i);
-                            }
-                        }
-                        Bits::Slices => high_bits[q6_slice(h, k, r, i)] |= (lo | hi << 2) << (4 * (k % 2)),
-                    }
+                    high_bits[q6_slice(h, k, r, i)] |= (lo | hi << 2) << (4 * (k % 2));
                 }
             }
-        }
-    }
-    if bits == Bits::Masks {
-        for (mask, m) in high_bits.chunks_exact_mut(8).zip(high.iter().flatten()) {
-            mask.copy_from_slice(&m.to_le_bytes());
         }
     }
 }
@@ -281,7 +270,7 @@ fn q6_slice(h: usize, k: usize, r: usize, i: usize) -> usize {
 }
 
 /// [`unpack`] for Q6_K.
-fn unpack_q6(bits: Bits, packed: &[u8], r: usize, out: &mut [u8]) {
+fn unpack_q6(packed: &[u8], r: usize, out: &mut [u8]) {
     out[208..210].copy_from_slice(&packed[2 * r..2 * r + 2]);
     for s in 0..16 {
         out[192 + s] = packed[Q6_SCALES + ROWS * s + r];
@@ -292,21 +281,9 @@ fn unpack_q6(bits: Bits, packed: &[u8], r: usize, out: &mut [u8]) {
     for h in 0..2 {
         for k in 0..16 {
             out[64 * h + 4 * k..][..4].copy_from_slice(&quants[64 * (16 * h + k) + 4 * r..][..4]);
-            let mask = |q: usize| {
-                u64::from_le_bytes(high_bits[8 * (4 * (16 * h + k) + q)..][..8].try_into().expect("8 bytes"))
-            };
             for i in 0..4 {
-                let (lo, hi) = match bits {
-                    Bits::Masks => {
-                        let bit = |q: usize| ((mask(q) >> (4 * r + i)) & 1) as u8;
-                        (bit(0) | bit(1) << 1, bit(2) | bit(3) << 1)
-                    }
-                    Bits::Slices => {
-                        let v = high_bits[q6_slice(h, k, r, i)] >> (4 * (k % 2));
-                        (v & 3, (v >> 2) & 3)
-                    }
-                };
-                for (e, two) in [(4 * k + i, lo), (64 + 4 * k + i, hi)] {
+                let v = high_bits[q6_slice(h, k, r, i)] >> (4 * (k % 2));
+                for (e, two) in [(4 * k + i, v & 3), (64 + 4 * k + i, (v >> 2) & 3)] {
                     out[128 + 32 * h + e % 32] |= two << (2 * (e / 32));
                 }
             }

@@ -1,11 +1,11 @@
 //! Weights repacked once at load into a row-interleaved layout: 16 weight rows side by side, so that on the
 //! AVX-512 VNNI level one 512-bit `vpdpbusd` multiplies four columns of 16 rows against four broadcast activation
 //! bytes, and the scales of 16 outputs apply in one vector operation. The AVX2 levels (AVX2, AVX-VNNI) run the
-//! same layout as two halves of 8 rows with `vpmaddubsw`, their high bits kept as byte slices instead of masks. The
-//! same kernel serves prefill (activation rows in tiles, each weight block unpacked once per tile) and decode (one
-//! row). F16 and BF16 weights are panels of 16 rows' values column after column, widened to f32 in registers and
-//! multiplied by broadcast activations with FMAs: 512-bit ones two groups (32 rows) at a time, 256-bit ones (the AVX2
-//! levels) a group in two halves.
+//! same layout as two halves of 8 rows with `vpmaddubsw`, their high bits kept as byte slices instead of masks
+//! (Q6_K's are byte slices on every level). The same kernel serves prefill (activation rows in tiles, each weight
+//! block unpacked once per tile) and decode (one row). F16 and BF16 weights are panels of 16 rows' values column
+//! after column, widened to f32 in registers and multiplied by broadcast activations with FMAs: 512-bit ones two
+//! groups (32 rows) at a time, 256-bit ones (the AVX2 levels) a group in two halves.
 //!
 //! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
 //! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
@@ -361,7 +361,7 @@ impl Interleaved {
     }
 }
 
-/// How a level's kernels want the high bits: AVX-512 as masks, the AVX2 levels as byte slices.
+/// How a level's kernels want Q5_0's and Q5_K's high bits: AVX-512 as masks, the AVX2 levels as byte slices.
 fn bits_of(backend: Backend) -> Bits {
     if backend == Backend::Avx512 {
         Bits::Masks
