@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{assert_fails, assert_ok, chat_model, gemma3_file, model, root, tgi};
+use common::{assert_fails, assert_ok, chat_model, gemma3_file, model, perplexity_128x32, root, tgi};
 use serde_json::Value;
 
 fn reference(name: &str) -> Value {
@@ -63,22 +63,6 @@ fn greedy_text_matches_llama_cpp() {
         }
     }
     assert_matches_llama_simple(&model("stories260k/stories260k-f32.gguf"), "stories260k", "f32");
-}
-
-/// `tgi perplexity --ctx 128 --chunks 32` of `model` on `text` (the arguments of the llama.cpp references).
-fn perplexity_128x32(model: &Path, text: &Path) -> f64 {
-    let out = assert_ok(&tgi([
-        "perplexity".as_ref(),
-        "-m".as_ref(),
-        model.as_os_str(),
-        "--ctx".as_ref(),
-        "128".as_ref(),
-        "--chunks".as_ref(),
-        "32".as_ref(),
-        "--json".as_ref(),
-        text.as_os_str(),
-    ]));
-    serde_json::from_str::<Value>(&out).unwrap()["perplexity"].as_f64().unwrap()
 }
 
 #[test]

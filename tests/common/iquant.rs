@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use tgi_formats::gguf::GgufFile;
 
 use super::gguf_refs::compare;
-use super::{assert_ok, model, root, tgi};
+use super::{assert_ok, model, perplexity_128x32, root, tgi};
 
 /// tests/reference/llamacpp_`family`_quant.json.
 pub fn reference(family: &str) -> Value {
@@ -86,18 +86,7 @@ pub fn check_perplexity(refs: &Value, ty: &str, names: &[&str]) {
         let run = &refs["runs"][name];
         let out = dir.path().join(format!("{}.gguf", name.replace('+', "-")));
         quantize(&distill, ty, &run_args(run), &out);
-        let o = assert_ok(&tgi([
-            "perplexity".as_ref(),
-            "-m".as_ref(),
-            out.as_os_str(),
-            "--ctx".as_ref(),
-            "128".as_ref(),
-            "--chunks".as_ref(),
-            "32".as_ref(),
-            "--json".as_ref(),
-            text.as_os_str(),
-        ]));
-        let got = serde_json::from_str::<Value>(&o).unwrap()["perplexity"].as_f64().unwrap();
+        let got = perplexity_128x32(&out, &text);
         let want = run["perplexity"]["ppl"].as_f64().unwrap();
         rows.push(format!("{name}: tgi {got:.4} llama.cpp {want:.4}"));
         assert!((got / want - 1.0).abs() < 0.005, "{}", rows.join("\n"));

@@ -95,3 +95,19 @@ pub fn gemma3_file() -> Option<PathBuf> {
         }
     }
 }
+
+/// `tgi perplexity --ctx 128 --chunks 32` of `model` on `text` (the arguments of the llama.cpp references).
+pub fn perplexity_128x32(model: &Path, text: &Path) -> f64 {
+    let out = assert_ok(&tgi([
+        "perplexity".as_ref(),
+        "-m".as_ref(),
+        model.as_os_str(),
+        "--ctx".as_ref(),
+        "128".as_ref(),
+        "--chunks".as_ref(),
+        "32".as_ref(),
+        "--json".as_ref(),
+        text.as_os_str(),
+    ]));
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["perplexity"].as_f64().unwrap()
+}

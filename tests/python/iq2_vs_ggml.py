@@ -12,49 +12,10 @@ Usage: python3 tests/python/iq2_vs_ggml.py [--lib PATH/libggml-base.so] [--dir D
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-import numpy as np
-
-from imatrix_vs_ggml import quantize_weighted
-from kquant_vs_ggml import DECODE_TYPES, DEFAULT_DIR, TYPES, find_lib, load, quantize
+from iq3_vs_ggml import write_vectors
 
 # (type, whether ggml encodes it without an importance matrix)
 IQ2 = [("iq2_xxs", False), ("iq2_xs", False), ("iq2_s", True), ("iq1_s", False)]
 
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lib")
-    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
-    args = ap.parse_args()
-    lib_path = find_lib(args.lib)
-    lib = load(lib_path)
-    d: Path = args.dir
-    for tname, _ in IQ2:
-        TYPES[tname] = DECODE_TYPES[tname]
-    sets = [l.split() for l in (d / "manifest.ggufpy.txt").read_text().splitlines()]
-    sets = dict((p[1], int(p[3])) for p in sets if p and p[0] == "encode")
-
-    manifest = []
-    for name, n_per_row in sets.items():
-        data = np.fromfile(d / f"{name}.f32", dtype="<f4")
-        qw = np.fromfile(d / f"{name}.imatrix.f32", dtype="<f4")
-        for tname, plain in IQ2:
-            if plain:
-                (d / f"{name}.{tname}.bin").write_bytes(quantize(lib, tname, data, n_per_row))
-                manifest.append(f"encode {name} {tname} {n_per_row}")
-            (d / f"{name}.{tname}.imatrix.bin").write_bytes(quantize_weighted(lib, tname, data, n_per_row, qw))
-            manifest.append(f"encode_weighted {name} {tname} {n_per_row}")
-
-    (d / "manifest.iq2.txt").write_text(
-        f"# written by tests/python/iq2_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk)\n"
-        + "\n".join(manifest)
-        + "\n"
-    )
-    print(f"wrote {len(manifest)} IQ2/IQ1_S vectors")
-
-
 if __name__ == "__main__":
-    main()
+    write_vectors("iq2", IQ2, "IQ2/IQ1_S")

@@ -20,18 +20,20 @@ import numpy as np
 from imatrix_vs_ggml import quantize_weighted
 from kquant_vs_ggml import DECODE_TYPES, DEFAULT_DIR, TYPES, find_lib, load, quantize
 
-IQ3 = ["iq3_xxs", "iq3_s"]
+# (type, whether ggml encodes it without an importance matrix)
+IQ3 = [("iq3_xxs", True), ("iq3_s", True)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def write_vectors(family: str, types: list[tuple[str, bool]], label: str) -> None:
+    """Writes `<set>.<type>[.imatrix].bin` for every encode set and `manifest.<family>.txt` (the CLI: --lib, --dir)."""
+    ap = argparse.ArgumentParser(description=f"Writes the {label} encoder vectors from ggml's libggml-base.so.")
     ap.add_argument("--lib")
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     args = ap.parse_args()
     lib_path = find_lib(args.lib)
     lib = load(lib_path)
     d: Path = args.dir
-    for tname in IQ3:
+    for tname, _ in types:
         TYPES[tname] = DECODE_TYPES[tname]
     sets = [l.split() for l in (d / "manifest.ggufpy.txt").read_text().splitlines()]
     sets = dict((p[1], int(p[3])) for p in sets if p and p[0] == "encode")
@@ -40,19 +42,20 @@ def main() -> None:
     for name, n_per_row in sets.items():
         data = np.fromfile(d / f"{name}.f32", dtype="<f4")
         qw = np.fromfile(d / f"{name}.imatrix.f32", dtype="<f4")
-        for tname in IQ3:
-            (d / f"{name}.{tname}.bin").write_bytes(quantize(lib, tname, data, n_per_row))
-            manifest.append(f"encode {name} {tname} {n_per_row}")
+        for tname, plain in types:
+            if plain:
+                (d / f"{name}.{tname}.bin").write_bytes(quantize(lib, tname, data, n_per_row))
+                manifest.append(f"encode {name} {tname} {n_per_row}")
             (d / f"{name}.{tname}.imatrix.bin").write_bytes(quantize_weighted(lib, tname, data, n_per_row, qw))
             manifest.append(f"encode_weighted {name} {tname} {n_per_row}")
 
-    (d / "manifest.iq3.txt").write_text(
-        f"# written by tests/python/iq3_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk)\n"
+    (d / f"manifest.{family}.txt").write_text(
+        f"# written by tests/python/{family}_vs_ggml.py from {lib_path.name} (ggml_quantize_chunk)\n"
         + "\n".join(manifest)
         + "\n"
     )
-    print(f"wrote {len(manifest)} IQ3 vectors")
+    print(f"wrote {len(manifest)} {label} vectors")
 
 
 if __name__ == "__main__":
-    main()
+    write_vectors("iq3", IQ3, "IQ3")
