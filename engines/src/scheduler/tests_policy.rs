@@ -1,10 +1,11 @@
 //! The prefill policy on the bundled stories260k model, step by step (the engine driven on the test's thread,
 //! each step's plan inspected, step costs from a scripted machine where the fitted cap matters): prompts
 //! arriving while others decode are spread over steps within the per-step cap and every decoding sequence gets
-//! a token every step; the fitted chunk keeps mixed steps within the ITL factor; a short prompt behind a long
-//! one finishes its prefill first; long prompts start in order, their share growing with their backlog, and
-//! several at once when the budget and the KV pool allow; a request joins the next step while the batch only
-//! decodes; outputs stay those of `generate` alone.
+//! a token every step; the fitted chunk keeps mixed steps within the ITL factor; a prompt longer than eight
+//! fitted chunks is prefilled in eight even steps; prompts outnumbering the decoders are prefilled in one step;
+//! a short prompt behind a long one finishes its prefill first; long prompts start in order, and several at once
+//! when the budget and the KV pool allow; a request joins the next step while the batch only decodes; outputs
+//! stay those of `generate` alone.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -184,7 +185,7 @@ fn without_a_cap_the_engine_derives_one_within_its_bounds() {
     while !h.finished(0) {
         let (plan, _) = h.turn();
         if plan.decodes > 0 {
-            assert!((BLOCK_SIZE..=256).contains(&plan.prefill_budget), "{plan:?}");
+            assert!((BLOCK_SIZE / 4..=256).contains(&plan.prefill_budget), "{plan:?}");
             assert!(plan.prefill_tokens <= plan.prefill_budget);
         }
     }
@@ -233,9 +234,11 @@ fn the_fitted_chunk_keeps_mixed_steps_within_the_itl_factor() {
         assert!(decoders.iter().all(|&d| tokens[d] == 1), "every decoder got its token");
         chunks.push(plan.prefill_tokens);
     }
-    // Four floors (64 tokens) until a prompt token's cost beside decodes is measured, then the fitted chunk:
-    // a step of 30 ms + 30 x 0.25 ms = 1.25 decode-only steps.
-    assert_eq!(chunks[0], 4 * BLOCK_SIZE);
+    // Four floors (16 tokens) or an eighth of the prompt until a prompt token's cost beside decodes is
+    // measured, then the fitted chunk (more than an eighth): a step of 30 ms + 30 x 0.25 ms = 1.25 decode-only
+    // steps.
+    assert!(prompt.div_ceil(8) < 30, "{prompt}");
+    assert_eq!(chunks[0], prompt.div_ceil(8).max(BLOCK_SIZE));
     let (last, middle) = chunks[1..].split_last().unwrap();
     assert!(middle.iter().all(|&c| c == 30) && *last <= 30, "{chunks:?}");
     assert_eq!(chunks.iter().sum::<usize>(), prompt);
@@ -243,44 +246,52 @@ fn the_fitted_chunk_keeps_mixed_steps_within_the_itl_factor() {
 }
 
 #[test]
-fn the_prompts_share_grows_with_their_backlog_and_long_ones_start_in_order() {
+fn a_prompt_beside_decodes_is_spread_over_eight_steps() {
     let m = model();
     let (mut h, decoders) = two_decoders(&m, 512);
-    // A first long prompt (sharing no prefix with the others) measures a prompt token's cost beside decoders.
+    // A first prompt (sharing no prefix with the others) measures a prompt token's cost beside decoders.
     let first = h.submit(BALL, 2, 1);
     while !h.finished(first) {
         h.turn();
     }
-    let long = [h.submit(STORY, 14, 1), h.submit(BIRD, 6, 1)];
-    let short = h.submit("The sun was shining", 1, 1);
-    let lens: Vec<usize> = h.reqs.iter().map(|r| r.prompt_ids.len()).collect();
-    let (a, s) = (lens[long[0]], lens[short]);
-    // Three prompts wait: two decode steps more than the factor's 1.25, 270 tokens beside the two decoders.
-    // The first long prompt and the short one start; the second long one waits (the first has more than a
-    // step's worth left); the short one goes in whole, the long one takes the rest.
-    assert_eq!((allowed(3.25), allowed(2.25), allowed(1.25)), (270, 150, 30));
-    assert!(s <= 64 && a > 270 && a - (270 - s) <= 150 && lens[long[1]] > 64, "{lens:?}");
-    let (plan, tokens) = h.turn();
-    assert_eq!((plan.kind, plan.decodes, plan.prefill_budget, plan.prefill_tokens), (StepKind::Mixed, 2, 270, 270));
-    assert_eq!((tokens[short], h.finished(short)), (1, true), "the short prompt's answer came in one step");
-    assert!(!h.streaming(long[0]) && !h.streaming(long[1]));
-    // Two wait: one decode step more, 150 tokens. The first long prompt's remaining ones fit in them, so the
-    // second starts beside it and takes the rest.
-    let (plan, tokens) = h.turn();
-    let rest = a - (270 - s);
-    assert_eq!((plan.prefill_budget, plan.prefill_tokens, tokens[long[0]]), (150, 150, 1), "{plan:?}");
-    let chunk = |i: usize| plan.slots.iter().find(|slot| slot.seq == i).map(|slot| slot.tokens);
-    assert_eq!((chunk(2), chunk(3)), (Some(rest), Some(150 - rest)), "{plan:?}");
-    assert!(decoders.iter().all(|&d| tokens[d] == 1));
-    // The second one alone: the fitted chunk of 1.25 decode steps.
-    let mut chunks = vec![150 - rest];
-    while !h.streaming(long[1]) {
+    // A prompt longer than eight fitted chunks: an eighth of it each step, in eight steps of even cost.
+    let long = h.submit(STORY, 14, 1);
+    let a = h.reqs[long].prompt_ids.len();
+    let eighth = a.div_ceil(8);
+    assert!(eighth > allowed(1.25), "{a}");
+    let mut chunks = Vec::new();
+    while !h.streaming(long) {
         let (plan, tokens) = h.turn();
-        assert_eq!((plan.decodes, plan.prefill_budget), (2, 30), "{plan:?}");
+        assert_eq!((plan.kind, plan.decodes, plan.prefill_budget), (StepKind::Mixed, 2, eighth), "{plan:?}");
         assert!(decoders.iter().all(|&d| tokens[d] == 1), "the decoders never stall");
         chunks.push(plan.prefill_tokens);
     }
-    assert_eq!(chunks.iter().sum::<usize>(), lens[long[1]]);
+    assert_eq!(chunks.len(), a.div_ceil(eighth));
+    assert!(chunks.len() <= 8 && chunks.iter().sum::<usize>() == a, "{chunks:?}");
+    // Two prompts, no more than the decoders, with eighths smaller than the fitted chunk: the fitted chunk,
+    // the short one whole.
+    let prompts = [h.submit(BIRD, 6, 1), h.submit("The sun was shining", 1, 1)];
+    let eighths: usize = prompts.iter().map(|&i| h.reqs[i].prompt_ids.len().div_ceil(8)).sum();
+    assert!(eighths < allowed(1.25), "{eighths}");
+    let (plan, tokens) = h.turn();
+    assert_eq!((plan.decodes, plan.prefill_budget, plan.prefill_tokens), (2, allowed(1.25), allowed(1.25)));
+    assert_eq!(tokens[prompts[1]], 1, "the short prompt's answer came in one step");
+    h.finish();
+}
+
+#[test]
+fn prompts_outnumbering_the_decoders_take_the_whole_budget() {
+    let m = model();
+    let (mut h, decoders) = two_decoders(&m, 512);
+    // Three prompts arrive beside two decoders (a wave of a closed loop's clients behind two early ones): one
+    // step prefills them all, the decoders wait for it once, and the wave then decodes in step.
+    let prompts = [h.submit(STORY, 12, 1), h.submit(BIRD, 6, 1), h.submit("The sun was shining", 1, 1)];
+    let total: usize = prompts.iter().map(|&i| h.reqs[i].prompt_ids.len()).sum();
+    assert!(total <= 512 && h.reqs[prompts[0]].prompt_ids.len() > 512 / 8, "{total}");
+    let (plan, tokens) = h.turn();
+    assert_eq!((plan.kind, plan.decodes, plan.prefill_budget, plan.prefill_tokens), (StepKind::Mixed, 2, 512, total));
+    assert!(decoders.iter().all(|&d| tokens[d] == 1));
+    assert!(prompts.iter().all(|&i| h.finished(i)), "every prompt's answer came in one step");
     h.finish();
 }
 

@@ -1,7 +1,9 @@
 //! Which waiting requests join the running batch, and what each step may spend on prompts. Beside decodes, the
-//! prompt tokens of a step are those the fitted step costs allow within the ITL factor, the factor raised by a
-//! decode step for each prompt waiting behind the oldest: the prompts' share of the machine grows with their
-//! backlog, so that their queue drains at about the speed prefill allows while every step still decodes.
+//! prompt tokens of a step are those the fitted step costs allow within the ITL factor, or an eighth of the
+//! length of every prompt waiting or prefilling when that is more: each prompt is prefilled in about eight
+//! steps of even cost, whatever the arrivals, instead of a few long steps. Prompts that outnumber the decoders
+//! (a wave of arrivals beside a few early ones) take the whole budget in one step: a few decoders wait once,
+//! and the wave then decodes in step.
 //! Long prompts are admitted several at once when one step's budget covers more than the first and the KV pool
 //! holds them beside what the running sequences will grow by meanwhile. Prompts are sized by what they have
 //! left once their cached prefix is taken.
@@ -16,24 +18,30 @@ use crate::scheduler::sequence::Sequence;
 /// A prompt is long when it has more tokens to compute than this fraction of `max_batch_prefill_tokens`
 /// (1/8: 512 of the default 4096); short ones go into a step whole when they fit.
 const LONG_PROMPT_FRACTION: usize = 8;
+/// Steps over which a prompt beside decodes is prefilled at least: each prompt waiting or prefilling adds this
+/// fraction of its length to a step's budget.
+const PREFILL_STEPS: usize = 8;
 
 impl<'m> Engine<'m> {
-    /// The prompt tokens the next step may take: the configured per-step cap beside decodes, else the one the
-    /// cost model calls for at the current batch and prompt positions, its ITL factor raised by one for each
-    /// prompt waiting (queued, or prefilling) behind the oldest.
+    /// The prompt tokens the next step may take: the configured per-step cap beside decodes; else the whole
+    /// budget when the prompts (queued, or prefilling) outnumber the decoding sequences; else the larger of the
+    /// cap the cost model calls for at the current batch and prompt positions, and an eighth
+    /// ([`PREFILL_STEPS`]) of the length of each of those prompts.
     pub(super) fn budget(&self) -> PrefillBudget {
         let b = &self.cfg.batching;
         let full = b.max_batch_prefill_tokens;
         let short = full / LONG_PROMPT_FRACTION;
+        let decodes = self.running.iter().filter(|s| !s.is_prefilling()).count();
+        let prefilling: Vec<&Sequence<'m>> = self.running.iter().filter(|s| s.is_prefilling()).collect();
         let cap = match b.max_prefill_tokens_per_step {
             Some(n) => n.min(full),
+            None if prefilling.len() + self.queue.len() > decodes => full,
             None => {
-                let decodes = self.running.iter().filter(|s| !s.is_prefilling()).count();
-                let prefilling: Vec<&Sequence<'m>> = self.running.iter().filter(|s| s.is_prefilling()).collect();
                 let position =
                     prefilling.iter().map(|s| s.computed as f64).sum::<f64>() / prefilling.len().max(1) as f64;
-                let waiting = prefilling.len() + self.queue.len();
-                self.cost.cap(decodes, position, b.prefill_itl_factor + waiting.saturating_sub(1) as f64)
+                let spread: usize =
+                    prefilling.iter().copied().chain(&self.queue).map(|s| s.tokens.len().div_ceil(PREFILL_STEPS)).sum();
+                self.cost.cap(decodes, position, b.prefill_itl_factor).max(spread).min(full)
             }
         };
         PrefillBudget { full, cap, short }

@@ -139,7 +139,7 @@ impl<'m> Engine<'m> {
         shared: Arc<Mutex<Stats>>,
     ) -> Self {
         let stats = shared.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let cost = StepCost::new(BLOCK_SIZE, cfg.batching.max_batch_prefill_tokens);
+        let cost = StepCost::new(BLOCK_SIZE / 4, cfg.batching.max_batch_prefill_tokens);
         let widest = cfg.speculation.as_ref().map_or(1, |s| s.max_batch.min(cfg.max_batch_size));
         let token_cost = TokenCost::new(widest, PRIOR_TOKEN_COST);
         Engine {
@@ -302,6 +302,16 @@ impl<'m> Engine<'m> {
             // Catching a draft model up is the cost of having paused, not of these drafts.
             self.token_cost.observe(plan.decodes, drafted, secs - paused);
         }
+        tracing::debug!(
+            step = self.step,
+            decodes = plan.decodes,
+            prefill = plan.prefill_tokens,
+            prompts = plan.slots.len() - plan.decodes,
+            budget = plan.prefill_budget,
+            queued = self.queue.len(),
+            ms = secs * 1e3,
+            "step"
+        );
         self.stats.record_step(plan.kind, plan.prefill_tokens, plan.slots.len(), secs);
         self.step += 1;
         Some(plan)
