@@ -99,3 +99,14 @@ fn only_the_types_and_shapes_with_a_kernel_are_packed() {
     let w = WeightView::new(GgmlType::Q3_K, 16, 256, &q3k).unwrap();
     assert!(Interleaved::pack(Backend::Avx512, w, |_| {}).is_none(), "Q3_K keeps the row kernels");
 }
+
+#[test]
+fn huge_zeroed_gives_zeroed_writable_bytes_of_any_length() {
+    for len in [0, 1, 4095, (2 << 20) + 17, 5 << 20] {
+        let mut data = huge_zeroed(len);
+        assert_eq!(data.len(), len);
+        assert!(data.iter().all(|&b| b == 0));
+        data.iter_mut().for_each(|b| *b = 7);
+        assert!(data.iter().all(|&b| b == 7));
+    }
+}
