@@ -1,12 +1,14 @@
 //! GGUF files of llama.cpp's i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; made by
 //! llama-quantize, committed under tests/reference/iq/) load and run: perplexity within 0.5% of
 //! llama-perplexity's, the scalar kernels agreeing with the fastest level, greedy generation; `tgi quantize`
-//! refuses to write IQ1_M.
+//! writes IQ1_M output and token embeddings without a matrix, as llama-quantize does, and refuses other IQ1_M
+//! tensors without one.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::gguf_refs::tensor_hashes;
 use common::{assert_fails, assert_ok, model, root, tgi};
 use serde_json::Value;
 
@@ -66,19 +68,21 @@ fn iquant_generates() {
 }
 
 #[test]
-fn quantize_refuses_to_write_iquants() {
+fn quantize_writes_iq1_m_where_llama_quantize_needs_no_matrix() {
+    // llama-quantize asks for a matrix for IQ1_M tensors except token_embd and output (ggml then weighs by x²).
     let hf = model("stories-distill-4l/hf");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.gguf");
-    for flag in ["--output-tensor-type", "--token-embedding-type"] {
-        let args = ["quantize".as_ref(), hf.as_os_str(), "--type".as_ref(), "q4_0".as_ref(), flag.as_ref()];
-        let tail = ["iq1_m".as_ref(), "-o".as_ref(), out.as_os_str()];
-        assert_fails(&tgi(args.iter().chain(&tail)), 2, "tgi cannot encode iq1_m yet");
-    }
-    let args = ["quantize".as_ref(), hf.as_os_str(), "--type".as_ref(), "q4_0".as_ref(), "--tensor-type".as_ref()];
-    let tail = ["attn_q=iq1_m".as_ref(), "-o".as_ref(), out.as_os_str()];
-    assert_fails(&tgi(args.iter().chain(&tail)), 2, "tgi cannot encode iq1_m yet");
-    let args = ["quantize".as_ref(), hf.as_os_str(), "--type".as_ref(), "iq1_m".as_ref(), "-o".as_ref()];
-    assert_fails(&tgi(args.iter().chain([&out.as_os_str()])), 2, "tgi does not write it");
+    let args = ["quantize".as_ref(), hf.as_os_str(), "--type".as_ref(), "q4_0".as_ref()];
+    let tail = ["--output-tensor-type", "iq1_m", "--token-embedding-type", "iq1_m", "-o"].map(std::ffi::OsStr::new);
+    assert_ok(&tgi(args.iter().chain(&tail).chain([&out.as_os_str()])));
+    let types = tensor_hashes(&out);
+    assert_eq!(types["output.weight"].0, "IQ1_M");
+    assert_eq!(types["token_embd.weight"].0, "IQ1_M");
+    assert!(perplexity(&out, "2", &[]).is_finite());
+    std::fs::remove_file(&out).unwrap();
+    let tail = ["--tensor-type", "attn_q=iq1_m", "-o"].map(std::ffi::OsStr::new);
+    let o = tgi(args.iter().chain(&tail).chain([&out.as_os_str()]));
+    assert_fails(&o, 2, "llama-quantize writes iq1_m only with an importance matrix; pass --imatrix");
     assert!(!out.exists());
 }

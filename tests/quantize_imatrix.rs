@@ -218,9 +218,9 @@ fn refusals() {
     assert_fails(&run(&["--imatrix", config.to_str().unwrap()], &s, "q4_0", &out), 2, "--imatrix");
     let nf4 = tgi(["quantize", s.to_str().unwrap(), "--format", "nf4", "--imatrix", m, "-o", out.to_str().unwrap()]);
     assert_fails(&nf4, 2, "--imatrix applies to --format gguf only");
-    // The presets llama-quantize writes only with a matrix and tgi does not write are named as such (iq2_xxs
-    // and the other written ones are refused per tensor, which stories260k's 64-wide rows never reach).
-    let iq = tgi(["quantize", s.to_str().unwrap(), "--type", "iq1_m", "-o", out.to_str().unwrap()]);
+    // The preset llama-quantize writes only with a matrix and tgi does not write (Q2_K_S) is named as such
+    // (iq2_xxs and the other written ones are refused per tensor, which stories260k's 64-wide rows never reach).
+    let iq = tgi(["quantize", s.to_str().unwrap(), "--type", "q2_k_s", "-o", out.to_str().unwrap()]);
     assert_fails(&iq, 2, "--imatrix");
     assert!(!out.exists());
 }

@@ -1,4 +1,4 @@
-//! The IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M and IQ1_S presets end to end against llama.cpp (references recorded by
+//! The IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S and IQ1_M presets end to end against llama.cpp (references recorded by
 //! `tests/reference/make_iq4_quant_refs.py --family iq2`): with the committed importance matrix of
 //! stories-distill-4l, `tgi quantize` writes llama-quantize's tensors byte for byte (the whole file from the
 //! converter's `stories-distill-4l-f32.gguf`), with the same file type, and stories260k's (whose 64-wide rows fall
@@ -10,7 +10,7 @@ use common::iquant::{distill_f32, files_mismatches, quantize_args, reference, ru
 use common::{assert_fails, tgi};
 
 /// The llama-quantize types of the family.
-const TYPES: [&str; 5] = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S"];
+const TYPES: [&str; 6] = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M"];
 
 #[test]
 fn iq2_files_equal_llama_quantize() {

@@ -162,11 +162,6 @@ impl GgmlType {
         self.block_size() > 1
     }
 
-    /// Whether tgi can encode the type (IQ1_M is read only).
-    pub fn can_encode(self) -> bool {
-        self != GgmlType::IQ1_M
-    }
-
     /// Bytes taken by `n` elements, or None when `n` is not a whole number of blocks
     /// (or the size overflows).
     pub fn bytes_for(self, n: u64) -> Option<u64> {

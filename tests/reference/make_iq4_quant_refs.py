@@ -2,7 +2,8 @@
 """Record what `llama-quantize` writes for the i-quant presets, with and without an importance matrix, and
 llama-perplexity on some of its files, for tgi's i-quant tests: `--family iq4` (IQ4_NL, IQ4_XS; perplexity of
 IQ4_XS; tests/quantize_iq4.rs), `--family iq3` (IQ3_XXS, IQ3_S, IQ3_M; perplexity of IQ3_S;
-tests/quantize_iq3.rs) or `--family iq2` (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S; no perplexity; tests/quantize_iq2.rs).
+tests/quantize_iq3.rs) or `--family iq2` (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M; no perplexity;
+tests/quantize_iq2.rs).
 
 This is how tests/reference/llamacpp_iq4_quant.json, llamacpp_iq3_quant.json and llamacpp_iq2_quant.json were made (see README.md there).
 It runs an already-built llama.cpp; it never builds it.
@@ -42,7 +43,8 @@ FAMILIES = {
         [("iq3_s+ffn_up-iq3_xxs", "IQ3_S", ["--tensor-type", "ffn_up=iq3_xxs"])],
     ),
     "iq2": (
-        {"iq2_xxs": "IQ2_XXS", "iq2_xs": "IQ2_XS", "iq2_s": "IQ2_S", "iq2_m": "IQ2_M", "iq1_s": "IQ1_S"},
+        {"iq2_xxs": "IQ2_XXS", "iq2_xs": "IQ2_XS", "iq2_s": "IQ2_S", "iq2_m": "IQ2_M", "iq1_s": "IQ1_S",
+         "iq1_m": "IQ1_M"},
         None,
         [],
     ),

@@ -4,7 +4,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use regex::Regex;
-use tgi_formats::quant::check_encodable;
 use tgi_formats::GgmlType;
 
 use super::ConvertError;
@@ -61,6 +60,9 @@ pub enum Preset {
     IQ2_S,
     /// IQ2_S mix (2.7 bpw) with IQ3_S attention V, output and first ffn_down layers; needs an importance matrix.
     IQ2_M,
+    /// IQ1_M mix (1.75 bpw) with IQ2_XXS attention output, Q2_K attention V and first ffn_down layers; needs an
+    /// importance matrix.
+    IQ1_M,
     /// IQ1_S mix (1.56 bpw) with IQ2_XXS attention output, Q2_K attention V and first ffn_down layers; needs an
     /// importance matrix.
     IQ1_S,
@@ -68,7 +70,7 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset, in the order `--help` lists them.
-    pub const ALL: [Preset; 25] = [
+    pub const ALL: [Preset; 26] = [
         Preset::F32,
         Preset::F16,
         Preset::BF16,
@@ -93,6 +95,7 @@ impl Preset {
         Preset::IQ2_S,
         Preset::IQ2_XS,
         Preset::IQ2_XXS,
+        Preset::IQ1_M,
         Preset::IQ1_S,
     ];
 
@@ -127,6 +130,7 @@ impl Preset {
             Preset::IQ2_XS => "iq2_xs",
             Preset::IQ2_S => "iq2_s",
             Preset::IQ2_M => "iq2_m",
+            Preset::IQ1_M => "iq1_m",
             Preset::IQ1_S => "iq1_s",
         }
     }
@@ -158,6 +162,7 @@ impl Preset {
             Preset::IQ2_S => 28,
             Preset::IQ2_M => 29,
             Preset::IQ4_XS => 30,
+            Preset::IQ1_M => 31,
             Preset::BF16 => 32,
         }
     }
@@ -185,14 +190,15 @@ impl Preset {
             Preset::IQ2_XXS => GgmlType::IQ2_XXS,
             Preset::IQ2_XS | Preset::IQ2_S => GgmlType::IQ2_XS,
             Preset::IQ2_M => GgmlType::IQ2_S,
+            Preset::IQ1_M => GgmlType::IQ1_M,
             Preset::IQ1_S => GgmlType::IQ1_S,
         }
     }
 
-    /// Whether this is one of llama.cpp's 1-2 bit mixes (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S), whose
+    /// Whether this is one of llama.cpp's 1-2 bit mixes (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M), whose
     /// per-tensor rules differ from the rest.
     fn is_low_bit_mix(self) -> bool {
-        matches!(self, Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ2_S | Preset::IQ2_M | Preset::IQ1_S)
+        matches!(self, Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ2_S | Preset::IQ2_M | Preset::IQ1_S | Preset::IQ1_M)
     }
 
     /// Whether llama-quantize writes this preset only with an importance matrix (its default type needs one).
@@ -212,9 +218,8 @@ impl fmt::Display for Preset {
     }
 }
 
-/// llama-quantize's presets that it writes only with an importance matrix and tgi does not write
-/// (IQ1_M, whose tensors tgi cannot encode, and Q2_K_S).
-const IMATRIX_ONLY: [&str; 2] = ["iq1_m", "q2_k_s"];
+/// llama-quantize's presets that it writes only with an importance matrix and tgi does not write (Q2_K_S).
+const IMATRIX_ONLY: [&str; 1] = ["q2_k_s"];
 
 impl FromStr for Preset {
     type Err = String;
@@ -224,7 +229,7 @@ impl FromStr for Preset {
         if IMATRIX_ONLY.contains(&lower.as_str()) {
             return Err(format!(
                 "llama-quantize writes '{s}' only with an importance matrix (--imatrix) and tgi does not write it; \
-                 the lowest-bit types tgi writes are iq1_s, iq2_xxs, iq2_xs, iq2_s and iq2_m (with --imatrix FILE)"
+                 the lowest-bit types tgi writes are iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s and iq2_m (with --imatrix FILE)"
             ));
         }
         let alias = Preset::ALIASES.iter().find(|(n, _)| *n == lower).map(|(_, p)| *p);
@@ -295,7 +300,6 @@ impl TypeOverrides {
     pub fn parse_pattern(rule: &str) -> Result<(Regex, GgmlType), String> {
         let (re, ty) = rule.rsplit_once('=').ok_or_else(|| format!("--tensor-type '{rule}': expected REGEX=TYPE"))?;
         let ty = GgmlType::parse(ty).ok_or_else(|| format!("--tensor-type '{rule}': unknown type '{ty}'"))?;
-        check_encodable(ty).map_err(|e| format!("--tensor-type '{rule}': {e}"))?;
         let re = Regex::new(re).map_err(|e| format!("--tensor-type '{rule}': bad regex: {e}"))?;
         Ok((re, ty))
     }
@@ -392,7 +396,7 @@ impl<'a> TypeRules<'a> {
         }
         if cat == Category::TokenEmbd {
             return match p {
-                Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ1_S => T::Q2_K,
+                Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ1_S | Preset::IQ1_M => T::Q2_K,
                 Preset::IQ2_S | Preset::IQ2_M | Preset::IQ3_XXS => T::IQ3_S,
                 _ => t,
             };
@@ -506,7 +510,7 @@ impl<'a> TypeRules<'a> {
             Category::FfnDown if layer_of(name).unwrap_or(0) < self.shape.n_layer / 8 => sensitive,
             Category::AttnOutput if self.shape.n_expert == 8 => T::Q5_K,
             Category::AttnOutput if p.is_iq2_s_mix() => T::IQ3_S,
-            Category::AttnOutput if p == Preset::IQ1_S => T::IQ2_XXS,
+            Category::AttnOutput if matches!(p, Preset::IQ1_S | Preset::IQ1_M) => T::IQ2_XXS,
             _ => p.default_type(),
         }
     }

@@ -61,9 +61,6 @@ pub enum QuantError {
         /// Importance values given.
         importance: usize,
     },
-    /// A type tgi reads but cannot encode.
-    #[error("tgi cannot encode {0} yet (it reads {0} files, writing them is not supported)")]
-    EncodeUnsupported(GgmlType),
     /// A type whose ggml encoder needs an importance matrix, asked for without one.
     #[error("{0} needs an importance matrix (ggml writes it only with one; pass --imatrix)")]
     ImportanceRequired(GgmlType),
@@ -121,7 +118,6 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
 /// [`quantize_row`] with IQ4_NL's scale search `iq4` ([`Iq4Search::FromFloat`]: as ggml's `from_float`
 /// writes a KV cache); every other type has one encoder.
 pub fn quantize_row_searched(ty: GgmlType, src: &[f32], dst: &mut [u8], iq4: Iq4Search) -> Result<(), QuantError> {
-    check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     match ty {
         GgmlType::F32 => float::encode_f32(src, dst),
@@ -142,19 +138,10 @@ pub fn quantize_row_searched(ty: GgmlType, src: &[f32], dst: &mut [u8], iq4: Iq4
         GgmlType::IQ3_XXS => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_xxs(x, None, y)),
         GgmlType::IQ3_S => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_s(x, None, y)),
         GgmlType::IQ2_S => encode_blocks(src, dst, |x, y| iq::encode2::quantize_iq2_s(x, None, y)),
+        GgmlType::IQ1_M => encode_blocks(src, dst, |x, y| iq::encode1m::quantize_iq1_m(x, None, y)),
         GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S => return Err(QuantError::ImportanceRequired(ty)),
-        GgmlType::IQ1_M => unreachable!("refused by check_encodable"),
     }
     Ok(())
-}
-
-/// Refuses the types tgi cannot encode (IQ1_M, read only).
-pub fn check_encodable(ty: GgmlType) -> Result<(), QuantError> {
-    if ty.can_encode() {
-        Ok(())
-    } else {
-        Err(QuantError::EncodeUnsupported(ty))
-    }
 }
 
 /// Runs a weighted block encoder over matching blocks of values, importance and bytes.
@@ -176,7 +163,6 @@ fn encode_weighted<const N: usize, const B: usize>(
 /// square of the whole row. Types whose ggml encoder takes no importance (F32, F16, BF16, Q8_0)
 /// are encoded as [`quantize_row`] does.
 pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importance: &[f32]) -> Result<(), QuantError> {
-    check_encodable(ty)?;
     check_bytes(ty, src.len(), dst.len())?;
     if importance.len() != src.len() {
         return Err(QuantError::ImportanceLength { values: src.len(), importance: importance.len() });
@@ -216,9 +202,8 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::IQ2_XS => encode_weighted(src, importance, dst, iq::encode2::quantize_iq2_xs),
         GgmlType::IQ1_S => encode_weighted(src, importance, dst, iq::encode1::quantize_iq1_s),
         GgmlType::IQ2_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode2::quantize_iq2_s(x, Some(w), y)),
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::IQ1_M => {
-            return quantize_row(ty, src, dst)
-        }
+        GgmlType::IQ1_M => encode_weighted(src, importance, dst, |x, w, y| iq::encode1m::quantize_iq1_m(x, Some(w), y)),
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => return quantize_row(ty, src, dst),
     }
     Ok(())
 }
@@ -228,9 +213,10 @@ pub fn uses_importance(ty: GgmlType) -> bool {
     ty.is_quantized() && ty != GgmlType::Q8_0
 }
 
-/// Whether ggml encodes `ty` only with an importance matrix (`quantize_row_*_impl` asserts one).
+/// Whether ggml encodes `ty` only with an importance matrix (`quantize_row_*_impl` asserts one;
+/// llama-quantize asks for one for more types, `requires_imatrix` of the presets).
 pub fn requires_importance(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M)
+    matches!(ty, GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S)
 }
 
 /// Decodes blocks of `ty` into f32 (`dst.len()` elements; `src` must be exactly their size).
@@ -266,7 +252,6 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// Quantizes a `[rows, n_per_row]` matrix, rows in parallel with rayon; returns the encoded
 /// bytes (rows concatenated, as `ggml_quantize_chunk` lays them out).
 pub fn quantize_matrix(ty: GgmlType, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, QuantError> {
-    check_encodable(ty)?;
     if n_per_row == 0 || !src.chunks_exact(n_per_row).remainder().is_empty() {
         return Err(QuantError::RaggedMatrix { len: src.len(), n_per_row });
     }

@@ -33,7 +33,7 @@ impl Rng {
 }
 
 /// The quantized types with their round-trip relative-RMSE bound on Gaussian data.
-const BOUNDS: [(GgmlType, f64); 21] = [
+const BOUNDS: [(GgmlType, f64); 22] = [
     (GgmlType::F32, 0.0),
     (GgmlType::F16, 1e-3),
     (GgmlType::BF16, 5e-3),
@@ -55,16 +55,13 @@ const BOUNDS: [(GgmlType, f64); 21] = [
     (GgmlType::IQ2_XS, 0.45),
     (GgmlType::IQ2_XXS, 0.5),
     (GgmlType::IQ1_S, 0.7),
+    (GgmlType::IQ1_M, 0.7),
 ];
 
-/// The types tgi can encode (IQ1_M is read only).
-fn encodable() -> impl Iterator<Item = GgmlType> {
-    GgmlType::ALL.into_iter().filter(|t| t.can_encode())
-}
-
-/// Encodes `x` into `bytes`, with unit importance for the types that need one.
+/// Encodes `x` into `bytes`, with unit importance for the types that need one and for IQ1_M, which llama-quantize
+/// writes only with one (ggml's x² weights without one fit Gaussian data worse: relative RMSE 0.59).
 fn encode(ty: GgmlType, x: &[f32], bytes: &mut [u8]) {
-    if requires_importance(ty) {
+    if requires_importance(ty) || ty == GgmlType::IQ1_M {
         quantize_row_weighted(ty, x, bytes, &vec![1.0; x.len()]).unwrap();
     } else {
         quantize_row(ty, x, bytes).unwrap();
@@ -111,7 +108,7 @@ fn heavy_tailed_round_trip() {
 #[test]
 fn zero_rows_stay_zero() {
     let x = vec![0.0f32; 512];
-    for ty in encodable() {
+    for ty in GgmlType::ALL.into_iter() {
         let back = round_trip(ty, &x);
         assert!(back.iter().all(|&v| v == 0.0), "{ty}");
     }
@@ -121,7 +118,7 @@ fn zero_rows_stay_zero() {
 fn constant_rows() {
     for c in [1.0f32, -0.37, 1e-3] {
         let x = vec![c; 512];
-        for ty in encodable() {
+        for ty in GgmlType::ALL.into_iter() {
             let back = round_trip(ty, &x);
             let tol = match ty {
                 GgmlType::BF16 => 4e-3,
@@ -134,8 +131,8 @@ fn constant_rows() {
                 GgmlType::IQ3_XXS | GgmlType::IQ3_S | GgmlType::IQ2_XS | GgmlType::IQ2_S => 0.35,
                 // IQ2_XXS's 256 codewords hold no constant run: 0.3c..1.6c (llama.cpp's bytes too).
                 GgmlType::IQ2_XXS => 0.75,
-                // IQ1_S's levels sit 1/8 off -1, 0, 1: constant data comes back as 1.125c.
-                GgmlType::IQ1_S => 0.2,
+                // IQ1_S's and IQ1_M's levels sit 1/8 off -1, 0, 1: constant data comes back as 1.125c (1.112c).
+                GgmlType::IQ1_S | GgmlType::IQ1_M => 0.2,
                 _ => 2e-3,
             };
             for &v in &back {
@@ -149,7 +146,7 @@ fn constant_rows() {
 fn one_huge_outlier() {
     let mut x = Rng(3).normals(1024, 1.0);
     x[300] = 1e4;
-    for ty in encodable() {
+    for ty in GgmlType::ALL.into_iter() {
         let back = round_trip(ty, &x);
         assert!(back.iter().all(|v| v.is_finite()), "{ty}");
         // The outlier itself is kept to the precision of its block scale.
@@ -178,7 +175,7 @@ fn one_signed_data() {
 #[test]
 fn tiny_values() {
     let x = Rng(5).normals(512, 1e-30);
-    for ty in encodable() {
+    for ty in GgmlType::ALL.into_iter() {
         let back = round_trip(ty, &x);
         assert!(back.iter().all(|v| v.is_finite() && v.abs() < 1e-20), "{ty}");
     }
@@ -218,7 +215,7 @@ fn length_errors() {
 #[test]
 fn matrix_equals_rows() {
     let x = Rng(6).normals(8 * 512, 0.1);
-    for ty in encodable().filter(|&t| !requires_importance(t)) {
+    for ty in GgmlType::ALL.into_iter().filter(|&t| !requires_importance(t)) {
         let m = quantize_matrix(ty, &x, 512).unwrap();
         let row_bytes = ty.bytes_for(512).unwrap() as usize;
         assert_eq!(m.len(), 8 * row_bytes);
@@ -253,7 +250,7 @@ fn decoding_is_deterministic_on_arbitrary_bytes() {
 fn encoders_overwrite_every_byte() {
     // Callers reuse output buffers: the bytes must not depend on what the buffer held before.
     let x: Vec<f32> = (0..512).map(|i| ((i * 7919 % 257) as f32 - 128.0) / 37.0).collect();
-    for ty in encodable() {
+    for ty in GgmlType::ALL.into_iter() {
         let n = ty.bytes_for(512).unwrap() as usize;
         let mut zeros = vec![0u8; n];
         let mut ones = vec![0xFFu8; n];

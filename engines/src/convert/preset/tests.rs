@@ -116,7 +116,6 @@ fn preset_names_parse() {
         assert_eq!(p.name().parse::<Preset>().unwrap(), p);
     }
     assert!("q4_k_xl".parse::<Preset>().unwrap_err().contains("q4_k_m"));
-    assert!("IQ1_M".parse::<Preset>().unwrap_err().contains("--imatrix"));
     assert!("q2_k_s".parse::<Preset>().unwrap_err().contains("--imatrix"));
     assert!(use_more_bits(0, 22) && !use_more_bits(2, 22) && use_more_bits(4, 22));
 }
@@ -183,8 +182,8 @@ fn iq3_mixes_match_llama_cpp() {
 #[test]
 fn iq2_mixes_match_llama_cpp() {
     // llama_tensor_get_type_impl for the IQ2 ftypes (with a matrix, which they need): Q5_K output; token_embd Q2_K
-    // (IQ2_XXS, IQ2_XS, IQ1_S) or IQ3_S (IQ2_S, IQ2_M); attn_v and the first eighth of ffn_down Q2_K or IQ3_S (Q4_K
-    // attn_v when n_gqa >= 4); attn_output IQ3_S for IQ2_S/IQ2_M, IQ2_XXS for IQ1_S; the 8-expert attn_k Q4_K and attn_output Q5_K.
+    // (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M) or IQ3_S (IQ2_S, IQ2_M); attn_v and the first eighth of ffn_down Q2_K or IQ3_S
+    // (Q4_K attn_v when n_gqa >= 4); attn_output IQ3_S for IQ2_S/IQ2_M, IQ2_XXS for IQ1_S/IQ1_M; the 8-expert attn_k Q4_K and attn_output Q5_K.
     let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
     let ov = TypeOverrides { imatrix: true, ..Default::default() };
     for (preset, ft, t, sensitive, attn_output) in [
@@ -193,6 +192,7 @@ fn iq2_mixes_match_llama_cpp() {
         (Preset::IQ2_S, 28, T::IQ2_XS, T::IQ3_S, T::IQ3_S),
         (Preset::IQ2_M, 29, T::IQ2_S, T::IQ3_S, T::IQ3_S),
         (Preset::IQ1_S, 24, T::IQ1_S, T::Q2_K, T::IQ2_XXS),
+        (Preset::IQ1_M, 31, T::IQ1_M, T::Q2_K, T::IQ2_XXS),
     ] {
         assert_eq!(preset.file_type(), ft);
         let rules = TypeRules::new(preset, &ov, shape, &[]);

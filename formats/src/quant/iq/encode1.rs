@@ -2,7 +2,8 @@
 //! `ggml_quantize_chunk`, hence llama-quantize, calls; ggml asserts an importance matrix): per 32
 //! values, an exhaustive search of the two boundaries that split the sorted values into the levels
 //! -1, 0, 1 (shifted by ±1/8), then the 8-value codewords of those levels (or their best neighbours),
-//! one 3-bit scale and shift sign per 32 values under an fp16 super-block scale.
+//! one 3-bit scale and shift sign per 32 values under an fp16 super-block scale. The levels, the
+//! weights, the sorted order and the codeword step are shared with [`super::encode1m`] (IQ1_M).
 
 use super::grid::{iq1, Grid};
 use super::search::sum_squares;
@@ -15,14 +16,14 @@ const QB: usize = 32;
 /// ggml's `GROUP_MAX_EPS_IQ1_S`: sub-blocks whose largest magnitude is below it are skipped.
 const GROUP_MAX_EPS_IQ1_S: f32 = 1e-12;
 
-/// ggml's `IQ1S_DELTA`.
+/// ggml's `IQ1S_DELTA` (and `IQ1M_DELTA`, the same).
 const DELTA: f32 = 0.125;
 
 /// The level values with a positive shift.
-const X_P: [f32; 3] = [-1.0 + DELTA, DELTA, 1.0 + DELTA];
+pub(super) const X_P: [f32; 3] = [-1.0 + DELTA, DELTA, 1.0 + DELTA];
 
 /// The level values with a negative shift.
-const X_M: [f32; 3] = [-1.0 - DELTA, -DELTA, 1.0 - DELTA];
+pub(super) const X_M: [f32; 3] = [-1.0 - DELTA, -DELTA, 1.0 - DELTA];
 
 /// One searched sub-block: its scale, shift (±1) and codewords.
 struct Sub {
@@ -55,22 +56,22 @@ fn best_split(sumx: &[f32; QB + 1], sumw: &[f32; QB + 1]) -> Option<(f32, usize,
     best
 }
 
-/// Searches one 32-value sub-block with weights `weight`; None when ggml skips it.
-fn search(g: &Grid<8>, xb: &[f32], weight: &[f32; QB]) -> Option<Sub> {
-    let max = xb[1..].iter().fold(xb[0].abs(), |m, &x| c_max(m, x.abs()));
-    if max < GROUP_MAX_EPS_IQ1_S {
-        return None;
-    }
-    // glibc's qsort of (value, index) pairs by value is a merge sort: stable.
-    let mut order: [usize; QB] = std::array::from_fn(|j| j);
+/// The largest magnitude of `xb`, as ggml's `MAX(max, fabsf(x))` loop finds it.
+pub(super) fn max_abs(xb: &[f32]) -> f32 {
+    xb[1..].iter().fold(xb[0].abs(), |m, &x| c_max(m, x.abs()))
+}
+
+/// The indices of the `N` values of `xb` in ascending order of value, as ggml's `qsort` of (value,
+/// index) pairs leaves them: glibc's qsort is a merge sort, hence stable.
+pub(super) fn sorted_order<const N: usize>(xb: &[f32]) -> [usize; N] {
+    let mut order: [usize; N] = std::array::from_fn(|j| j);
     order.sort_by(|&a, &b| xb[a].partial_cmp(&xb[b]).unwrap_or(std::cmp::Ordering::Equal));
-    let (mut sumx, mut sumw) = ([0.0f32; QB + 1], [0.0f32; QB + 1]);
-    for (j, &i) in order.iter().enumerate() {
-        sumx[j + 1] = sumx[j] + weight[i] * xb[i];
-        sumw[j + 1] = sumw[j] + weight[i];
-    }
-    let (mut scale, i1, i2, mut shift) = best_split(&sumx, &sumw)?;
-    let mut l = [0i8; QB];
+    order
+}
+
+/// The levels of sub-block values ranked by `order`: 0 below rank `i1`, 1 below `i2`, 2 above.
+pub(super) fn split_levels<const N: usize>(order: &[usize; N], i1: usize, i2: usize) -> [i8; N] {
+    let mut l = [0i8; N];
     for (j, &i) in order.iter().enumerate() {
         l[i] = if j < i1 {
             0
@@ -80,38 +81,80 @@ fn search(g: &Grid<8>, xb: &[f32], weight: &[f32; QB]) -> Option<Sub> {
             2
         };
     }
+    l
+}
+
+/// The codewords of the `G` groups of 8 levels `l` (group `k` with the level values `xx[k]`): each
+/// group's own, or when it is off the grid the neighbour nearest its values at `scale` (ggml's
+/// `iq1_find_best_neighbour2`); with the scale, refitted to all the codewords when a group was off
+/// the grid and the fit is positive.
+pub(super) fn codewords<const G: usize>(
+    g: &Grid<8>,
+    l: &[i8],
+    xb: &[f32],
+    weight: &[f32],
+    scale: f32,
+    xx: [[f32; 3]; G],
+) -> ([u16; G], f32) {
+    let mut all_on_grid = true;
+    let idx = std::array::from_fn(|k| {
+        let r = 8 * k..8 * k + 8;
+        let u = g.point(&l[r.clone()]);
+        g.at(u).unwrap_or_else(|| {
+            all_on_grid = false;
+            g.best_neighbour_by(u, &xb[r.clone()], &weight[r], scale, |l| xx[k][l as usize])
+        })
+    });
+    if all_on_grid {
+        return (idx, scale);
+    }
+    let mut sums = (0.0f32, 0.0f32);
+    for (k, &j) in idx.iter().enumerate() {
+        let r = 8 * k..8 * k + 8;
+        add_sums(g, j, xx[k], 1.0, &weight[r.clone()], &xb[r], &mut sums);
+    }
+    let refit = if sums.0 > 0.0 && sums.1 > 0.0 { sums.0 / sums.1 } else { scale };
+    (idx, refit)
+}
+
+/// Adds `Σ w·q·x` and `Σ w·q²` over the 8 values `xb` of codeword `j`, with `q = xx[level] · m`, to `sums`.
+pub(super) fn add_sums(g: &Grid<8>, j: u16, xx: [f32; 3], m: f32, weight: &[f32], xb: &[f32], sums: &mut (f32, f32)) {
+    for ((&l, &w), &x) in g.levels(j).iter().zip(weight).zip(xb) {
+        let q = xx[l as usize] * m;
+        sums.0 += w * q * x;
+        sums.1 += w * q * q;
+    }
+}
+
+/// The search weights of ggml's IQ1 encoders: `qw · √(σ² + x²)` with `σ² = 2 · Σx² / 256`, or `x²`
+/// without an importance matrix.
+pub(super) fn weights(x: &[f32; QK_K], qw: Option<&[f32; QK_K]>) -> [f32; QK_K] {
+    let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
+    std::array::from_fn(|i| match qw {
+        Some(qw) => qw[i] * (sigma2 + x[i] * x[i]).sqrt(),
+        None => x[i] * x[i],
+    })
+}
+
+/// Searches one 32-value sub-block with weights `weight`; None when ggml skips it.
+fn search(g: &Grid<8>, xb: &[f32], weight: &[f32]) -> Option<Sub> {
+    if max_abs(xb) < GROUP_MAX_EPS_IQ1_S {
+        return None;
+    }
+    let order = sorted_order::<QB>(xb);
+    let (mut sumx, mut sumw) = ([0.0f32; QB + 1], [0.0f32; QB + 1]);
+    for (j, &i) in order.iter().enumerate() {
+        sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+        sumw[j + 1] = sumw[j] + weight[i];
+    }
+    let (mut scale, i1, i2, mut shift) = best_split(&sumx, &sumw)?;
+    let mut l = split_levels(&order, i1, i2);
     if scale < 0.0 {
         l.iter_mut().for_each(|l| *l = 2 - *l);
         (scale, shift) = (-scale, -shift);
     }
     let xx = if shift == 1 { X_P } else { X_M };
-    let value = |l: i8| xx[l as usize];
-    let mut idx = [0u16; QB / 8];
-    let mut all_on_grid = true;
-    for (k, idx) in idx.iter_mut().enumerate() {
-        let r = 8 * k..8 * k + 8;
-        let u = g.point(&l[r.clone()]);
-        *idx = match g.at(u) {
-            Some(j) => j,
-            None => {
-                all_on_grid = false;
-                let j = g.best_neighbour_by(u, &xb[r.clone()], &weight[r.clone()], scale, value);
-                l[r].copy_from_slice(g.levels(j));
-                j
-            }
-        };
-    }
-    if !all_on_grid {
-        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-        for ((&w, &x), &l) in weight.iter().zip(xb).zip(&l) {
-            let q = value(l);
-            sumqx += w * q * x;
-            sumq2 += w * q * q;
-        }
-        if sumqx > 0.0 && sumq2 > 0.0 {
-            scale = sumqx / sumq2;
-        }
-    }
+    let (idx, scale) = codewords(g, &l, xb, weight, scale, [xx; QB / 8]);
     Some(Sub { scale, shift, idx })
 }
 
@@ -120,12 +163,11 @@ fn search(g: &Grid<8>, xb: &[f32], weight: &[f32; QB]) -> Option<Sub> {
 pub(crate) fn quantize_iq1_s(x: &[f32; QK_K], qw: &[f32; QK_K], y: &mut [u8; 50]) {
     y.fill(0);
     let g = iq1();
-    let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
+    let weight = weights(x, Some(qw));
     let mut max_scale = 0.0f32;
     let subs: [Option<Sub>; QK_K / QB] = std::array::from_fn(|ib| {
-        let xb = &x[QB * ib..QB * (ib + 1)];
-        let weight = std::array::from_fn(|i| qw[QB * ib + i] * (sigma2 + xb[i] * xb[i]).sqrt());
-        let sub = search(g, xb, &weight);
+        let r = QB * ib..QB * (ib + 1);
+        let sub = search(g, &x[r.clone()], &weight[r]);
         if let Some(s) = &sub {
             max_scale = c_max(max_scale, s.scale);
         }

@@ -1,10 +1,11 @@
 //! The importance-matrix ("i-quant") types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M
-//! (all but IQ1_M also written, by [`encode1`], [`encode2`] and [`encode3`]). Each 256-value super-block unpacks to one [`IqBlock`] of small integers (signed
+//! (also written, by [`encode1`], [`encode1m`], [`encode2`] and [`encode3`]). Each 256-value super-block unpacks to one [`IqBlock`] of small integers (signed
 //! codebook levels and odd sub-block multipliers), from which [`dequantize`] gives ggml's
 //! `dequantize_row_*` values bit for bit and the engine's kernels take their integer dot products
 //! (`ggml_vec_dot_*_q8_K`).
 
 pub(super) mod encode1;
+pub(super) mod encode1m;
 pub(super) mod encode2;
 pub(super) mod encode3;
 mod grid;

@@ -11,9 +11,6 @@ const IQ_TYPES: [GgmlType; 7] = [
     GgmlType::IQ1_M,
 ];
 
-/// The i-quants tgi reads but does not write.
-const READ_ONLY: [GgmlType; 1] = [GgmlType::IQ1_M];
-
 /// Deterministic pseudo-random bytes (xorshift).
 fn bytes(n: usize, mut s: u64) -> Vec<u8> {
     (0..n)
@@ -30,7 +27,6 @@ fn bytes(n: usize, mut s: u64) -> Vec<u8> {
 fn codecs_are_the_iquants() {
     for ty in GgmlType::ALL {
         assert_eq!(IqCodec::of(ty).is_some(), IQ_TYPES.contains(&ty), "{ty}");
-        assert_eq!(ty.can_encode(), !READ_ONLY.contains(&ty), "{ty}");
     }
 }
 
@@ -68,18 +64,6 @@ fn integer_form_gives_the_decoded_values() {
 }
 
 #[test]
-fn encoding_is_refused() {
-    for ty in READ_ONLY {
-        let x = vec![0.5f32; QK_K];
-        let mut dst = vec![0u8; ty.type_size()];
-        assert_eq!(quantize_row(ty, &x, &mut dst), Err(QuantError::EncodeUnsupported(ty)));
-        assert_eq!(quantize_matrix(ty, &x, QK_K), Err(QuantError::EncodeUnsupported(ty)));
-        let msg = QuantError::EncodeUnsupported(ty).to_string();
-        assert!(msg.contains(ty.ggml_name()), "{msg}");
-    }
-}
-
-#[test]
 fn iq2_xxs_iq2_xs_and_iq1_s_need_an_importance_matrix() {
     let x: Vec<f32> = (0..QK_K).map(|i| (i as f32 * 0.37).sin()).collect();
     for ty in [GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S] {
@@ -90,4 +74,26 @@ fn iq2_xxs_iq2_xs_and_iq1_s_need_an_importance_matrix() {
         quantize_row_weighted(ty, &x, &mut dst, &[1.0; QK_K]).unwrap();
         assert_ne!(dst[..2], [0, 0], "{ty}: a non-zero scale");
     }
+}
+
+#[test]
+fn iq1_m_is_written_with_and_without_importance() {
+    // ggml's quantize_iq1_m takes a NULL matrix (weights x²); unit importance weighs by √(σ² + x²).
+    let x: Vec<f32> = (0..2 * QK_K).map(|i| (i as f32 * 0.37).sin() * (1.0 + (i % 7) as f32)).collect();
+    let ty = GgmlType::IQ1_M;
+    let (mut plain, mut weighted) = (vec![0u8; 2 * ty.type_size()], vec![0u8; 2 * ty.type_size()]);
+    quantize_row(ty, &x, &mut plain).unwrap();
+    quantize_row_weighted(ty, &x, &mut weighted, &[1.0; 2 * QK_K]).unwrap();
+    assert_eq!(quantize_matrix(ty, &x, QK_K).unwrap(), plain);
+    for bytes in [&plain, &weighted] {
+        let mut y = vec![0f32; x.len()];
+        dequantize_row(ty, bytes, &mut y).unwrap();
+        let err: f32 = x.iter().zip(&y).map(|(a, b)| (a - b) * (a - b)).sum();
+        let norm: f32 = x.iter().map(|a| a * a).sum();
+        assert!(err < 0.5 * norm, "relative squared error {}", err / norm);
+    }
+    // A zero block is all zero bytes (no scale, every codeword 0).
+    let mut zero = vec![1u8; ty.type_size()];
+    quantize_row(ty, &[0.0; QK_K], &mut zero).unwrap();
+    assert!(zero.iter().all(|&b| b == 0));
 }
