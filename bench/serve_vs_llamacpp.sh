@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures `tgi serve` against llama.cpp's llama-server on the same GGUF, in the same run, with `tgi bench`
 # (streaming /v1/completions, synthetic prompts built with the model's own tokenizer, EOS ignored, THREADS threads
-# each; llama-server gets as many parallel slots as clients, and the context they need). The workloads of the
+# each; both servers get as many parallel slots as clients, and the context they need). The workloads of the
 # scheduler issue:
 #
 #   (a)  closed loop at CONCURRENCY clients, PROMPT-token prompts, GEN new tokens, REQUESTS_PER_CLIENT each;
@@ -114,7 +114,7 @@ compare() { # prefix suffix [compare flags]
     "$TGI" bench compare $(printf "$OUT/$prefix-%s$suffix " "${SERVERS[@]}") "$@"
 }
 label_of() { case $1 in llama) echo llama-server ;; tgi) echo "tgi serve" ;; before) echo "tgi before" ;; esac; }
-start_server() { # server model slots context
+start_server() { # server model slots context (llama-server's -c: all slots together; tgi's -c is per sequence)
     log "$(label_of "$1") on $(basename "$2"), $3 slots"
     case $1 in
         llama)
@@ -122,9 +122,10 @@ start_server() { # server model slots context
                 >/dev/null 2>&1 &
             ;;
         # shellcheck disable=SC2086
-        tgi) "$TGI" serve -m "$2" -t "$THREADS" --port $PORT $TGI_ARGS 2>/dev/null & ;;
+        tgi) "$TGI" serve -m "$2" -t "$THREADS" -np "$3" -c $(($4 / $3)) --port $PORT $TGI_ARGS 2>/dev/null & ;;
         # shellcheck disable=SC2086
-        before) "$TGI_BEFORE" serve -m "$2" -t "$THREADS" --port $PORT $TGI_ARGS 2>/dev/null & ;;
+        before) "$TGI_BEFORE" serve -m "$2" -t "$THREADS" -np "$3" -c $(($4 / $3)) --port $PORT $TGI_ARGS \
+            2>/dev/null & ;;
     esac
     PID=$!
     wait_ready

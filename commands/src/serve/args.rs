@@ -148,7 +148,7 @@ pub struct ServeArgs {
     /// When the per-step prefill cap is derived: what a step with prompt tokens beside decoding sequences may
     /// cost, as a multiple of a decode-only step of the same batch (greater than 1); the step takes an eighth of
     /// each waiting prompt's length when that is more (a prompt is prefilled in about eight steps), and the
-    /// whole prefill budget when prompts outnumber the decoders. Lower keeps inter-token latency closer to a
+    /// whole prefill budget when prompts are as many as the decoders or more. Lower keeps inter-token latency closer to a
     /// decode step's; higher gives new prompts their first token sooner.
     #[arg(long, env = "TGI_PREFILL_ITL_FACTOR", default_value_t = 1.25, value_name = "X")]
     pub prefill_itl_factor: f64,

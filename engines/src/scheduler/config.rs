@@ -28,7 +28,7 @@ pub struct Batching {
     pub max_prefill_tokens_per_step: Option<usize>,
     /// Most a step with prompt tokens beside decodes may cost, as a multiple of a decode-only step of the same
     /// batch, when the per-step cap is derived (greater than 1); an eighth of each waiting prompt's length
-    /// when that is more, the whole budget when prompts outnumber the decoders.
+    /// when that is more, the whole budget when prompts are as many as the decoders or more.
     pub prefill_itl_factor: f64,
     /// While prompts prefill beside decodes, waiting requests join once there are at least this many per
     /// running one.

@@ -1,8 +1,8 @@
 //! Which waiting requests join the running batch, and what each step may spend on prompts. Beside decodes, the
 //! prompt tokens of a step are those the fitted step costs allow within the ITL factor, or an eighth of the
 //! length of every prompt waiting or prefilling when that is more: each prompt is prefilled in about eight
-//! steps of even cost, whatever the arrivals, instead of a few long steps. Prompts that outnumber the decoders
-//! (a wave of arrivals beside a few early ones) take the whole budget in one step: a few decoders wait once,
+//! steps of even cost, whatever the arrivals, instead of a few long steps. Prompts as many as the decoders or
+//! more (a wave of arrivals beside a few early ones) take the whole budget in one step: a few decoders wait once,
 //! and the wave then decodes in step.
 //! Long prompts are admitted several at once when one step's budget covers more than the first and the KV pool
 //! holds them beside what the running sequences will grow by meanwhile. Prompts are sized by what they have
@@ -24,7 +24,7 @@ const PREFILL_STEPS: usize = 8;
 
 impl<'m> Engine<'m> {
     /// The prompt tokens the next step may take: the configured per-step cap beside decodes; else the whole
-    /// budget when the prompts (queued, or prefilling) outnumber the decoding sequences; else the larger of the
+    /// budget when the prompts (queued, or prefilling) are as many as the decoding sequences or more; else the larger of the
     /// cap the cost model calls for at the current batch and prompt positions, and an eighth
     /// ([`PREFILL_STEPS`]) of the length of each of those prompts.
     pub(super) fn budget(&self) -> PrefillBudget {
@@ -35,7 +35,7 @@ impl<'m> Engine<'m> {
         let prefilling: Vec<&Sequence<'m>> = self.running.iter().filter(|s| s.is_prefilling()).collect();
         let cap = match b.max_prefill_tokens_per_step {
             Some(n) => n.min(full),
-            None if prefilling.len() + self.queue.len() > decodes => full,
+            None if prefilling.len() + self.queue.len() >= decodes => full,
             None => {
                 let position =
                     prefilling.iter().map(|s| s.computed as f64).sum::<f64>() / prefilling.len().max(1) as f64;
