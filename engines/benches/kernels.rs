@@ -3,7 +3,8 @@
 //! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table (`awq`: AWQ, group 128, zero point);
 //! `KERNELS_SHAPES=2304x9216` sets the rows×cols shapes; `KERNELS_BACKENDS=avx2,avx512-vnni` picks the
 //! instruction-set levels compared (default: every one this CPU has but the scalar one). A level with an
-//! interleaved layout for the type (`Interleaved::pack`) gets a second row, `LEVEL+il`, with the repacked weights.
+//! interleaved layout for the type (`Interleaved::pack`) gets a second row, `LEVEL+il`, with the repacked weights
+//! (F16/BF16 on a CPU with AVX512_BF16: bf16 products from 32 rows; `LEVEL+il-f32` keeps the f32 FMAs).
 
 use std::time::{Duration, Instant};
 
@@ -138,6 +139,11 @@ fn main() {
                             p.took().as_secs_f64() * 1e3
                         );
                         row(&level, ty.ggml_name(), rows, cols, p.bytes().len(), &ns, |x, n, y| p.matmul(x, n, y));
+                        if ns.iter().any(|&n| p.in_bf16(n)) {
+                            let (level, bytes) = (format!("{}+il-f32", b.name()), p.bytes().len());
+                            let p = p.with_f32_products();
+                            row(&level, ty.ggml_name(), rows, cols, bytes, &ns, |x, n, y| p.matmul(x, n, y));
+                        }
                     }
                 }
             }

@@ -5,7 +5,9 @@
 //! (Q6_K's are byte slices on every level). The same kernel serves prefill (activation rows in tiles, each weight
 //! block unpacked once per tile) and decode (one row). F16 and BF16 weights are panels of 16 rows' values column
 //! after column, widened to f32 in registers and multiplied by broadcast activations with FMAs: 512-bit ones two
-//! groups (32 rows) at a time, 256-bit ones (the AVX2 levels) a group in two halves.
+//! groups (32 rows) at a time, 256-bit ones (the AVX2 levels) a group in two halves; where the CPU has AVX512_BF16,
+//! prefill's many rows meet them in bf16 through `vdpbf16ps` instead (`avx512_bf16`), twice the products per
+//! instruction.
 //!
 //! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
 //! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
@@ -68,6 +70,8 @@ macro_rules! simd_array {
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_bf16;
 mod layout;
 #[cfg(test)]
 mod tests;
@@ -87,6 +91,12 @@ pub const ROWS: usize = 16;
 const STRETCH: usize = 4 << 20;
 /// Bytes of one legacy activation block: f32 scale, i32 sum of the quants, 32 i8 quants.
 const X_LEGACY_BYTES: usize = 40;
+/// Activation rows from which F16/BF16 panels are multiplied in bf16 where the CPU has AVX512_BF16 (prefill; decode
+/// and small batches keep the f32 FMA kernel).
+const BF16_DOT_ROWS: usize = 32;
+/// Most groups of F16/BF16 panels one call of the bf16 kernel passes each tile of activations over (8 KiB each per
+/// stretch of columns, in L2).
+const BF16_DOT_SPAN: usize = 32;
 
 /// The packed types (named as GGML names them).
 #[allow(non_camel_case_types)]
@@ -242,6 +252,8 @@ pub struct Interleaved {
     cols: usize,
     data: Vec<u8>,
     took: Duration,
+    /// Whether many activation rows meet these F16/BF16 panels in bf16 (`vdpbf16ps`, see `avx512_bf16`).
+    bf16_dot: bool,
 }
 
 impl Interleaved {
@@ -276,7 +288,8 @@ impl Interleaved {
         }
         // The whole of it too, for the caller's pages that straddle two stretches.
         done(w.data);
-        Some(Interleaved { ty: w.ty, kind, backend, rows: w.rows, cols: w.cols, data, took: start.elapsed() })
+        let bf16_dot = kind.is_float() && backend == Backend::Avx512 && bf16_dot_available();
+        Some(Interleaved { ty: w.ty, kind, backend, rows: w.rows, cols: w.cols, data, took: start.elapsed(), bf16_dot })
     }
 
     /// The stored GGML bytes back, row after row.
@@ -310,6 +323,18 @@ impl Interleaved {
         self.took
     }
 
+    /// The same weights multiplied in f32 FMAs at every batch size (F16 products exact, see [`Self::in_bf16`]).
+    pub fn with_f32_products(mut self) -> Interleaved {
+        self.bf16_dot = false;
+        self
+    }
+
+    /// Whether `n` activation rows meet these weights in bf16 products (F16/BF16 panels on a CPU with AVX512_BF16,
+    /// from [`BF16_DOT_ROWS`] rows): the activations, and F16 weights, rounded to bf16.
+    pub fn in_bf16(&self, n: usize) -> bool {
+        self.bf16_dot && n >= BF16_DOT_ROWS
+    }
+
     /// y[i, r] = Σ_c x[i, c] · W[r, c] for i in 0..n (`x` n×cols, `y` n×rows), on the current rayon pool.
     pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
         if trivial_product(self.rows, self.cols, x, n, y) {
@@ -317,13 +342,25 @@ impl Interleaved {
         }
         let kind = self.kind;
         let nb = self.cols / kind.values();
-        let xs = nb * kind.x_block_bytes();
+        let dot = self.in_bf16(n);
+        let xs = nb * if dot { 64 } else { kind.x_block_bytes() };
         with_quantized(
             x,
             n,
             self.cols,
             xs,
-            |x, d| kind.quantize_x(x, d),
+            |x, d| {
+                if dot {
+                    // SAFETY: `bf16_dot` is only set where the CPU has AVX-512 F and BF16; `x` is whole blocks of 32
+                    // and `d` 2 bytes per value.
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        avx512_bf16::to_bf16(x, d)
+                    };
+                } else {
+                    kind.quantize_x(x, d)
+                }
+            },
             |xq| {
                 let groups = self.rows / ROWS;
                 let gbytes = nb * kind.group_block_bytes();
@@ -332,32 +369,53 @@ impl Interleaved {
                     .div_ceil(rayon::current_num_threads().max(1) * 4)
                     .max(1)
                     .next_multiple_of(kind.groups_per_call());
-                // The AVX2 float kernel blocks a task's groups together (their stretch of weights in L2, each tile of
-                // activations in L1); every other kernel takes one group (or a pair) at a time.
-                let span = if kind.is_float() && !wide { chunk } else { kind.groups_per_call() };
+                // The AVX2 and bf16 float kernels block a task's groups together (their stretch of weights in L2, each
+                // tile of activations in L1); every other kernel takes one group (or a pair) at a time.
+                let span = if dot {
+                    chunk.min(BF16_DOT_SPAN)
+                } else if kind.is_float() && !wide {
+                    chunk
+                } else {
+                    kind.groups_per_call()
+                };
                 let yp = SyncPtr(y.as_mut_ptr());
                 (0..groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
                     let end = ((t + 1) * chunk).min(groups);
                     for g in (t * chunk..end).step_by(span) {
                         let w = &self.data[g * gbytes..(g + span).min(end) * gbytes];
                         // SAFETY: `pack` only builds this layout where the CPU runs `self.backend` (AVX-512 VNNI, or a
-                        // level with AVX2, FMA and F16C); `w` is one or (floats) more
-                        // groups of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is n×rows with this task
-                        // the only writer of those groups' columns (the groups are split between tasks).
+                        // level with AVX2, FMA and F16C) and sets `bf16_dot` only where it has AVX512_BF16 too; `w` is
+                        // one or (floats) more groups of `nb` blocks, `xq` holds `n` rows of `xs` bytes, and `y` is
+                        // n×rows with this task the only writer of those groups' columns (the groups are split between
+                        // tasks).
                         #[cfg(target_arch = "x86_64")]
                         unsafe {
-                            if wide {
+                            if dot {
+                                avx512_bf16::groups(kind == Kind::BF16, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
+                            } else if wide {
                                 avx512::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
                             } else {
                                 avx2::group(kind, w, xq, xs, n, nb, yp.at(g * ROWS), self.rows)
                             }
                         };
                         #[cfg(not(target_arch = "x86_64"))]
-                        let _ = (w, yp, wide);
+                        let _ = (w, yp, wide, dot);
                     }
                 });
             },
         );
+    }
+}
+
+/// Whether the CPU has the bf16 dot products of `avx512_bf16`.
+fn bf16_dot_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx512_bf16::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 

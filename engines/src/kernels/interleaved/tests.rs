@@ -35,8 +35,9 @@ const TYPES: [GgmlType; 8] = [
 ];
 
 /// Shapes with whole blocks of every type: (rows, cols) with cols a multiple of 256 (an odd number of groups
-/// of 16 rows in two of them, so that the floats' pairs of groups end with a single one).
-const SHAPES: [(usize, usize); 3] = [(16, 256), (48, 512), (80, 768)];
+/// of 16 rows in three of them, so that the floats' pairs of groups end with a single one; 23 groups, so that a
+/// task of the float kernels holds several pairs).
+const SHAPES: [(usize, usize); 4] = [(16, 256), (48, 512), (80, 768), (368, 256)];
 
 /// The levels of this CPU with an interleaved kernel (every x86 one).
 fn levels() -> Vec<Backend> {
@@ -65,22 +66,62 @@ fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
         for (rows, cols) in SHAPES {
             let data = encode(ty, rows, cols, 11);
             let w = WeightView::new(ty, rows, cols, &data).unwrap();
+            // In bf16 products F16 weights are rounded to bf16 (the activations too, as for BF16 weights).
+            let as_bf16 = in_bf16(ty, &data);
             let packed = Interleaved::pack(level, w, |_| {}).unwrap();
-            for n in [1, 3, 4, 5, 8, 9, 12, 13, 17, 25] {
+            let exact = Interleaved::pack(level, w, |_| {}).unwrap().with_f32_products();
+            for (n, packed) in
+                [1, 3, 4, 5, 8, 9, 12, 13, 17, 25, 32, 37].into_iter().flat_map(|n| [(n, &packed), (n, &exact)])
+            {
                 let x: Vec<f32> = values(n * cols, 5 + n as u64).iter().map(|v| 3.0 * v).collect();
                 let mut reference = vec![f32::NAN; n * rows];
-                matmul_with(Backend::Scalar, w, &x, n, &mut reference);
+                let reference_w = match &as_bf16 {
+                    Some(bf) if packed.in_bf16(n) => WeightView::new(GgmlType::BF16, rows, cols, bf).unwrap(),
+                    _ => w,
+                };
+                matmul_with(Backend::Scalar, reference_w, &x, n, &mut reference);
                 let mut y = vec![f32::NAN; n * rows];
                 packed.matmul(&x, n, &mut y);
                 let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+                let bf = packed.in_bf16(n);
                 for (k, (&a, &b)) in y.iter().zip(&reference).enumerate() {
                     assert!(
                         (a as f64 - b as f64).abs() <= 1e-5 * scale,
-                        "{ty:?} {rows}x{cols} n={n} on {level:?}: element {k}: interleaved {a}, scalar {b}"
+                        "{ty:?} {rows}x{cols} n={n} on {level:?} (bf16 {bf}): element {k}: interleaved {a}, scalar {b}"
                     );
                 }
             }
         }
+    }
+}
+
+/// F16 weights (`data`) rounded to bf16, the weights the bf16 products multiply.
+fn in_bf16(ty: GgmlType, data: &[u8]) -> Option<Vec<u8>> {
+    if ty != GgmlType::F16 {
+        return None;
+    }
+    let mut f = vec![0f32; data.len() / 2];
+    tgi_formats::quant::dequantize_row(ty, data, &mut f).unwrap();
+    let mut bf = vec![0u8; data.len()];
+    quantize_row(GgmlType::BF16, &f, &mut bf).unwrap();
+    Some(bf)
+}
+
+#[test]
+fn prefill_meets_float_panels_in_bf16_only_where_the_cpu_has_it() {
+    let data = encode(GgmlType::F16, 32, 64, 3);
+    let w = WeightView::new(GgmlType::F16, 32, 64, &data).unwrap();
+    for level in levels() {
+        let packed = Interleaved::pack(level, w, |_| {}).unwrap();
+        let expected = level == Backend::Avx512 && bf16_dot_available();
+        assert_eq!(packed.in_bf16(BF16_DOT_ROWS), expected, "{level:?}");
+        assert!(!packed.in_bf16(BF16_DOT_ROWS - 1), "decode and small batches keep the f32 products");
+        assert!(!packed.with_f32_products().in_bf16(512));
+    }
+    let q8 = encode(GgmlType::Q8_0, 16, 32, 1);
+    for level in levels() {
+        let packed = Interleaved::pack(level, WeightView::new(GgmlType::Q8_0, 16, 32, &q8).unwrap(), |_| {});
+        assert!(!packed.unwrap().in_bf16(512), "integer kernels stay integer");
     }
 }
 
