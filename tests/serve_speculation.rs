@@ -1,7 +1,8 @@
 //! `tgi serve` with a draft model and with Medusa heads, end to end on stories-distill-4l (stories260k
 //! drafting for it; its heads found from the Medusa directory given as --model): concurrent greedy requests
 //! give `tgi generate`'s text, details and /metrics report the drafts and their acceptance, and a draft model
-//! whose vocabulary differs is refused at startup with exit 2.
+//! whose vocabulary differs is refused at startup with exit 2. Where `TGI_GEMMA3_GGUF` names the published Gemma 3
+//! 270M GGUF: its weights dequantized to F16 as the target, drafted by the same weights quantized to Q4_0 at load.
 
 mod common;
 
@@ -84,6 +85,40 @@ fn medusa_from_its_directory_and_a_draft_model_keep_greedy_output() {
         let log = server.log.lock().unwrap().clone();
         let named = if what == "Medusa" { "Medusa (4 heads)" } else { "draft model (" };
         assert!(log.contains(named), "{what}: the startup log names the method: {log}");
+    }
+}
+
+/// Gemma 3 270M in F16 (`tgi quantize --type f16 --allow-requantize` of the published Q4_K_M file) drafting for
+/// itself from its own weights quantized to Q4_0 at load, over the whole vocabulary and over its first 32768 ids
+/// and single characters (`--draft-vocab`): `tgi generate`'s greedy text, most drafts accepted.
+#[test]
+fn gemma3_f16_with_a_q4_0_self_draft_keeps_greedy_output() {
+    let Some(file) = common::gemma3_file() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("gemma-f16.gguf");
+    let to_f16: [&std::ffi::OsStr; 7] = [
+        "quantize".as_ref(),
+        file.as_os_str(),
+        "--type".as_ref(),
+        "f16".as_ref(),
+        "--allow-requantize".as_ref(),
+        "-o".as_ref(),
+        f16.as_os_str(),
+    ];
+    assert_ok(&tgi(to_f16));
+    let target = f16.to_str().unwrap();
+    let draft = ["--draft-model", target, "--draft-quantize", "q4_0", "--speculate-fixed"];
+    for vocab in [None, Some("32768")] {
+        let mut args = vec!["-m", target];
+        args.extend(draft);
+        args.extend(vocab.iter().flat_map(|&n| ["--draft-vocab", n]));
+        let server = Server::start(&args);
+        let (drafted, accepted) = check_greedy(&server, target);
+        assert!(2 * accepted > drafted, "{vocab:?}: {accepted} of {drafted} drafts accepted");
+        assert_eq!(server.metric("tgi_draft_kv_blocks_used"), 0.0, "the draft cache is empty once idle");
+        if vocab.is_some() {
+            assert!(server.log.lock().unwrap().contains("frequent tokens)"));
+        }
     }
 }
 

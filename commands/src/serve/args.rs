@@ -357,6 +357,13 @@ pub struct ServeArgs {
           value_parser = |s: &str| s.parse::<Quantize>())]
     pub draft_quantize: Option<Quantize>,
 
+    /// The draft model proposes among the first N token ids and the single-character tokens only: its output
+    /// layer keeps those rows (the most frequent tokens in score-ordered vocabularies such as Gemma's), so each
+    /// draft token reads a fraction of a large vocabulary's output layer. Verification is unchanged, so outputs
+    /// are too [default: the whole vocabulary].
+    #[arg(long, env = "TGI_DRAFT_VOCAB", value_name = "N", requires = "draft_model")]
+    pub draft_vocab: Option<usize>,
+
     /// Medusa heads for `--speculate-type medusa`: a directory in TGI's layout (config.json with
     /// medusa_num_heads, medusa_lm_head.safetensors) trained for the model; turns speculation on. A Medusa
     /// directory given as --model serves its base_model_name_or_path with its heads.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::ValueEnum;
 use tgi_engines::model::LoadedModel;
-use tgi_engines::speculative::{check_vocabulary, Medusa, MedusaConfig, Method, SpeculationConfig};
+use tgi_engines::speculative::{check_vocabulary, frequent_ids, Medusa, MedusaConfig, Method, SpeculationConfig};
 
 use super::args::{ServeArgs, SpeculateType};
 use crate::error::InputError;
@@ -34,6 +34,8 @@ pub struct SpeculationPlan {
     pub config: SpeculationConfig,
     /// What proposes.
     pub proposal: Proposal,
+    /// A draft model proposes among the ids below this and the single characters only (`--draft-vocab`).
+    pub draft_vocab: Option<usize>,
 }
 
 impl SpeculationPlan {
@@ -109,7 +111,10 @@ impl SpeculationPlan {
             method: Method::Ngram,
         };
         config.validate().map_err(|e| InputError(format!("--speculate: {e}")))?;
-        Ok(Some(SpeculationPlan { config, proposal }))
+        if args.draft_vocab == Some(0) {
+            return Err(InputError("--draft-vocab must be at least 1".into()));
+        }
+        Ok(Some(SpeculationPlan { config, proposal, draft_vocab: args.draft_vocab }))
     }
 
     /// The settings with their proposer loaded beside `target` (the draft model, or the heads checked
@@ -118,9 +123,16 @@ impl SpeculationPlan {
         let method = match &self.proposal {
             Proposal::Ngram => Method::Ngram,
             Proposal::Draft(args) => {
-                let draft = args.load().map_err(|e| e.context("--draft-model"))?;
+                let mut draft = args.load().map_err(|e| e.context("--draft-model"))?;
                 check_vocabulary(&target.tokenizer, &draft.tokenizer)
                     .map_err(|e| InputError(format!("--draft-model: {e}")))?;
+                if let Some(n) = self.draft_vocab.filter(|&n| n < draft.tokenizer.vocab_size()) {
+                    if !draft.model.limit_vocab(frequent_ids(&draft.tokenizer, n))? {
+                        return Err(
+                            InputError("--draft-vocab: the draft's output layer is not in host memory".into()).into()
+                        );
+                    }
+                }
                 Method::Draft(Arc::new(draft))
             }
             Proposal::Medusa(dir) => {
@@ -154,6 +166,11 @@ pub fn take_medusa_model(model: &mut ModelArgs) -> Result<Option<PathBuf>, Input
 pub fn describe(cfg: &SpeculationConfig) -> String {
     let what = match &cfg.method {
         Method::Ngram => format!("n-gram ({}..{}-grams)", cfg.ngram_min, cfg.ngram_max),
+        Method::Draft(m) if m.model.logit_ids().is_some() => format!(
+            "draft model ({} layers, proposing among {} frequent tokens)",
+            m.model.config().layers,
+            m.model.logit_ids().map_or(0, <[u32]>::len)
+        ),
         Method::Draft(m) => format!("draft model ({} layers)", m.model.config().layers),
         Method::Medusa(h) => format!("Medusa ({} heads)", h.num_heads()),
     };
@@ -183,7 +200,8 @@ mod tests {
         let p = plan(&["--draft-model=d.gguf", "--draft-quantize=q8_0"]).unwrap();
         let Proposal::Draft(args) = &p.proposal else { panic!("{p:?}") };
         assert_eq!((args.model.as_deref(), p.config.depth), (Some("d.gguf"), DRAFT_DEPTH));
-        assert!(args.quantize.is_some());
+        assert!(args.quantize.is_some() && p.draft_vocab.is_none());
+        assert_eq!(plan(&["--draft-model=d.gguf", "--draft-vocab=32768"]).unwrap().draft_vocab, Some(32768));
         let p = plan(&["--medusa", &medusa_dir(), "--speculate-token-cost=0.2"]).unwrap();
         assert!(matches!(p.proposal, Proposal::Medusa(_)) && p.config.depth == 4);
         assert_eq!(p.config.token_cost, Some(0.2));
@@ -205,6 +223,7 @@ mod tests {
         assert!(err(&["--speculate-fixed"]).contains("need --speculate, --draft-model or --medusa"));
         assert!(err(&["--speculate-type=ngram"]).contains("need --speculate"));
         assert!(err(&["--speculate-token-cost=0.3"]).contains("needs --speculate"));
+        assert!(err(&["--draft-model=d", "--draft-vocab=0"]).contains("--draft-vocab must be at least 1"));
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub struct Decoder {
     blocks: Vec<Block>,
     norm: Tensor,
     lm_head: Linear,
+    /// The token id of each output row, when they are not all of them in order (see [`Decoder::limit_vocab`]).
+    logit_ids: Option<Vec<u32>>,
     /// What the output layer became at load.
     output: OutputLayer,
     rope: Rope,
@@ -188,6 +190,7 @@ impl Decoder {
             blocks,
             norm: norm("model.norm.weight", h)?,
             lm_head,
+            logit_ids: None,
             output,
             rope: Rope::new(&cfg, rope_factors.as_deref()),
             rope_local: Rope::local(&cfg),
@@ -207,6 +210,22 @@ impl Decoder {
     /// The hyperparameters.
     pub fn config(&self) -> &DecoderConfig {
         &self.cfg
+    }
+
+    /// Limits the logits to the token ids `ids` (ascending; a draft model proposing among frequent tokens
+    /// only): the output layer keeps those rows, so a step reads and returns `ids.len()` logits a row, the
+    /// `i`-th for `ids[i]` (see [`Decoder::logit_ids`]). Returns whether it could (host weights without bias).
+    pub fn limit_vocab(&mut self, ids: Vec<u32>) -> Result<bool, ModelError> {
+        let Some(head) = self.lm_head.select_rows(&ids)? else { return Ok(false) };
+        self.lm_head = head;
+        self.logit_ids = Some(ids);
+        Ok(true)
+    }
+
+    /// The token id of each logit a row returns, when [`Decoder::limit_vocab`] limited them (else logit `i` is
+    /// token `i`).
+    pub fn logit_ids(&self) -> Option<&[u32]> {
+        self.logit_ids.as_deref()
     }
 
     /// What the output layer (`lm_head`) became at load, for the startup log.
@@ -417,7 +436,7 @@ impl Decoder {
         } else {
             Vec::new()
         };
-        let mut rows = logits.chunks_exact(cfg.vocab);
+        let mut rows = logits.chunks_exact(self.lm_head.rows());
         let mut state_rows = states.chunks_exact(cfg.hidden);
         for (i, s) in batch.iter().enumerate() {
             let take = match s.logits {

@@ -122,6 +122,37 @@ impl Linear {
         Ok(Linear { weight, bias, rows, cols })
     }
 
+    /// Outputs (rows of the weight matrix).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The layer over the outputs `ids` only, in that order (an output layer limited to some token ids), from
+    /// host weights (block types or floats, repacked again where they were); `None` where the weights are not
+    /// host bytes or a bias is added. Every id must be below [`Linear::rows`].
+    pub fn select_rows(&self, ids: &[u32]) -> candle_core::Result<Option<Linear>> {
+        if ids.is_empty() || self.bias.is_some() {
+            return Ok(None);
+        }
+        let (ty, all) = match &self.weight {
+            Weight::Host { ty, bytes } => (*ty, std::borrow::Cow::Borrowed(bytes.as_slice())),
+            Weight::Interleaved(p) => (p.ty(), std::borrow::Cow::Owned(p.unpack())),
+            _ => return Ok(None),
+        };
+        let row = ty.bytes_for(self.cols as u64).ok_or_else(|| candle_core::Error::msg("rows of partial blocks"))?;
+        let row = row as usize;
+        let mut bytes = Vec::with_capacity(ids.len() * row);
+        for &id in ids {
+            let id = id as usize;
+            if id >= self.rows {
+                return Err(candle_core::Error::msg(format!("row {id} of {}", self.rows)));
+            }
+            bytes.extend_from_slice(&all[id * row..(id + 1) * row]);
+        }
+        let (n, device) = (ids.len(), Device::Cpu);
+        Linear::new(ty, WeightBytes::Owned(bytes), n, self.cols, None, &device, candle_core::DType::F32, true).map(Some)
+    }
+
     /// Whether the weights compute in f32: stored as F32 on the host, or an f32 tensor on the device (quantized
     /// and 4-bit weights are not, wherever they run).
     pub fn is_f32(&self) -> bool {

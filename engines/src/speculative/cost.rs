@@ -138,4 +138,94 @@ mod tests {
         c.observe(1, 4, 0.005);
         assert_eq!(c.cost(1), 0.0);
     }
+
+    /// Scripted step times at batch size `b`: a plain step reads the weights once and adds a little per
+    /// sequence; each drafted token adds `per_token`.
+    fn plain(b: usize) -> f64 {
+        0.010 + 0.002 * b as f64
+    }
+
+    #[test]
+    fn cost_is_measured_at_every_batch_size() {
+        let mut c = TokenCost::new(16, 0.1);
+        for b in 1..=16 {
+            assert!(c.explore(b) && c.cost(b) == 0.1, "batch {b}: nothing measured yet");
+            c.observe(b, 0, plain(b));
+            for drafted in [b, 2 * b, 4 * b] {
+                c.observe(b, drafted, plain(b) + 0.003 * drafted as f64);
+            }
+            let want = b as f64 * 0.003 / plain(b);
+            assert!(c.measured(b) && (f64::from(c.cost(b)) - want).abs() < 1e-6, "batch {b}: {}", c.cost(b));
+        }
+        // Each batch size keeps its own measurement.
+        assert!((f64::from(c.cost(1)) - 0.25).abs() < 1e-6 && (f64::from(c.cost(16)) - 48.0 / 42.0).abs() < 1e-5);
+    }
+
+    /// Tokens per second of `batch` alike sequences under the adaptive rule, relative to never drafting, with
+    /// the scripted [`plain`] step, `per_token` seconds per drafted token, and each drafted token accepted with
+    /// probability `acceptance` (a seeded draw). The loop is the scheduler's: a plain step whenever
+    /// [`TokenCost::explore`] asks for one, else each sequence's depth from its acceptance at the measured
+    /// cost, and a one-token probe every [`probe_interval`] steps while that depth is 0.
+    fn simulate(batch: usize, per_token: f64, acceptance: f64) -> f64 {
+        use crate::speculative::{probe_interval, Depth, PRIOR_TOKEN_COST};
+        let mut cost = TokenCost::new(16, PRIOR_TOKEN_COST);
+        let mut seqs = vec![(Depth::default(), 0u32); batch];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut draw = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (mut secs, mut tokens) = (0.0, 0.0);
+        for _ in 0..4000 {
+            let explore = cost.explore(batch);
+            let c = cost.cost(batch);
+            let ks: Vec<usize> = seqs
+                .iter_mut()
+                .map(|(depth, idle)| match (explore, depth.choose(4, c)) {
+                    (true, _) => 0,
+                    (false, 0) => {
+                        *idle += 1;
+                        let probe = *idle >= probe_interval(c);
+                        if probe {
+                            *idle = 0;
+                        }
+                        usize::from(probe)
+                    }
+                    (false, k) => {
+                        *idle = 0;
+                        k
+                    }
+                })
+                .collect();
+            let drafted: usize = ks.iter().sum();
+            let step = plain(batch) + per_token * drafted as f64;
+            cost.observe(batch, drafted, step);
+            secs += step;
+            for ((depth, _), &k) in seqs.iter_mut().zip(&ks) {
+                let accepted = (0..k).take_while(|_| draw() < acceptance).count();
+                depth.observe(k, accepted);
+                tokens += (accepted + 1) as f64;
+            }
+        }
+        tokens / secs / (batch as f64 / plain(batch))
+    }
+
+    #[test]
+    fn the_rule_is_never_more_than_5_percent_slower_at_any_batch_size() {
+        // Cheap drafts that agree (a memory-bound target), cheap drafts that never agree, costly drafts.
+        for (per_token, acceptance) in [(0.003, 0.8), (0.003, 0.0), (0.02, 0.9), (0.008, 0.5)] {
+            for batch in 1..=16 {
+                let ratio = simulate(batch, per_token, acceptance);
+                assert!(
+                    ratio >= 0.95,
+                    "{per_token} s per drafted token, acceptance {acceptance}, batch {batch}: {ratio:.3}x"
+                );
+            }
+        }
+        // Where drafting pays (c = 0.25, a = 0.8 predicts 1.69x at depth 3), the rule takes it.
+        let ratio = simulate(1, 0.003, 0.8);
+        assert!(ratio > 1.5, "{ratio:.3}x");
+    }
 }

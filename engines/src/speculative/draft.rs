@@ -127,7 +127,11 @@ impl DraftModel {
                     j.cache.computed += plan[i].1;
                     continue;
                 }
-                out[i].push(argmax(&row[..self.vocab.min(row.len())]));
+                let best = match self.model.model.logit_ids() {
+                    Some(ids) => ids[argmax(&row) as usize],
+                    None => argmax(&row[..self.vocab.min(row.len())]),
+                };
+                out[i].push(best);
                 j.cache.computed = j.tokens.len() + d;
             }
         }
@@ -169,6 +173,19 @@ fn argmax(row: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// The token ids a draft limited to `n` frequent tokens proposes among (`--draft-vocab`), ascending: the ids
+/// below `n` and every id whose piece is one character or one byte. SentencePiece vocabularies number merged
+/// pieces by score, the most frequent first, and keep the single characters apart (Gemma's last, from id
+/// 236000 on: punctuation, digits and letters among them).
+pub fn frequent_ids(tokenizer: &Tokenizer, n: usize) -> Vec<u32> {
+    (0..tokenizer.vocab_size() as u32)
+        .filter(|&id| {
+            let piece = tokenizer.token_to_piece(id);
+            (id as usize) < n || std::str::from_utf8(&piece).map_or(piece.len() == 1, |p| p.chars().count() == 1)
+        })
+        .collect()
 }
 
 /// Checks that a draft model's tokenizer is the target's: the same tokens, pieces, control tokens, BOS and
@@ -260,6 +277,40 @@ mod tests {
             d.release(cache);
         }
         assert_eq!(d.used_blocks(), 0);
+    }
+
+    #[test]
+    fn a_draft_limited_to_frequent_tokens_proposes_among_them() {
+        let dir = shared("stories-distill-4l/hf");
+        for quantize in [None, Some("q4_0")] {
+            let opts = LoadOptions { quantize: quantize.map(|q| q.parse().unwrap()), ..LoadOptions::default() };
+            let full = load(&dir, &opts).unwrap();
+            let mut limited = load(&dir, &opts).unwrap();
+            let ids = frequent_ids(&full.tokenizer, 300);
+            assert!(ids.len() < 512 && ids[..300].iter().enumerate().all(|(i, &id)| id == i as u32), "{ids:?}");
+            assert!(ids.windows(2).all(|w| w[0] < w[1]) && ids.len() > 300, "single characters past 300 too");
+            assert!(limited.model.limit_vocab(ids.clone()).unwrap());
+            assert_eq!(limited.model.logit_ids(), Some(&ids[..]));
+            let prompt = full.tokenizer.encode("Once upon a time", true, false).unwrap();
+            let last_row = |m: &LoadedModel| {
+                let mut kv = m.model.new_cache(BLOCK_SIZE, 4).unwrap();
+                let mut table = BlockTable::new();
+                kv.reserve(&mut table, prompt.len()).unwrap();
+                let input = SeqInput { tokens: &prompt, start: 0, table: &table, logits: Logits::Last };
+                m.model.forward(&mut kv, &[input]).unwrap().remove(0)
+            };
+            let (all, some) = (last_row(&full), last_row(&limited));
+            assert_eq!(some.len(), ids.len());
+            for (&id, y) in ids.iter().zip(&some) {
+                let x = all[id as usize];
+                assert!((x - y).abs() <= 1e-4 * x.abs().max(1.0), "{quantize:?}: logit of {id}: {x} against {y}");
+            }
+            let mut d = DraftModel::new(Arc::new(limited), 16, 512).unwrap();
+            let mut cache = DraftCache::default();
+            let out = d.propose(&mut [DraftJob { tokens: &prompt, cache: &mut cache, k: 4 }], 1000);
+            assert!(out[0].len() == 4 && out[0].iter().all(|t| ids.contains(t)), "{out:?}");
+            d.release(&mut cache);
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 pub use cost::TokenCost;
 pub use depth::Depth;
-pub use draft::{check_vocabulary, DraftCache, DraftJob, DraftModel};
+pub use draft::{check_vocabulary, frequent_ids, DraftCache, DraftJob, DraftModel};
 pub use medusa::{Medusa, MedusaConfig};
 pub use ngram::propose;
 
