@@ -94,7 +94,10 @@ pub(super) fn run_on(m: Arc<LoadedModel>, cfg: SchedulerConfig, concurrent: bool
 
 /// A scheduler configuration with speculation `spec`.
 pub(super) fn with(spec: SpeculationConfig) -> SchedulerConfig {
-    SchedulerConfig { speculation: Some(spec), ..SchedulerConfig::default() }
+    // A fixed per-step prefill cap: derived, it would follow the machine's step times, and so would how many
+    // steps decode beside prompts (where less is drafted).
+    let batching = Batching { max_prefill_tokens_per_step: Some(256), ..Batching::default() };
+    SchedulerConfig { speculation: Some(spec), batching, ..SchedulerConfig::default() }
 }
 
 #[test]
