@@ -124,7 +124,7 @@ impl Mac for Avx2 {
 }
 
 /// Defines a [`RowDot`] entry point `$name` enabling `$feat` that runs `$kernel` (optionally generic over the
-/// [`Mac`] `$mac`) for 1..=4 activation rows.
+/// type `$mac`: a level's [`Mac`], or a block layout) for 1..=4 activation rows.
 macro_rules! dispatch {
     ($feat:literal, $($mac:ty)?; $(#[$m:meta])* $name:ident => $kernel:ident) => {
         $(#[$m])*
@@ -158,6 +158,7 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         GgmlType::Q6_K => q6_k,
         GgmlType::IQ4_NL => super::avx2_iq4::iq4_nl,
         GgmlType::IQ4_XS => super::avx2_iq4::iq4_xs,
+        GgmlType::IQ3_S => super::avx2_iq3s::iq3_s,
         GgmlType::F32 => f32w,
         GgmlType::F16 => f16w,
         GgmlType::BF16 => bf16w,
@@ -165,7 +166,6 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         | GgmlType::IQ2_XS
         | GgmlType::IQ2_S
         | GgmlType::IQ3_XXS
-        | GgmlType::IQ3_S
         | GgmlType::IQ1_S
         | GgmlType::IQ1_M => super::avx2_iq::row_dot(ty),
     }

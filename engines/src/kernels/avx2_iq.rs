@@ -1,4 +1,5 @@
-//! AVX2 dot products of the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against Q8_K
+//! AVX2 dot products of the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M; IQ3_S has its own in
+//! [`avx2_iq3s`](super::avx2_iq3s)) against Q8_K
 //! activations. As in ggml's x86 kernels the codebook lookups are scalar; here each weight super-block is
 //! unpacked once to signed i8 levels (`tgi_formats::quant::iq`) and then multiplied against up to 4 activation
 //! rows with `vpsignb` / `vpmaddubsw` / `vpmaddwd` (the odd multipliers per 16 values as the i16 factors).
@@ -20,7 +21,6 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         GgmlType::IQ2_XS => iq::<17>,
         GgmlType::IQ3_XXS => iq::<18>,
         GgmlType::IQ1_S => iq::<19>,
-        GgmlType::IQ3_S => iq::<21>,
         GgmlType::IQ2_S => iq::<22>,
         GgmlType::IQ1_M => iq::<29>,
         _ => unreachable!("{ty} is not an i-quant"),

@@ -8,9 +8,13 @@ pub mod act;
 mod avx2;
 mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
+mod avx2_iq3s;
+#[cfg(target_arch = "x86_64")]
 mod avx2_iq4;
 #[cfg(target_arch = "x86_64")]
 mod avx2_lowbit;
+#[cfg(target_arch = "x86_64")]
+mod avx512_iq;
 pub mod awq;
 pub mod bnb4;
 mod dense;

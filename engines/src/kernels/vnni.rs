@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 use tgi_formats::GgmlType;
 
 use super::avx2::{dispatch, packed_pair, packed_scales, q4_0_n, q4_k_n, q5_k_n, q6_k_n, q8_0_n, Mac, RowDot};
+use super::avx2_iq3s::iq3_s_n;
 use super::avx2_iq4::{iq4_nl_n, iq4_xs_n};
 use super::avx2_lowbit::q5_0_n;
 
@@ -56,13 +57,29 @@ vnni_mac!(
 
 /// The AVX-VNNI kernel for `ty`, if it differs from AVX2's.
 pub(super) fn avx_vnni(ty: GgmlType) -> Option<RowDot> {
-    avx_vnni::row_dot(ty)
+    match ty {
+        GgmlType::IQ3_S => Some(iq3_s_avx_vnni),
+        GgmlType::IQ4_XS => Some(iq4_xs_avx_vnni),
+        _ => avx_vnni::row_dot(ty),
+    }
 }
+
+// The i-quants the AVX-512 level runs with 512-bit kernels instead.
+dispatch!("avx2,fma,f16c,avxvnni", AvxVnni;
+    /// IQ3_S weights · Q8_K activations on AVX-VNNI.
+    iq3_s_avx_vnni => iq3_s_n);
+dispatch!("avx2,fma,f16c,avxvnni", AvxVnni;
+    /// IQ4_XS weights · Q8_K activations on AVX-VNNI.
+    iq4_xs_avx_vnni => iq4_xs_n);
 
 /// The AVX-512 VNNI kernel for `ty`, if it differs from AVX2's. The legacy types take the VEX kernels where
 /// the CPU has AVX-VNNI too: the same instructions EVEX-encoded measured 15% slower on Zen 4 (`cargo bench
 /// --bench kernels`, Q8_0 2048×2048 at 4-128 rows), while the K-quant kernels measured faster EVEX-encoded.
+/// IQ3_S, IQ3_XXS, IQ2_S and IQ4_XS take 512-bit kernels ([`avx512_iq`](super::avx512_iq)).
 pub(super) fn avx512_vnni(ty: GgmlType) -> Option<RowDot> {
+    if let Some(f) = super::avx512_iq::row_dot(ty) {
+        return Some(f);
+    }
     if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) && is_x86_feature_detected!("avxvnni") {
         return avx_vnni(ty);
     }
@@ -89,8 +106,6 @@ macro_rules! level {
                 q6_k => q6_k_n);
             dispatch!($feat, $mac; /// IQ4_NL weights · Q8_0 activations.
                 iq4_nl => iq4_nl_n);
-            dispatch!($feat, $mac; /// IQ4_XS weights · Q8_K activations.
-                iq4_xs => iq4_xs_n);
 
             /// The level's kernel for `ty`, if it differs from AVX2's.
             pub(super) fn row_dot(ty: GgmlType) -> Option<RowDot> {
@@ -102,7 +117,6 @@ macro_rules! level {
                     GgmlType::Q5_K => q5_k,
                     GgmlType::Q6_K => q6_k,
                     GgmlType::IQ4_NL => iq4_nl,
-                    GgmlType::IQ4_XS => iq4_xs,
                     _ => return None,
                 })
             }

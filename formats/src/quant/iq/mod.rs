@@ -16,6 +16,9 @@ mod iq3;
 mod search;
 mod unpack;
 
+pub use iq2::IQ2S_WORDS;
+pub use iq3::{IQ3S_WORDS, IQ3XXS_WORDS};
+
 use super::num::fp16_value;
 use crate::GgmlType;
 
