@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::plan::{StepPlan, Work};
 use super::sequence::Sequence;
 use crate::model::{LoadedModel, ModelError};
 use crate::speculative::{check_vocabulary, propose, DraftJob, DraftModel, Medusa, Method, SpeculationConfig};
@@ -90,6 +91,28 @@ impl Proposer {
             }
         }
         out
+    }
+
+    /// Before a step that prefills: the draft model prefills the same prompt chunks (see
+    /// [`DraftModel::prefill`]); nothing for the other methods.
+    pub fn prefill(&mut self, running: &mut [Sequence<'_>], plan: &StepPlan) {
+        let Proposer::Draft(d) = self else { return };
+        let mut chunk = vec![None; running.len()];
+        for slot in plan.slots.iter().filter(|slot| slot.work == Work::Prefill) {
+            chunk[slot.seq] = Some(slot.tokens);
+        }
+        let mut jobs: Vec<DraftJob<'_>> = running
+            .iter_mut()
+            .zip(chunk)
+            .filter_map(|(s, n)| {
+                let end = s.computed + n?;
+                Some(DraftJob { tokens: &s.tokens[..end], cache: &mut s.spec.draft_cache, k: 0 })
+            })
+            .collect();
+        if jobs.is_empty() {
+            return;
+        }
+        d.prefill(&mut jobs);
     }
 
     /// After a step: the draft cache keeps only what the target kept of the sequence (all but its pending

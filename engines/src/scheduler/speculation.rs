@@ -25,6 +25,16 @@ pub(super) struct Speculation {
 }
 
 impl Speculation {
+    /// Starts the depth controller from `depth` (the acceptance measured on earlier sequences).
+    pub fn start_from(&mut self, depth: Depth) {
+        self.depth = depth;
+    }
+
+    /// The depth controller's state, for carrying it to later sequences.
+    pub fn depth(&self) -> Depth {
+        self.depth
+    }
+
     /// The number of tokens to draft in the next step of a sequence, at most `cap` (the batch rule) and
     /// `room` (what the request may still generate, less the token the step samples anyway): the adaptive
     /// rule's depth at `token_cost`, or `cap` with a fixed depth. A sequence the rule keeps from speculating

@@ -59,6 +59,11 @@ impl Depth {
         self.push(if hit { 1.0 } else { 0.0 });
     }
 
+    /// Moves the estimate halfway to `other`'s: a new sequence starts from what finished ones measured.
+    pub fn follow(&mut self, other: Depth) {
+        self.acceptance += 0.5 * (other.acceptance - self.acceptance);
+    }
+
     fn push(&mut self, x: f32) {
         self.acceptance += RATE * (x - self.acceptance);
     }
@@ -92,5 +97,18 @@ mod tests {
             d.observe_shadow(true);
         }
         assert!(d.choose(4, 0.1) >= 3, "shadow hits bring speculation back: {d:?}");
+    }
+
+    #[test]
+    fn follow_moves_halfway_to_the_other_estimate() {
+        let mut carried = Depth::default();
+        let mut high = Depth::default();
+        for _ in 0..30 {
+            high.observe(4, 4);
+        }
+        carried.follow(high);
+        assert!((carried.acceptance() - (0.5 + 0.5 * (high.acceptance() - 0.5))).abs() < 1e-6);
+        carried.follow(high);
+        assert!(carried.acceptance() > 0.85 && carried.choose(4, 0.1) == 4, "{carried:?}");
     }
 }

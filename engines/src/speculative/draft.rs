@@ -8,6 +8,10 @@ use crate::kv::{BlockTable, KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
 use crate::text::tokenizer::Tokenizer;
 
+/// Tokens a steadily drafting sequence feeds the draft model first (the last draft token and the sampled one);
+/// more is catching up on tokens generated while it did not speculate, which counts against the step's budget.
+const STEADY_FEED: usize = 2;
+
 /// Where a sequence stands in the draft model's cache.
 #[derive(Debug, Default)]
 pub struct DraftCache {
@@ -52,8 +56,9 @@ impl DraftModel {
 
     /// Greedy drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or cache
     /// ends): first each sequence's tokens the draft cache lacks, then one batched step per further position.
-    /// The tokens caught up in the first step are at most `catch_up` in all (a long prompt is caught up over
-    /// several steps, without drafts until it is, so that it never stalls the batch); a failed step ends the
+    /// The tokens caught up in the first step, past each sequence's steady two, are at most `catch_up` in all
+    /// (a long lag is caught up over several steps, without drafts until it is, so that it never stalls the
+    /// batch); a failed step ends the
     /// drafts of that step's sequences where they are (logged).
     pub fn propose(&mut self, jobs: &mut [DraftJob<'_>], catch_up: usize) -> Vec<Vec<u32>> {
         let context = self.model.model.config().context;
@@ -64,24 +69,22 @@ impl DraftModel {
             let (n, done) = (j.tokens.len(), j.cache.computed);
             let k = j.k.min((context + 1).saturating_sub(n));
             let lag = n - done.min(n);
-            let (k, feed) = match (k, lag) {
-                (0, _) | (_, 0) => (0, 0),
-                (_, lag) if lag > left => (0, left),
-                (k, lag) => (k, lag),
+            let (k, feed, spent) = match (k, lag) {
+                (0, _) | (_, 0) => (0, 0, 0),
+                (_, lag) if lag > left + STEADY_FEED => (0, left, left),
+                (k, lag) => (k, lag, lag.saturating_sub(STEADY_FEED)),
             };
             let end = if k > 0 { n + k - 1 } else { done + feed };
             if feed == 0 || self.kv.reserve(&mut j.cache.table, end).is_err() {
                 plan.push((0, 0));
                 continue;
             }
-            left -= feed;
+            left -= spent;
             plan.push((k, feed));
         }
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); jobs.len()];
-        // Steady drafting feeds at most 2 tokens a sequence first (the last draft token and the sampled one);
-        // more is catching up on tokens generated while the sequence did not speculate.
         let fed: usize = plan.iter().map(|p| p.1).sum();
-        let lagging = fed > 2 * plan.iter().filter(|p| p.1 > 0).count();
+        let lagging = fed > STEADY_FEED * plan.iter().filter(|p| p.1 > 0).count();
         self.catch_up_secs = 0.0;
         let depth = plan.iter().map(|p| p.0.max(usize::from(p.1 > 0))).max().unwrap_or(0);
         for d in 0..depth {
@@ -141,6 +144,41 @@ impl DraftModel {
             }
         }
         out
+    }
+
+    /// Feeds each job's tokens that its draft cache lacks (its `k` unused) in one batched step without
+    /// logits: the draft model prefills beside the target, so that a sequence drafts from its first decode
+    /// step instead of catching its prompt up later within the small budget of a loaded batch. A job past the
+    /// draft model's context, or without blocks, is left to catch up later; a failed step is logged.
+    pub fn prefill(&mut self, jobs: &mut [DraftJob<'_>]) {
+        let context = self.model.model.config().context;
+        let fed: Vec<bool> = jobs
+            .iter_mut()
+            .map(|j| {
+                let n = j.tokens.len();
+                n > j.cache.computed && n <= context && self.kv.reserve(&mut j.cache.table, n).is_ok()
+            })
+            .collect();
+        let inputs: Vec<SeqInput<'_>> = jobs
+            .iter()
+            .zip(&fed)
+            .filter(|(_, &f)| f)
+            .map(|(j, _)| SeqInput {
+                tokens: &j.tokens[j.cache.computed..],
+                start: j.cache.computed,
+                table: &j.cache.table,
+                logits: Logits::None,
+            })
+            .collect();
+        if inputs.is_empty() {
+            return;
+        }
+        let done = self.model.model.forward(&mut self.kv, &inputs);
+        drop(inputs);
+        match done {
+            Ok(_) => jobs.iter_mut().zip(fed).filter(|(_, f)| *f).for_each(|(j, _)| j.cache.computed = j.tokens.len()),
+            Err(e) => tracing::warn!(error = %e, "the draft model's prefill failed; its sequences catch up later"),
+        }
     }
 
     /// Seconds the last [`DraftModel::propose`] spent on a first step that caught up sequences lagging by more
@@ -262,21 +300,57 @@ mod tests {
         assert_eq!(a.computed, prompt.len() + 2);
         let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3 }], 1000);
         assert_eq!(out[0], alone[kept.len()..kept.len() + 3]);
-        // A long lag is caught up a budget at a time, without drafts until it is; then drafts go on as before.
+        // A long lag is caught up a budget at a time past the steady two tokens, without drafts until it is;
+        // then drafts go on as before.
         let mut c = DraftCache::default();
-        let long = &alone[..prompt.len() + 5];
-        for step in 0..2 {
-            let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2 }], 4);
-            assert!(out[0].is_empty() && c.computed == 4 * (step + 1), "step {step}: {c:?}");
-        }
+        let long = &alone[..prompt.len() + 4];
+        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2 }], 4);
+        assert!(out[0].is_empty() && c.computed == 4, "{c:?}");
         assert!(d.catch_up_secs() > 0.0, "catching up is timed");
-        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1 }], 4);
-        assert_eq!(out[0], alone[long.len()..long.len() + 1]);
+        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1 }], long.len() - 4 - 2);
+        assert_eq!((out[0].as_slice(), c.computed), (&alone[long.len()..long.len() + 1], long.len()));
+        let next = &alone[..long.len() + 1];
+        let out = d.propose(&mut [DraftJob { tokens: next, cache: &mut c, k: 1 }], 1);
+        assert_eq!(out[0], alone[next.len()..next.len() + 1]);
         assert_eq!(d.catch_up_secs(), 0.0, "one token behind is steady drafting");
         for cache in [&mut a, &mut b, &mut c] {
             d.release(cache);
         }
         assert_eq!(d.used_blocks(), 0);
+    }
+
+    #[test]
+    fn sequences_prefilled_beside_the_target_draft_at_once_within_a_small_budget() {
+        let m = Arc::new(load(&shared("stories260k/hf"), &LoadOptions::default()).unwrap());
+        let mut d = DraftModel::new(m.clone(), 16, 512).unwrap();
+        let prompts = ["Once upon a time", "The little dog ran"].map(|p| m.tokenizer.encode(p, true, false).unwrap());
+        let alone: Vec<u32> = prompts
+            .iter()
+            .map(|p| {
+                let mut fresh = DraftCache::default();
+                let out = d.propose(&mut [DraftJob { tokens: p, cache: &mut fresh, k: 1 }], 1000);
+                d.release(&mut fresh);
+                out[0][0]
+            })
+            .collect();
+        // The target prefills each prompt but its last token (a chunk), the draft model beside it.
+        let (mut a, mut b) = (DraftCache::default(), DraftCache::default());
+        let [p, q] = &prompts;
+        d.prefill(&mut [
+            DraftJob { tokens: &p[..p.len() - 1], cache: &mut a, k: 0 },
+            DraftJob { tokens: &q[..q.len() - 1], cache: &mut b, k: 0 },
+        ]);
+        assert_eq!((a.computed, b.computed), (p.len() - 1, q.len() - 1));
+        // Two sequences a token or two behind draft in the same step with a budget of one: steady feeds are free.
+        let out = d.propose(
+            &mut [DraftJob { tokens: p, cache: &mut a, k: 1 }, DraftJob { tokens: q, cache: &mut b, k: 1 }],
+            1,
+        );
+        assert_eq!(out, vec![vec![alone[0]], vec![alone[1]]]);
+        assert_eq!(d.catch_up_secs(), 0.0);
+        for cache in [&mut a, &mut b] {
+            d.release(cache);
+        }
     }
 
     #[test]

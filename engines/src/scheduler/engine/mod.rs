@@ -23,7 +23,7 @@ use super::sequence::{Ending, Outcome, Progress, Sequence, StepMask, StepRows};
 use super::stats::Stats;
 use crate::kv::{KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, ModelError, Rows, SeqInput};
-use crate::speculative::{TokenCost, PRIOR_TOKEN_COST};
+use crate::speculative::{probe_interval, Depth, TokenCost, PRIOR_TOKEN_COST};
 
 /// A request on its way to the engine thread.
 pub(super) struct Submission {
@@ -87,6 +87,8 @@ pub(super) struct Engine<'m> {
     proposer: Proposer,
     /// Measured cost of a drafted token, per batch size.
     token_cost: TokenCost,
+    /// Acceptance carried over from finished sequences: where a new sequence's depth controller starts.
+    acceptance: Depth,
     stats: Stats,
     /// Where [`SchedulerHandle::stats`](super::SchedulerHandle::stats) reads them.
     shared: Arc<Mutex<Stats>>,
@@ -153,6 +155,7 @@ impl<'m> Engine<'m> {
             clock: StepClock::Wall,
             proposer,
             token_cost,
+            acceptance: Depth::default(),
             stats,
             shared,
             step: 0,
@@ -212,7 +215,8 @@ impl<'m> Engine<'m> {
     }
 
     fn enqueue(&mut self, s: Submission) {
-        let seq = Sequence::new(self.m, s.req, s.sink, s.at, self.step, s.hashes);
+        let mut seq = Sequence::new(self.m, s.req, s.sink, s.at, self.step, s.hashes);
+        seq.spec.start_from(self.acceptance);
         self.queue.push_back(seq);
     }
 
@@ -259,6 +263,10 @@ impl<'m> Engine<'m> {
         let cap = if explore { 0 } else { cfg.cap(self.running.len()) };
         let cost = cfg.token_cost.unwrap_or_else(|| self.token_cost.cost(decoding));
         let wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
+        // A sequence the rule kept from drafting lags the draft model by the steps between probes: its probe
+        // catches that up whole, or it would never draft again in a loaded batch.
+        let probe_lag = decoding * (probe_interval(cost) as usize + 1);
+        let catch_up = catch_up.max(probe_lag.min(self.cfg.batching.max_batch_prefill_tokens));
         let proposals = self.proposer.propose(&mut self.running, &wants, &cfg, catch_up);
         let mut gains = (0.0f64, 0usize);
         for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(&proposals) {
@@ -285,6 +293,9 @@ impl<'m> Engine<'m> {
         let plan = StepPlan::build(&self.running, budget);
         if plan.slots.is_empty() {
             return None;
+        }
+        if self.cfg.speculation.as_ref().is_some_and(|c| c.cap(self.running.len()) > 0) {
+            self.proposer.prefill(&mut self.running, &plan);
         }
         let drafted: usize = plan.slots.iter().map(|slot| self.running[slot.seq].spec.draft().len()).sum();
         let paused = self.proposer.catch_up_secs();
@@ -413,6 +424,7 @@ impl<'m> Engine<'m> {
                     tracing::debug!(request_id = %s.request_id, tokens = s.tokens.len(), "retired");
                     self.kv.release(&mut s.table);
                     self.proposer.release(&mut s);
+                    self.acceptance.follow(s.spec.depth());
                     self.endings.extend(s.into_ending());
                 }
                 Progress::Closed => {
