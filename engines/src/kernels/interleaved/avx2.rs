@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::{K_QUANTS, K_SCALES, Q6_QUANTS, Q6_SCALES};
+use super::layout::{q6_quants, q6_slices, K_QUANTS, K_SCALES, Q6_SCALES};
 use super::{Kind, ROWS, X_LEGACY_BYTES};
 use crate::kernels::act::Q8_K_BYTES;
 
@@ -435,8 +435,6 @@ unsafe fn q6_tile<const N: usize>(
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
         let wb = w.add(b * gb);
-        let q = wb.add(Q6_QUANTS);
-        let slices = q.add(2 * 16 * 64);
         let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
         let scale = |s: usize| wb.add(Q6_SCALES + ROWS * s + HALF * h);
         let mut isum = [zero; N];
@@ -448,11 +446,11 @@ unsafe fn q6_tile<const N: usize>(
                 // nibbles' columns, then the high ones': only `N` i16 sums live at a time.
                 for pair in 0..2 {
                     let k = 4 * quad + 2 * pair;
-                    let s = load(slices.add(32 * (2 * (8 * part + k / 2) + h)));
+                    let s = load(wb.add(q6_slices(part, k / 2) + 32 * h));
                     for (high, sc) in [(0, sl), (1, sh)] {
                         let mut sum = [zero; N];
                         for t in 0..2 {
-                            let v = load(q.add(64 * (16 * part + k + t) + 32 * h));
+                            let v = load(wb.add(q6_quants(part, k + t) + 32 * h));
                             let nibble = _mm256_and_si256(if high == 0 { v } else { _mm256_srli_epi16::<4>(v) }, m4);
                             let wv = _mm256_or_si256(nibble, _mm256_and_si256(to_bit4(s, 4 * t + 2 * high), m30));
                             for j in 0..N {

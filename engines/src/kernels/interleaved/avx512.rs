@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::{K_QUANTS, K_SCALES, Q6_QUANTS, Q6_SCALES};
+use super::layout::{q6_quants, q6_slices, K_QUANTS, K_SCALES, Q6_SCALES};
 use super::{Kind, ROWS, X_LEGACY_BYTES};
 use crate::kernels::act::Q8_K_BYTES;
 
@@ -163,8 +163,6 @@ unsafe fn q6_tile<const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usi
     let mut acc = [_mm512_setzero_ps(); N];
     for b in 0..nb {
         let wb = w.add(b * gb);
-        let q = wb.add(Q6_QUANTS);
-        let slices = q.add(2 * 16 * 64);
         let xb: [*const u8; N] = std::array::from_fn(|j| x.add(j * xs + b * Q8_K_BYTES));
         let scale = |s: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(wb.add(Q6_SCALES + ROWS * s).cast()));
         let mut isum = [zero; N];
@@ -173,11 +171,11 @@ unsafe fn q6_tile<const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usi
                 let (mut lo, mut hi) = ([zero; N], [zero; N]);
                 for k in (4 * quad..4 * quad + 4).step_by(2) {
                     // Chunk `k`'s two bits per column sit at 0..2 (low nibbles) and 2..4, chunk `k + 1`'s above.
-                    let s = _mm512_loadu_si512(slices.add(64 * (8 * h + k / 2)).cast());
+                    let s = _mm512_loadu_si512(wb.add(q6_slices(h, k / 2)).cast());
                     let highs =
                         [(_mm512_slli_epi16::<4>(s), _mm512_slli_epi16::<2>(s)), (s, _mm512_srli_epi16::<2>(s))];
                     for (t, (hl, hh)) in highs.into_iter().enumerate() {
-                        let v = _mm512_loadu_si512(q.add(64 * (16 * h + k + t)).cast());
+                        let v = _mm512_loadu_si512(wb.add(q6_quants(h, k + t)).cast());
                         let (wl, wh) = (six(v, hl), six(_mm512_srli_epi16::<4>(v), hh));
                         for j in 0..N {
                             let xq = xb[j].add(4 + 128 * h + 4 * (k + t));

@@ -18,12 +18,14 @@
 //!
 //! Q6_K (super-blocks of 256 columns in two halves of 128, 16 sub-blocks of 16 with i8 scales):
 //! - the rows' f16 `d` (32 bytes), then the scales, sub-block after sub-block, 16 rows each (256 bytes);
-//! - the low four bits of each half `h` as 16 chunks of 64 bytes, chunk `k` holding each row's `ql` bytes
-//!   `64h + 4k..64h + 4k + 4` (low nibbles columns `128h + 4k..`, high nibbles `128h + 64 + 4k..`);
-//! - the high two bits of each pair of chunks `2j`, `2j + 1` of half `h` as 64 bytes (at `64(8h + j)`), on every
-//!   level: byte `4r + i` holds chunk `2j`'s two bits of its low nibble's column `i` in bits 0..2 and of its high
-//!   nibble's in bits 2..4, chunk `2j + 1`'s in bits 4..8 (bytes `32h'..32h' + 32` are the AVX2 kernels' slice of
-//!   the half of rows `h'`).
+//! - then for each half `h` and pair of chunks `2j`, `2j + 1` (`j` in 0..8), 192 bytes in the order the kernels read
+//!   them (one forward stream for the hardware prefetcher, see [`q6_slices`] and [`q6_quants`]): the pair's high
+//!   bits (64 bytes), then chunk `2j`'s and chunk `2j + 1`'s low bits (64 bytes each);
+//! - chunk `k` of half `h` holds each row's `ql` bytes `64h + 4k..64h + 4k + 4` (low nibbles columns `128h + 4k..`,
+//!   high nibbles `128h + 64 + 4k..`);
+//! - the high bits of a pair of chunks, on every level: byte `4r + i` holds chunk `2j`'s two bits of its low nibble's
+//!   column `i` in bits 0..2 and of its high nibble's in bits 2..4, chunk `2j + 1`'s in bits 4..8 (bytes
+//!   `32h'..32h' + 32` are the AVX2 kernels' slice of the half of rows `h'`).
 //!
 //! F16 and BF16 (blocks of 32 columns): the 16 rows' values of column 0, then of column 1, ... (32 bytes each).
 
@@ -36,8 +38,20 @@ pub(super) const K_QUANTS: usize = 64 + 2 * 8 * ROWS;
 pub(super) const K_SCALES: usize = 64;
 /// Where a Q6_K group block's scales start.
 pub(super) const Q6_SCALES: usize = 32;
-/// Where a Q6_K group block's quants start (their masks follow them).
-pub(super) const Q6_QUANTS: usize = 32 + 16 * ROWS;
+/// Where a Q6_K group block's quants and high bits start.
+const Q6_QUANTS: usize = 32 + 16 * ROWS;
+
+/// Where, in a Q6_K group block, the high bits of half `h`'s pair of chunks `j` (64 bytes) start.
+#[inline(always)]
+pub(super) const fn q6_slices(h: usize, j: usize) -> usize {
+    Q6_QUANTS + 192 * (8 * h + j)
+}
+
+/// Where, in a Q6_K group block, the low bits of half `h`'s chunk `k` (64 bytes) start.
+#[inline(always)]
+pub(super) const fn q6_quants(h: usize, k: usize) -> usize {
+    q6_slices(h, k / 2) + 64 * (1 + k % 2)
+}
 
 /// How the high bits of `Q5_0` and `Q5_K` are kept (see the module documentation; Q6_K's are byte slices on every
 /// level).
@@ -242,31 +256,29 @@ fn q6_high(qh: &[u8], e: usize) -> u8 {
 
 /// [`pack`] for Q6_K.
 fn pack_q6(blocks: &[&[u8]; ROWS], out: &mut [u8]) {
-    let (head, rest) = out.split_at_mut(Q6_QUANTS);
-    let (quants, high_bits) = rest.split_at_mut(2 * 16 * 64);
-    high_bits.fill(0);
+    out[Q6_QUANTS..].fill(0);
     for (r, block) in blocks.iter().enumerate() {
-        head[2 * r..2 * r + 2].copy_from_slice(&block[208..210]);
+        out[2 * r..2 * r + 2].copy_from_slice(&block[208..210]);
         for s in 0..16 {
-            head[Q6_SCALES + ROWS * s + r] = block[192 + s];
+            out[Q6_SCALES + ROWS * s + r] = block[192 + s];
         }
         for h in 0..2 {
             let qh = &block[128 + 32 * h..128 + 32 * h + 32];
             for k in 0..16 {
-                let at = 64 * (16 * h + k) + 4 * r;
-                quants[at..at + 4].copy_from_slice(&block[64 * h + 4 * k..][..4]);
+                let at = q6_quants(h, k) + 4 * r;
+                out[at..at + 4].copy_from_slice(&block[64 * h + 4 * k..][..4]);
                 for i in 0..4 {
                     let (lo, hi) = (q6_high(qh, 4 * k + i), q6_high(qh, 64 + 4 * k + i));
-                    high_bits[q6_slice(h, k, r, i)] |= (lo | hi << 2) << (4 * (k % 2));
+                    out[q6_slice(h, k, r, i)] |= (lo | hi << 2) << (4 * (k % 2));
                 }
             }
         }
     }
 }
 
-/// The byte of Q6_K's high-bit slices for half `h` of the super-block, chunk `k`, row `r` and column `i`.
+/// The byte of a Q6_K group block's high bits for half `h` of the super-block, chunk `k`, row `r` and column `i`.
 fn q6_slice(h: usize, k: usize, r: usize, i: usize) -> usize {
-    SLICE * (2 * (8 * h + k / 2) + r / 8) + 4 * (r % 8) + i
+    q6_slices(h, k / 2) + SLICE * (r / 8) + 4 * (r % 8) + i
 }
 
 /// [`unpack`] for Q6_K.
@@ -275,14 +287,12 @@ fn unpack_q6(packed: &[u8], r: usize, out: &mut [u8]) {
     for s in 0..16 {
         out[192 + s] = packed[Q6_SCALES + ROWS * s + r];
     }
-    let quants = &packed[Q6_QUANTS..];
-    let high_bits = &quants[2 * 16 * 64..];
     out[128..192].fill(0);
     for h in 0..2 {
         for k in 0..16 {
-            out[64 * h + 4 * k..][..4].copy_from_slice(&quants[64 * (16 * h + k) + 4 * r..][..4]);
+            out[64 * h + 4 * k..][..4].copy_from_slice(&packed[q6_quants(h, k) + 4 * r..][..4]);
             for i in 0..4 {
-                let v = high_bits[q6_slice(h, k, r, i)] >> (4 * (k % 2));
+                let v = packed[q6_slice(h, k, r, i)] >> (4 * (k % 2));
                 for (e, two) in [(4 * k + i, v & 3), (64 + 4 * k + i, (v >> 2) & 3)] {
                     out[128 + 32 * h + e % 32] |= two << (2 * (e / 32));
                 }
