@@ -107,8 +107,14 @@ for entry in $QUALITY_TYPES; do
     "$TGI" quantize "$MODEL" --type "$t" "${tm[@]}" -o "$tf" --force -q
     read -r lsize lbpw < <(size_bpw "$lf")
     read -r tsize tbpw < <(size_bpw "$tf")
-    "$LLAMA_BIN/llama-perplexity" -m "$lf" -f "$QUALITY_TEXT" -c "$QUALITY_CTX" -t "$THREADS" \
-        --kl-divergence-base "$WORK/llama-base.kld" --kl-divergence >"$WORK/llama-kld.txt" 2>&1
+    # llama-perplexity logs through a thread that its exit does not wait for (llama.cpp's common_log, leaked on
+    # purpose: ggml-org/llama.cpp#22142), so the end of its output is sometimes lost: run it until the summary's
+    # last line is there.
+    for _ in 1 2 3 4 5; do
+        "$LLAMA_BIN/llama-perplexity" -m "$lf" -f "$QUALITY_TEXT" -c "$QUALITY_CTX" -t "$THREADS" \
+            --kl-divergence-base "$WORK/llama-base.kld" --kl-divergence >"$WORK/llama-kld.txt" 2>&1
+        grep -q "^Same top p:" "$WORK/llama-kld.txt" && break
+    done
     "$TGI" perplexity -m "$tf" -f "$QUALITY_TEXT" -c "$QUALITY_CTX" -t "$THREADS" \
         --kl-divergence-base "$WORK/tgi-base.kld" --kl-divergence --json -q >"$WORK/tgi-kld.json"
     python3 - "$entry" "$WORK/llama-kld.txt" "$WORK/tgi-kld.json" "$lsize $lbpw" "$tsize $tbpw" <<'PY'

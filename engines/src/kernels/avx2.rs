@@ -123,19 +123,19 @@ impl Mac for Avx2 {
     }
 }
 
-/// Defines a [`RowDot`] entry point `$name` enabling `$feat` that runs `$kernel` (optionally generic over the
-/// type `$mac`: a level's [`Mac`], or a block layout) for 1..=4 activation rows.
+/// Defines a [`RowDot`] entry point `$name` enabling `$feat` that runs `$kernel` (generic over the types `$ty`, if
+/// any: a level's [`Mac`], a block layout, or both) for 1..=4 activation rows.
 macro_rules! dispatch {
-    ($feat:literal, $($mac:ty)?; $(#[$m:meta])* $name:ident => $kernel:ident) => {
+    ($feat:literal, $($ty:ty),*; $(#[$m:meta])* $name:ident => $kernel:ident) => {
         $(#[$m])*
         #[target_feature(enable = $feat)]
         pub unsafe fn $name(w: &[u8], x: &[u8], xs: usize, nx: usize, cols: usize, out: &mut [f32]) {
             debug_assert!((1..=4).contains(&nx) && out.len() >= nx && x.len() >= nx * xs);
             match nx {
-                1 => $kernel::<$($mac,)? 1>(w.as_ptr(), x.as_ptr(), xs, cols, out),
-                2 => $kernel::<$($mac,)? 2>(w.as_ptr(), x.as_ptr(), xs, cols, out),
-                3 => $kernel::<$($mac,)? 3>(w.as_ptr(), x.as_ptr(), xs, cols, out),
-                _ => $kernel::<$($mac,)? 4>(w.as_ptr(), x.as_ptr(), xs, cols, out),
+                1 => $kernel::<$($ty,)* 1>(w.as_ptr(), x.as_ptr(), xs, cols, out),
+                2 => $kernel::<$($ty,)* 2>(w.as_ptr(), x.as_ptr(), xs, cols, out),
+                3 => $kernel::<$($ty,)* 3>(w.as_ptr(), x.as_ptr(), xs, cols, out),
+                _ => $kernel::<$($ty,)* 4>(w.as_ptr(), x.as_ptr(), xs, cols, out),
             }
         }
     };

@@ -1,9 +1,12 @@
-//! AVX2 dot products of the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M; IQ3_S has its own in
-//! [`avx2_iq3s`](super::avx2_iq3s)) against Q8_K
+//! AVX2 dot products of the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M) against Q8_K
 //! activations. As in ggml's x86 kernels the codebook lookups are scalar; here each weight super-block is
 //! unpacked once to signed i8 levels (`tgi_formats::quant::iq`) and then multiplied against up to 4 activation
 //! rows with `vpsignb` / `vpmaddubsw` / `vpmaddwd` (the odd multipliers per 16 values as the i16 factors).
 //! The integer sums and the f32 steps are the scalar kernel's, so both give the same bits.
+//!
+//! IQ3_S ([`avx2_iq3s`](super::avx2_iq3s)) and IQ4_XS ([`avx2_iq4`](super::avx2_iq4)) decode each 32-value
+//! sub-block straight from the bytes instead, through [`SubBlocks`] and the one kernel [`superblocks_n`] on
+//! every 256-bit level.
 
 use std::arch::x86_64::*;
 
@@ -11,7 +14,7 @@ use tgi_formats::quant::iq::{IqBlock, IqCodec};
 use tgi_formats::GgmlType;
 
 use super::act::Q8_K_BYTES;
-use super::avx2::{load, RowDot};
+use super::avx2::{f16_at, hsum_ps, load, Mac, RowDot};
 use super::scalar::iq_codec;
 
 /// The AVX2 kernel for i-quant `ty`.
@@ -75,5 +78,50 @@ unsafe fn iq_n<const N: usize>(c: &IqCodec, w: &[u8], x: *const u8, xs: usize, c
     }
     for (o, a) in out.iter_mut().zip(acc) {
         *o = a * c.dot_scale;
+    }
+}
+
+/// An i-quant super-block of 256 values as eight 32-value sub-blocks that decode straight from its bytes.
+pub(super) trait SubBlocks {
+    /// Bytes per super-block (the f16 scale `d` first).
+    const BYTES: usize;
+    /// Sub-block `ib` (values `32ib..32ib + 32`) of the super-block at `wb`: the levels' magnitudes (unsigned
+    /// bytes), per byte the sign the activation takes (`vpsignb`), and the sub-block's i16 scale.
+    unsafe fn sub_block(wb: *const u8, ib: usize) -> (__m256i, __m256i, i16);
+}
+
+/// The kernel of every [`SubBlocks`] type on the level `M`, for `N` activation rows: per super-block and
+/// sub-block, the magnitudes against each row's signed activations in `vpmaddubsw`, the pair sums times the
+/// scale into i32 lanes, then the super-block's lanes times `d` and the row's Q8_K scale into f32 lanes. The
+/// integer sums are the scalar kernel's; only the order of the f32 accumulation differs.
+#[inline(always)]
+pub(super) unsafe fn superblocks_n<M: Mac, T: SubBlocks, const N: usize>(
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    cols: usize,
+    out: &mut [f32],
+) {
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..cols / 256 {
+        let wb = w.add(T::BYTES * b);
+        let xb = x.add(Q8_K_BYTES * b);
+        let mut sumi = [_mm256_setzero_si256(); N];
+        for ib in 0..8 {
+            let (q, sign, s) = T::sub_block(wb, ib);
+            let s = _mm256_set1_epi16(s);
+            for (j, sumi) in sumi.iter_mut().enumerate() {
+                let xq = load(xb.add(j * xs + 4 + 32 * ib));
+                *sumi = M::dpwssd(*sumi, _mm256_maddubs_epi16(q, _mm256_sign_epi8(xq, sign)), s);
+            }
+        }
+        let dw = f16_at(wb);
+        for (j, acc) in acc.iter_mut().enumerate() {
+            let xd = (xb.add(j * xs) as *const f32).read_unaligned();
+            *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd), _mm256_cvtepi32_ps(sumi[j]), *acc);
+        }
+    }
+    for j in 0..N {
+        out[j] = hsum_ps(acc[j]);
     }
 }

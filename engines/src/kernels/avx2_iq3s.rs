@@ -1,22 +1,21 @@
-//! IQ3_S weights · Q8_K activations on the 256-bit levels, generic over [`Mac`] so that the VNNI levels reuse
-//! it, as ggml's AVX2 `ggml_vec_dot_iq3_s_q8_K` computes it: per 32 values the eight 9-bit codeword indices in
-//! one vector, the codewords fetched with one u32 load each (faster than `vpgatherdd`), the 32 stored sign bits
-//! spread to byte masks and applied to the activations with `vpsignb`, then the unsigned levels (1..=15) meet
-//! the signed activations in `vpmaddubsw` and the sub-block's odd scale in `vpmaddwd`.
-//!
-//! The integer sums per super-block are the scalar kernel's; only the order of the f32 accumulation differs.
+//! IQ3_S weights · Q8_K activations on the 256-bit levels ([`SubBlocks`] of [`avx2_iq`](super::avx2_iq)), as
+//! ggml's AVX2 `ggml_vec_dot_iq3_s_q8_K` computes it: per 32 values the eight 9-bit codeword indices in one
+//! vector, the codewords fetched with one u32 load each (faster than `vpgatherdd`), the 32 stored sign bits spread
+//! to byte masks and applied to the activations with `vpsignb`, then the unsigned levels (1..=15) meet the signed
+//! activations in `vpmaddubsw` (pairs of products at most 2 · 15 · 128, inside i16) and the sub-block's odd scale
+//! in `vpmaddwd`.
 
 use std::arch::x86_64::*;
 
 use tgi_formats::quant::iq::IQ3S_WORDS;
 
-use super::act::Q8_K_BYTES;
-use super::avx2::{dispatch, f16_at, hsum_ps, load, Avx2, Mac};
+use super::avx2::{dispatch, Avx2};
+use super::avx2_iq::{superblocks_n, SubBlocks};
 
 dispatch!(
-    "avx2,fma,f16c", Avx2;
+    "avx2,fma,f16c", Avx2, Iq3SBlock;
     /// IQ3_S weights · Q8_K activations.
-    iq3_s => iq3_s_n
+    iq3_s => superblocks_n
 );
 
 /// Bytes of one IQ3_S super-block: `d`, `qs[64]`, `qh[8]`, `signs[32]`, `scales[4]`.
@@ -55,35 +54,13 @@ unsafe fn signs(wb: *const u8, ib: usize) -> __m256i {
     _mm256_or_si256(set, _mm256_set1_epi8(1))
 }
 
-/// IQ3_S weights on the level `M` (pairs of products at most 2 · 15 · 128, inside i16).
-#[inline(always)]
-pub(super) unsafe fn iq3_s_n<M: Mac, const N: usize>(
-    w: *const u8,
-    x: *const u8,
-    xs: usize,
-    cols: usize,
-    out: &mut [f32],
-) {
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..cols / 256 {
-        let wb = w.add(IQ3_S_BYTES * b);
-        let mut sumi = [_mm256_setzero_si256(); N];
-        for ib in 0..8 {
-            let q = codewords(wb, ib);
-            let sg = signs(wb, ib);
-            let s = _mm256_set1_epi16(iq3_s_scale(wb, ib));
-            for (j, sumi) in sumi.iter_mut().enumerate() {
-                let xq = load(x.add(j * xs + Q8_K_BYTES * b + 4 + 32 * ib));
-                *sumi = M::dpwssd(*sumi, _mm256_maddubs_epi16(q, _mm256_sign_epi8(xq, sg)), s);
-            }
-        }
-        let dw = f16_at(wb);
-        for (j, acc) in acc.iter_mut().enumerate() {
-            let xd = (x.add(j * xs + Q8_K_BYTES * b) as *const f32).read_unaligned();
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd), _mm256_cvtepi32_ps(sumi[j]), *acc);
-        }
-    }
-    for j in 0..N {
-        out[j] = hsum_ps(acc[j]);
+/// IQ3_S's super-blocks: a codeword per 4 values, a stored sign per value, an odd 4-bit scale per 32.
+pub(super) struct Iq3SBlock;
+
+impl SubBlocks for Iq3SBlock {
+    const BYTES: usize = IQ3_S_BYTES;
+    #[inline(always)]
+    unsafe fn sub_block(wb: *const u8, ib: usize) -> (__m256i, __m256i, i16) {
+        (codewords(wb, ib), signs(wb, ib), iq3_s_scale(wb, ib))
     }
 }

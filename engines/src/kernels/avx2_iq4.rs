@@ -1,7 +1,8 @@
 //! AVX2 + FMA + F16C dot products for the 4-bit non-linear types (IQ4_NL against Q8_0 activations, IQ4_XS
 //! against Q8_K), with [`avx2`](super::avx2)'s interface, generic over its [`Mac`] so that the VNNI levels
-//! reuse them. The nibbles index the 16-level table with one in-lane byte shuffle; the signed levels meet the
-//! activations through `vpsignb` as ggml's AVX2 `ggml_vec_dot_iq4_*` does.
+//! reuse them: IQ4_NL as a [`LegacyBlock`], IQ4_XS as [`SubBlocks`]. The nibbles index the 16-level table with
+//! one in-lane byte shuffle; the signed levels meet the activations through `vpsignb` as ggml's AVX2
+//! `ggml_vec_dot_iq4_*` does.
 //!
 //! Integer sums per (sub-)block are exact; only the order of the f32 accumulation of the scaled block sums
 //! differs from the scalar path.
@@ -10,8 +11,8 @@ use std::arch::x86_64::*;
 
 use tgi_formats::quant::IQ4_NL_VALUES;
 
-use super::act::Q8_K_BYTES;
-use super::avx2::{dispatch, f16_at, hsum_ps, legacy_n, load, nibbles32, Avx2, LegacyBlock, Mac};
+use super::avx2::{dispatch, legacy_n, nibbles32, Avx2, LegacyBlock, Mac};
+use super::avx2_iq::{superblocks_n, SubBlocks};
 
 dispatch!(
     "avx2,fma,f16c", Avx2;
@@ -19,9 +20,9 @@ dispatch!(
     iq4_nl => iq4_nl_n
 );
 dispatch!(
-    "avx2,fma,f16c", Avx2;
+    "avx2,fma,f16c", Avx2, Iq4XsBlock;
     /// IQ4_XS weights · Q8_K activations.
-    iq4_xs => iq4_xs_n
+    iq4_xs => superblocks_n
 );
 
 /// The 16 levels in both 128-bit lanes, for `vpshufb`.
@@ -59,40 +60,20 @@ pub(super) unsafe fn iq4_nl_n<M: Mac, const N: usize>(
     legacy_n::<M, Iq4NlBlock, N>(w, x, xs, cols, out)
 }
 
-/// IQ4_XS weights on the level `M`: per pair of 32-value blocks, the i16 pair sums of levels · activations
-/// (at most 2·127·127, inside i16) times the blocks' 6-bit scales less 32, accumulated in i32 per super-block.
-#[inline(always)]
-pub(super) unsafe fn iq4_xs_n<M: Mac, const N: usize>(
-    w: *const u8,
-    x: *const u8,
-    xs: usize,
-    cols: usize,
-    out: &mut [f32],
-) {
-    let table = levels();
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..cols / 256 {
-        let wb = w.add(136 * b);
+/// IQ4_XS's 136-byte super-blocks (`d`, `scales_h`, `scales_l[4]`, `qs[128]`): nibbles through the level
+/// table, whose magnitudes meet the activations under the levels' signs (pairs of products at most 2·127·127,
+/// inside i16), and a 6-bit scale less 32 per 32 values.
+pub(super) struct Iq4XsBlock;
+
+impl SubBlocks for Iq4XsBlock {
+    const BYTES: usize = 136;
+    #[inline(always)]
+    unsafe fn sub_block(wb: *const u8, ib: usize) -> (__m256i, __m256i, i16) {
         let scales_h = (wb.add(2) as *const u16).read_unaligned() as u32;
         let scales_l = (wb.add(4) as *const u32).read_unaligned();
-        let mut sumi = [_mm256_setzero_si256(); N];
-        for ib in 0..8 {
-            let wq = unpack32(table, wb.add(8 + 16 * ib));
-            let aw = _mm256_sign_epi8(wq, wq);
-            let ls = ((scales_l >> (4 * ib)) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
-            let s = _mm256_set1_epi16(ls as i16 - 32);
-            for (j, sumi) in sumi.iter_mut().enumerate() {
-                let xq = load(x.add(j * xs + Q8_K_BYTES * b + 4 + 32 * ib));
-                *sumi = M::dpwssd(*sumi, _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, wq)), s);
-            }
-        }
-        let dw = f16_at(wb);
-        for (j, acc) in acc.iter_mut().enumerate() {
-            let xd = (x.add(j * xs + Q8_K_BYTES * b) as *const f32).read_unaligned();
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd), _mm256_cvtepi32_ps(sumi[j]), *acc);
-        }
-    }
-    for j in 0..N {
-        out[j] = hsum_ps(acc[j]);
+        let wq = unpack32(levels(), wb.add(8 + 16 * ib));
+        let aw = _mm256_sign_epi8(wq, wq);
+        let ls = ((scales_l >> (4 * ib)) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+        (aw, wq, ls as i16 - 32)
     }
 }

@@ -54,8 +54,8 @@ pub(super) fn row_dot(ty: GgmlType) -> Option<RowDot> {
 trait Pairs {
     /// Bytes per super-block (the f16 scale `d` first).
     const BYTES: usize;
-    /// The factor every `d · scale · level` carries.
-    const DOT_SCALE: f32;
+    /// The factor every `d · scale · level` carries, where the levels are stored scaled up.
+    const DOT_SCALE: f32 = 1.0;
     /// Pair `p` (values `64p..64p + 64`) of the super-block at `wb`: the unsigned levels, the mask of the values
     /// whose sign is minus, and the i16 scale of each pair of values.
     unsafe fn pair(wb: *const u8, p: usize) -> (__m512i, __mmask64, __m512i);
@@ -114,7 +114,6 @@ struct Iq3S;
 
 impl Pairs for Iq3S {
     const BYTES: usize = IQ3_S_BYTES;
-    const DOT_SCALE: f32 = 1.0;
     #[inline(always)]
     unsafe fn pair(wb: *const u8, p: usize) -> (__m512i, __mmask64, __m512i) {
         // Codeword l of the first sub-block takes bit l of the pair's u16, of the second bit 8 + l.
@@ -185,7 +184,6 @@ struct Iq4Xs;
 
 impl Pairs for Iq4Xs {
     const BYTES: usize = 136;
-    const DOT_SCALE: f32 = 1.0;
     #[inline(always)]
     unsafe fn pair(wb: *const u8, p: usize) -> (__m512i, __mmask64, __m512i) {
         let table = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4_NL_VALUES.as_ptr().cast()));

@@ -7,8 +7,9 @@ use std::arch::x86_64::*;
 use tgi_formats::GgmlType;
 
 use super::avx2::{dispatch, packed_pair, packed_scales, q4_0_n, q4_k_n, q5_k_n, q6_k_n, q8_0_n, Mac, RowDot};
-use super::avx2_iq3s::iq3_s_n;
-use super::avx2_iq4::{iq4_nl_n, iq4_xs_n};
+use super::avx2_iq::superblocks_n;
+use super::avx2_iq3s::Iq3SBlock;
+use super::avx2_iq4::{iq4_nl_n, Iq4XsBlock};
 use super::avx2_lowbit::q5_0_n;
 
 /// Defines the [`Mac`] `$mac` over the VNNI intrinsics `$dpwssd` and `$dpbusd`.
@@ -65,12 +66,12 @@ pub(super) fn avx_vnni(ty: GgmlType) -> Option<RowDot> {
 }
 
 // The i-quants the AVX-512 level runs with 512-bit kernels instead.
-dispatch!("avx2,fma,f16c,avxvnni", AvxVnni;
+dispatch!("avx2,fma,f16c,avxvnni", AvxVnni, Iq3SBlock;
     /// IQ3_S weights · Q8_K activations on AVX-VNNI.
-    iq3_s_avx_vnni => iq3_s_n);
-dispatch!("avx2,fma,f16c,avxvnni", AvxVnni;
+    iq3_s_avx_vnni => superblocks_n);
+dispatch!("avx2,fma,f16c,avxvnni", AvxVnni, Iq4XsBlock;
     /// IQ4_XS weights · Q8_K activations on AVX-VNNI.
-    iq4_xs_avx_vnni => iq4_xs_n);
+    iq4_xs_avx_vnni => superblocks_n);
 
 /// The AVX-512 VNNI kernel for `ty`, if it differs from AVX2's. The legacy types take the VEX kernels where
 /// the CPU has AVX-VNNI too: the same instructions EVEX-encoded measured 15% slower on Zen 4 (`cargo bench

@@ -7,29 +7,23 @@ use super::{fp16_d, signed, u32_at, IqBlock};
 
 /// ggml's `iq3xxs_grid` as it stores it: each codeword's four levels (4, 12, ..., 52, 62) in the little-endian
 /// bytes of one u32, for kernels that fetch a codeword with one load.
-pub static IQ3XXS_WORDS: [u32; 256] = {
-    let mut words = [0u32; 256];
-    let mut k = 0;
-    while k < 256 {
-        let c = IQ3XXS[k];
-        words[k] = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
-        k += 1;
-    }
-    words
-};
+pub static IQ3XXS_WORDS: [u32; 256] = words(&IQ3XXS);
 
 /// ggml's `iq3s_grid` as it stores it: each codeword's four levels (odd, 1..=15) in the little-endian
 /// bytes of one u32, for kernels that fetch a codeword with one load.
-pub static IQ3S_WORDS: [u32; 512] = {
-    let mut words = [0u32; 512];
+pub static IQ3S_WORDS: [u32; 512] = words(&IQ3S);
+
+/// The `K` codewords of a 4-level grid, each as the little-endian bytes of one u32.
+const fn words<const K: usize>(grid: &[[i8; 4]; K]) -> [u32; K] {
+    let mut words = [0u32; K];
     let mut k = 0;
-    while k < 512 {
-        let c = IQ3S[k];
+    while k < K {
+        let c = grid[k];
         words[k] = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
         k += 1;
     }
     words
-};
+}
 
 /// Writes two 4-value codewords as 8 values under one byte of signs.
 #[inline(always)]

@@ -98,46 +98,43 @@ fn iq1_m_is_written_with_and_without_importance() {
     assert!(zero.iter().all(|&b| b == 0));
 }
 
+/// Checks a kernel table of `ty`'s codewords (`levels(k)`, codeword `k`'s levels) against the unpacker: a block
+/// of `ty` whose first codeword is `k` (its index bytes set by `place`), unit scale and no minus signs, unpacks
+/// to those levels first.
+fn check_words(ty: GgmlType, n: usize, levels: impl Fn(usize) -> Vec<i8>, place: impl Fn(&mut [u8], usize)) {
+    let codec = IqCodec::of(ty).unwrap();
+    for k in 0..n {
+        let mut block = vec![0u8; ty.type_size()];
+        place(&mut block, k);
+        let mut b = IqBlock::default();
+        codec.unpack(&block, &mut b);
+        let want = levels(k);
+        assert_eq!(want, b.q[..want.len()], "{ty} codeword {k}");
+    }
+}
+
 #[test]
 fn iq3s_words_are_ggml_iq3s_grid() {
-    // ggml-common.h's iq3s_grid: 0x01010101, 0x01010103, ..., and the codewords unpacked little-endian.
+    // ggml-common.h's iq3s_grid: 0x01010101, 0x01010103, ..., and the codewords unpacked little-endian (the
+    // ninth index bit in qh[0] bit 0).
     assert_eq!([IQ3S_WORDS[0], IQ3S_WORDS[1]], [0x0101_0101, 0x0101_0103]);
-    for (k, w) in IQ3S_WORDS.iter().enumerate() {
-        let mut b = IqBlock::default();
-        // An IQ3_S block whose first codeword is `k` (ninth index bit in qh[0] bit 0), unit scale, no signs.
-        let mut block = vec![0u8; GgmlType::IQ3_S.type_size()];
-        block[2] = k as u8;
-        block[66] = (k >> 8) as u8;
-        IqCodec::of(GgmlType::IQ3_S).unwrap().unpack(&block, &mut b);
-        assert_eq!(w.to_le_bytes().map(|v| v as i8), b.q[..4], "{k}");
-    }
+    let levels = |k: usize| IQ3S_WORDS[k].to_le_bytes().map(|v| v as i8).to_vec();
+    check_words(GgmlType::IQ3_S, 512, levels, |block, k| [block[2], block[66]] = [k as u8, (k >> 8) as u8]);
 }
 
 #[test]
 fn iq2s_words_are_ggml_iq2s_grid() {
-    // ggml-common.h's iq2s_grid starts 0x0808080808080808, 0x080808080808082b; every codeword as the unpacker's.
+    // ggml-common.h's iq2s_grid starts 0x0808080808080808, 0x080808080808082b; every codeword as the unpacker's
+    // (bits 8 and 9 of the index in qh[0] bits 0 and 1).
     assert_eq!([IQ2S_WORDS[0], IQ2S_WORDS[1]], [0x0808_0808_0808_0808, 0x0808_0808_0808_082b]);
-    for (k, w) in IQ2S_WORDS.iter().enumerate() {
-        let mut b = IqBlock::default();
-        // An IQ2_S block whose first codeword is `k` (bits 8 and 9 in qh[0] bits 0 and 1), no signs.
-        let mut block = vec![0u8; GgmlType::IQ2_S.type_size()];
-        block[2] = k as u8;
-        block[66] = (k >> 8) as u8;
-        IqCodec::of(GgmlType::IQ2_S).unwrap().unpack(&block, &mut b);
-        assert_eq!(w.to_le_bytes().map(|v| v as i8), b.q[..8], "{k}");
-    }
+    let levels = |k: usize| IQ2S_WORDS[k].to_le_bytes().map(|v| v as i8).to_vec();
+    check_words(GgmlType::IQ2_S, 1024, levels, |block, k| [block[2], block[66]] = [k as u8, (k >> 8) as u8]);
 }
 
 #[test]
 fn iq3xxs_words_are_ggml_iq3xxs_grid() {
-    // ggml-common.h's iq3xxs_grid starts 0x04040404, 0x04040414; every codeword as the unpacker's.
+    // ggml-common.h's iq3xxs_grid starts 0x04040404, 0x04040414; every codeword as the unpacker's (sign index 0).
     assert_eq!([IQ3XXS_WORDS[0], IQ3XXS_WORDS[1]], [0x0404_0404, 0x0404_0414]);
-    for (k, w) in IQ3XXS_WORDS.iter().enumerate() {
-        let mut b = IqBlock::default();
-        // An IQ3_XXS block whose first codeword is `k`, sign index 0 (no minus signs).
-        let mut block = vec![0u8; GgmlType::IQ3_XXS.type_size()];
-        block[2] = k as u8;
-        IqCodec::of(GgmlType::IQ3_XXS).unwrap().unpack(&block, &mut b);
-        assert_eq!(w.to_le_bytes().map(|v| v as i8), b.q[..4], "{k}");
-    }
+    let levels = |k: usize| IQ3XXS_WORDS[k].to_le_bytes().map(|v| v as i8).to_vec();
+    check_words(GgmlType::IQ3_XXS, 256, levels, |block, k| block[2] = k as u8);
 }
