@@ -120,7 +120,7 @@ fn load_gguf(
     act: DType,
     opts: &LoadOptions,
 ) -> Result<LoadedModel, ModelError> {
-    let file = Arc::new(GgufFile::open(path)?);
+    let mut file = GgufFile::open(path)?;
     let cfg = DecoderConfig::from_gguf(&file)?;
     let beside = path.with_file_name("tokenizer.json");
     let tokenizer =
@@ -133,8 +133,9 @@ fn load_gguf(
         template(&format!("tokenizer.chat_template.{TOOL_USE}"))?,
     );
     let eos = tokenizer.eos_ids().to_vec();
+    file.drop_arrays("tokenizer.ggml.");
     let naming = Naming::Gguf { arch: cfg.architecture, heads: cfg.heads, kv_heads: cfg.kv_heads };
-    let source: Arc<dyn TensorSource> = file;
+    let source: Arc<dyn TensorSource> = Arc::new(file);
     let weights = Weights::new(source, naming, device, dense, act, opts.cpu_tensor_ops);
     let tied = !weights.metas().contains_key("output.weight");
     let weights = in_situ(weights, opts, &cfg, tied, true)?;

@@ -12,6 +12,7 @@ mod special;
 mod spm;
 #[cfg(test)]
 mod testvocab;
+mod text_index;
 mod ugm;
 mod unicode;
 mod vocab;

@@ -71,6 +71,15 @@ impl GgufFile {
         self.header.keys.get(key).map(|&i| &self.header.metadata[i].1)
     }
 
+    /// Frees the array values of the metadata keys that start with `prefix`, which nothing will read again (the
+    /// tokenizer's vocabulary, tens of MiB for a 262k-token vocabulary, once the tokenizer is built): the keys are
+    /// gone from [`GgufFile::metadata`] and [`GgufFile::get`] after.
+    pub fn drop_arrays(&mut self, prefix: &str) {
+        let h = &mut self.header;
+        h.metadata.retain(|(key, value)| !(key.starts_with(prefix) && matches!(value, Value::Array(_))));
+        h.keys = h.metadata.iter().enumerate().map(|(i, (key, _))| (key.clone(), i)).collect();
+    }
+
     /// All tensor infos in file order.
     pub fn tensors(&self) -> &[TensorInfo] {
         &self.header.tensors

@@ -264,3 +264,15 @@ fn stories260k_opens() {
     assert_eq!(f.tensor_data(emb).len(), 131072);
     assert_eq!(f.tensor("blk.0.attn_k.weight").unwrap().dims, vec![64, 32]);
 }
+
+#[test]
+fn dropping_arrays_keeps_scalars_and_tensors() {
+    let mut f = GgufFile::open(&stories_gguf()).unwrap();
+    let bos = f.get("tokenizer.ggml.bos_token_id").cloned();
+    f.drop_arrays("tokenizer.ggml.");
+    assert!(f.get("tokenizer.ggml.tokens").is_none() && f.get("tokenizer.ggml.scores").is_none());
+    assert!(f.metadata().iter().all(|(k, v)| !(k.starts_with("tokenizer.ggml.") && v.as_array().is_some())));
+    assert_eq!(f.get("tokenizer.ggml.bos_token_id").cloned(), bos);
+    assert_eq!(f.get("llama.block_count").and_then(Value::as_u32), Some(5));
+    assert_eq!(f.tensors().len(), 48);
+}

@@ -7,6 +7,7 @@ use tgi_formats::gguf::{Array, Value};
 use tgi_formats::GgufFile;
 
 use super::pretokenize::{self, PreTokenizer};
+use super::text_index::TextIndex;
 use super::ugm::Ugm;
 use super::wpm::Wpm;
 use super::TokenizerError;
@@ -61,7 +62,7 @@ pub(super) struct Vocab {
     /// Entries by id.
     pub tokens: Vec<Token>,
     /// Ids by text.
-    ids: HashMap<String, u32>,
+    ids: TextIndex,
     /// BPE merge ranks keyed `"left right"`.
     merges: HashMap<String, u32>,
     /// Control, user-defined and unknown tokens, longest text first: the order text is searched for them.
@@ -310,9 +311,10 @@ impl Vocab {
         let has = |text: &str| eog.iter().any(|&id| self.tokens[id as usize].text == text);
         let call = has("<|call|>") || has("<|calls|>");
         if call && (has("<|return|>") || has("<|flush|>")) && has("<|end|>") {
-            let end = self.ids["<|end|>"];
-            eog.retain(|&id| id != end);
-            self.tokens[end as usize].attr = attr::USER_DEFINED;
+            if let Some(end) = self.id("<|end|>") {
+                eog.retain(|&id| id != end);
+                self.tokens[end as usize].attr = attr::USER_DEFINED;
+            }
         }
         self.eog = eog;
     }
@@ -326,7 +328,7 @@ impl Vocab {
             self.tokens[id as usize].attr |= attr::RSTRIP;
         }
         for (text, rstrip) in [("</s>", true), ("<unk>", false), ("<s>", false), ("<|endoftext|>", false)] {
-            if let Some(&id) = self.ids.get(text) {
+            if let Some(id) = self.id(text) {
                 let a = &mut self.tokens[id as usize].attr;
                 *a = if rstrip { *a | attr::RSTRIP } else { *a & !attr::RSTRIP };
             }
@@ -335,7 +337,7 @@ impl Vocab {
 
     /// The id of the token with exactly this text.
     pub(super) fn id(&self, text: &str) -> Option<u32> {
-        self.ids.get(text).copied()
+        self.ids.get(text, |id| &self.tokens[id as usize].text)
     }
 
     /// The rank of merging `left` and `right`; `key` is a scratch buffer.
@@ -354,7 +356,7 @@ impl Vocab {
 }
 
 /// Token entries and the text-to-id map from `tokens`, `scores` and `token_type`.
-fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), TokenizerError> {
+fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, TextIndex), TokenizerError> {
     let Some(Array::String(texts)) = meta.array("tokens") else {
         return Err(Meta::bad("tokens", "is missing or not a string array"));
     };
@@ -372,12 +374,8 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), Tokeni
     };
 
     let mut tokens = Vec::with_capacity(n);
-    let mut ids = HashMap::with_capacity(n);
     for (i, ((text, score), ty)) in texts.iter().zip(scores).zip(types).enumerate() {
         let text = if text.is_empty() { format!("[EMPTY_{i}]") } else { text.clone() };
-        if let Some(first) = ids.insert(text.clone(), i as u32) {
-            return Err(TokenizerError::DuplicateToken { text, first, second: i as u32 });
-        }
         let attr = match ty {
             1 => attr::NORMAL,
             2 => attr::UNKNOWN,
@@ -389,6 +387,9 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, HashMap<String, u32>), Tokeni
         };
         tokens.push(Token { text, score, attr });
     }
+    let ids = TextIndex::new(n, |id| &tokens[id as usize].text).map_err(|(first, second)| {
+        TokenizerError::DuplicateToken { text: tokens[second as usize].text.clone(), first, second }
+    })?;
     Ok((tokens, ids))
 }
 
