@@ -58,6 +58,7 @@ pub struct LoadedModel {
 
 /// Loads `model`: a `.gguf` file, a checkpoint directory, or a hub id (see [`resolve`]).
 pub fn load(model: &str, opts: &LoadOptions) -> Result<LoadedModel, ModelError> {
+    super::host_heap::keep_freed_buffers();
     let device = opts.device.open()?;
     let act = match device {
         Device::Cpu => DType::F32,

@@ -8,6 +8,7 @@ mod config;
 mod decoder;
 mod embedding;
 mod family;
+mod host_heap;
 mod insitu;
 mod linear;
 mod load;
