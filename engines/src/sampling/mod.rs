@@ -168,6 +168,9 @@ pub struct Sampler {
     seed: u64,
     /// The sequence's random stream.
     rng: ChaCha20Rng,
+    /// The stream a draft model samples its proposals from (the same seed, another ChaCha stream), so drafting
+    /// never shifts the draws of `rng`.
+    draft_rng: ChaCha20Rng,
     /// Tokens of the prompt and of the output (repetition penalty).
     seen: HashSet<u32>,
     /// How often each token was generated (frequency and presence penalties).
@@ -201,6 +204,11 @@ impl Sampler {
             params,
             seed,
             rng: ChaCha20Rng::seed_from_u64(seed),
+            draft_rng: {
+                let mut r = ChaCha20Rng::seed_from_u64(seed);
+                r.set_stream(1);
+                r
+            },
             seen: prompt_ids.iter().copied().collect(),
             counts: HashMap::new(),
         }
@@ -228,18 +236,23 @@ impl Sampler {
     /// rejection sampling: sparse `(token, probability)` pairs, ascending token ids, only tokens of
     /// positive probability, summing to 1; greedy gives the argmax with probability 1.
     pub fn distribution(&mut self, logits: &[f32]) -> Vec<(u32, f32)> {
-        SCRATCH.with_borrow_mut(|s| self.distribution_with(s, logits))
+        SCRATCH.with_borrow_mut(|s| self.distribution_with(s, logits, Penalties::default()))
     }
 
     /// A uniform draw in [0, 1) from the sequence's seeded stream (speculative acceptance tests).
     pub fn uniform(&mut self) -> f64 {
-        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        unit(self.rng.next_u64())
+    }
+
+    /// Whether the sampler takes the argmax (temperature 0).
+    pub fn is_greedy(&self) -> bool {
+        self.params.temperature == 0.0
     }
 
     /// [`Sampler::sample`] with this thread's buffers.
     fn sample_with(&mut self, s: &mut Scratch, logits: &[f32]) -> Sampled {
         let n_top = if self.params.logprobs { self.params.top_logprobs } else { 0 };
-        self.load(s, logits);
+        self.load(s, logits, Penalties::default());
         if self.params.temperature == 0.0 {
             return greedy(s, n_top);
         }
@@ -249,7 +262,7 @@ impl Sampler {
         let total = math::exp_blocks(&mut s.logits, max, &mut s.blocks);
         let Some(i) = math::draw(&s.logits, &s.blocks, total, self.uniform()) else {
             // Nothing has positive weight (all -inf or NaN, or a +inf logit): take the argmax.
-            self.load(s, logits);
+            self.load(s, logits, Penalties::default());
             return greedy(s, n_top);
         };
         let ln_total = total.ln() as f32;
@@ -261,19 +274,21 @@ impl Sampler {
     }
 
     /// [`Sampler::distribution`] with this thread's buffers.
-    fn distribution_with(&self, s: &mut Scratch, logits: &[f32]) -> Vec<(u32, f32)> {
-        self.load(s, logits);
+    /// The row's index `i` is token `ids[i]` when `pen.ids` is given (ascending), else token `i`.
+    fn distribution_with(&self, s: &mut Scratch, logits: &[f32], pen: Penalties<'_>) -> Vec<(u32, f32)> {
+        let token = |i: u32| pen.ids.map_or(i, |ids| ids[i as usize]);
+        self.load(s, logits, pen);
         if self.params.temperature == 0.0 {
-            return vec![(math::argmax(&s.logits) as u32, 1.0)];
+            return vec![(token(math::argmax(&s.logits) as u32), 1.0)];
         }
         let truncated = self.warp(s);
         let max = math::max(&s.logits);
         let total = math::exp_blocks(&mut s.logits, max, &mut s.blocks);
         if !(total > 0.0 && total.is_finite()) {
-            self.load(s, logits);
-            return vec![(math::argmax(&s.logits) as u32, 1.0)];
+            self.load(s, logits, pen);
+            return vec![(token(math::argmax(&s.logits) as u32), 1.0)];
         }
-        let id = |i: u32| if truncated { s.cands[i as usize].0 } else { i };
+        let id = |i: u32| token(if truncated { s.cands[i as usize].0 } else { i });
         let mut dist: Vec<(u32, f32)> = numbered(&s.logits)
             .filter(|&(_, w)| w > 0.0)
             .map(|(i, w)| (id(i), (f64::from(w) / total) as f32))
@@ -285,26 +300,36 @@ impl Sampler {
     }
 
     /// Copies `logits` into the scratch buffer and applies the penalties there.
-    fn load(&self, s: &mut Scratch, logits: &[f32]) {
+    fn load(&self, s: &mut Scratch, logits: &[f32], pen: Penalties<'_>) {
         s.logits.clear();
         s.logits.extend_from_slice(logits);
-        self.penalise(&mut s.logits);
+        self.penalise(&mut s.logits, pen);
     }
 
-    /// Repetition penalty (tokens of prompt and output), then frequency and presence (output only).
-    fn penalise(&self, logits: &mut [f32]) {
+    /// Repetition penalty (tokens of prompt and output), then frequency and presence (output only), on a row
+    /// whose index `i` is token `pen.ids[i]` (when given), as if the tokens `pen.drafted` were accepted too.
+    fn penalise(&self, logits: &mut [f32], pen: Penalties<'_>) {
+        let slot = |t: u32| match pen.ids {
+            None => Some(t as usize),
+            Some(ids) => ids.binary_search(&t).ok(),
+        };
+        // Drafted tokens new to the sequence, each once, with how often it was drafted.
+        let fresh = pen.drafted.iter().enumerate().filter(|&(j, t)| !pen.drafted[..j].contains(t));
+        let drafted = |t: u32| pen.drafted.iter().filter(|&&x| x == t).count() as u32;
         if let Some(r) = self.params.repetition_penalty.filter(|&r| r != 1.0) {
-            for &t in &self.seen {
-                if let Some(l) = logits.get_mut(t as usize) {
+            let new = fresh.clone().map(|(_, &t)| t).filter(|t| !self.seen.contains(t));
+            for t in self.seen.iter().copied().chain(new) {
+                if let Some(l) = slot(t).and_then(|i| logits.get_mut(i)) {
                     *l = if *l < 0.0 { *l * r } else { *l / r };
                 }
             }
         }
         let (freq, presence) = (self.params.frequency_penalty, self.params.presence_penalty);
         if freq != 0.0 || presence != 0.0 {
-            for (&t, &n) in &self.counts {
-                if let Some(l) = logits.get_mut(t as usize) {
-                    *l -= freq * n as f32 + presence;
+            let new = fresh.map(|(_, &t)| (t, 0)).filter(|(t, _)| !self.counts.contains_key(t));
+            for (t, n) in self.counts.iter().map(|(&t, &n)| (t, n)).chain(new) {
+                if let Some(l) = slot(t).and_then(|i| logits.get_mut(i)) {
+                    *l -= freq * (n + drafted(t)) as f32 + presence;
                 }
             }
         }
@@ -396,6 +421,21 @@ pub(crate) fn top_logits(row: &[f32], n: usize) -> Vec<(u32, f32)> {
 /// `(index, value)` pairs of a dense logits slice.
 fn numbered(xs: &[f32]) -> impl Iterator<Item = Cand> + '_ {
     xs.iter().enumerate().map(|(i, &x)| (i as u32, x))
+}
+
+/// Where a row's logits sit and what the penalties see beyond the sequence's own tokens (for a draft model's
+/// proposals): the default is a whole-vocabulary row and nothing drafted.
+#[derive(Clone, Copy, Default)]
+struct Penalties<'a> {
+    /// The token of each index of the row (ascending), when the row covers only these tokens.
+    ids: Option<&'a [u32]>,
+    /// Tokens drafted after the sequence's last one, penalised as if accepted.
+    drafted: &'a [u32],
+}
+
+/// A uniform in [0, 1) from the top 53 bits of a random `u64`.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A fresh seed from std's `RandomState`, whose keys come from the OS per thread.

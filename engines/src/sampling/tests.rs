@@ -135,7 +135,7 @@ fn truncations_keep_the_right_sets() {
 /// The logits after `s`'s penalties.
 fn penalised(s: &Sampler, logits: &[f32]) -> Vec<f32> {
     let mut logits = logits.to_vec();
-    s.penalise(&mut logits);
+    s.penalise(&mut logits, super::Penalties::default());
     logits
 }
 

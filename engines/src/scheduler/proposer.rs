@@ -6,7 +6,9 @@ use std::sync::Arc;
 use super::plan::{StepPlan, Work};
 use super::sequence::Sequence;
 use crate::model::{LoadedModel, ModelError};
-use crate::speculative::{check_vocabulary, propose, DraftJob, DraftModel, Medusa, Method, SpeculationConfig};
+use crate::speculative::{
+    check_vocabulary, propose, DraftJob, DraftModel, Medusa, Method, Proposal, SpeculationConfig,
+};
 
 /// What proposes drafts in a running engine.
 pub(super) enum Proposer {
@@ -43,21 +45,22 @@ impl Proposer {
 
     /// Proposals for the running sequences: for `wants[i] == Some(k)`, up to `k` tokens after the pending
     /// one of `running[i]` (n-gram proposes one for `k` = 0, the free shadow); empty for `None`. The draft
-    /// model catches up at most `catch_up` tokens of the sequences' prompts and outputs per step.
+    /// model catches up at most `catch_up` tokens of the sequences' prompts and outputs per step, and samples
+    /// the drafts of sampled requests (with their distributions).
     pub fn propose(
         &mut self,
         running: &mut [Sequence<'_>],
         wants: &[Option<usize>],
         cfg: &SpeculationConfig,
         catch_up: usize,
-    ) -> Vec<Vec<u32>> {
-        let mut out = vec![Vec::new(); running.len()];
+    ) -> Vec<Proposal> {
+        let mut out = vec![Proposal::default(); running.len()];
         match self {
             Proposer::Off => {}
             Proposer::Ngram => {
                 for ((s, w), o) in running.iter().zip(wants).zip(&mut out) {
                     if let Some(k) = *w {
-                        *o = propose(&s.tokens, cfg.ngram_min, cfg.ngram_max, k.max(1));
+                        *o = propose(&s.tokens, cfg.ngram_min, cfg.ngram_max, k.max(1)).into();
                     }
                 }
             }
@@ -68,7 +71,7 @@ impl Proposer {
                     .enumerate()
                     .filter_map(|(i, (s, w))| {
                         let k = w.filter(|&k| k > 0)?;
-                        Some((i, DraftJob { tokens: &s.tokens, cache: &mut s.spec.draft_cache, k }))
+                        Some((i, s.draft_job(s.tokens.len(), k)))
                     })
                     .unzip();
                 for (i, p) in idx.into_iter().zip(d.propose(&mut jobs, catch_up)) {
@@ -85,7 +88,7 @@ impl Proposer {
                     }
                 }
                 match m.propose(&states, &ks) {
-                    Ok(p) => idx.into_iter().zip(p).for_each(|(i, p)| out[i] = p),
+                    Ok(p) => idx.into_iter().zip(p).for_each(|(i, p)| out[i] = p.into()),
                     Err(e) => tracing::warn!(error = %e, "the Medusa heads failed; no drafts this step"),
                 }
             }
@@ -106,7 +109,7 @@ impl Proposer {
             .zip(chunk)
             .filter_map(|(s, n)| {
                 let end = s.computed + n?;
-                Some(DraftJob { tokens: &s.tokens[..end], cache: &mut s.spec.draft_cache, k: 0 })
+                Some(s.draft_job(end, 0))
             })
             .collect();
         if jobs.is_empty() {

@@ -12,7 +12,7 @@ use crate::lora::LoraUse;
 use crate::model::{LoadedModel, Logits};
 use crate::pooling::Pooler;
 use crate::sampling::{FinishReason, Sampled, Sampler};
-use crate::speculative::SpeculationConfig;
+use crate::speculative::{DraftJob, Proposal, SpeculationConfig};
 use crate::text::completion::{Completion, EndRules};
 use crate::text::thinking::ThinkingState;
 
@@ -256,13 +256,20 @@ impl<'m> Sequence<'m> {
 
     /// Takes the proposal for a step that wanted `k` tokens, cut to the prefix its grammar allows; returns
     /// the draft's length.
-    pub fn set_draft(&mut self, k: usize, proposal: &[u32]) -> usize {
+    pub fn set_draft(&mut self, k: usize, proposal: Proposal) -> usize {
         let Some(&last) = self.tokens.last() else { return 0 };
         let n = self.spec.install(last, k, proposal);
         match &self.constraint {
             Some(c) if n > 0 && !self.thinking() => self.spec.keep(c.valid_prefix(self.spec.draft())),
             _ => n,
         }
+    }
+
+    /// Its request to the draft model for `k` tokens after its first `end` tokens; a sampled request's drafts
+    /// are sampled with its own processing.
+    pub fn draft_job(&mut self, end: usize, k: usize) -> DraftJob<'_> {
+        let sampler = (!self.sampler.is_greedy()).then_some(&mut self.sampler);
+        DraftJob { tokens: &self.tokens[..end], cache: &mut self.spec.draft_cache, k, sampler }
     }
 
     /// The next step's `n` tokens: the pending ones, or the last token and the draft.
@@ -458,7 +465,7 @@ impl<'m> Sequence<'m> {
             let (s, hit) = match self.spec.draft().get(i) {
                 Some(&d) => {
                     decided += 1;
-                    self.sampler.verify(row, d)
+                    self.sampler.verify(row, d, self.spec.dist(i).unwrap_or(&[(d, 1.0)]))
                 }
                 None => (self.sampler.sample(row), false),
             };

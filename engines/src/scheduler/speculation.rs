@@ -1,12 +1,14 @@
 //! A sequence's speculation state: the draft its next step verifies, its depth controller, and its counts.
 
-use crate::speculative::{probe_interval, Depth, DraftCache, SpeculationConfig};
+use crate::speculative::{probe_interval, Depth, DraftCache, Proposal, SpeculationConfig};
 
 /// Speculation state of one sequence.
 #[derive(Debug, Default)]
 pub(super) struct Speculation {
     /// The next step's tokens when it verifies a draft: the sequence's last token, then the draft; else empty.
     input: Vec<u32>,
+    /// The distribution each drafted token was sampled from; empty for a deterministic draft (point masses).
+    dists: Vec<Vec<(u32, f32)>>,
     /// The token a one-token proposal would have drafted for a step that does not speculate (its acceptance
     /// is measured all the same, for free).
     shadow: Option<u32>,
@@ -40,7 +42,7 @@ impl Speculation {
     /// rule's depth at `token_cost`, or `cap` with a fixed depth. A sequence the rule keeps from speculating
     /// drafts one token every [`probe_interval`] steps when the method's proposals are not free.
     pub fn want(&mut self, cfg: &SpeculationConfig, cap: usize, room: usize, token_cost: f32) -> usize {
-        self.input.clear();
+        self.cancel();
         self.shadow = None;
         let cap = cap.min(room);
         if cap == 0 {
@@ -69,15 +71,17 @@ impl Speculation {
 
     /// Takes the proposal for a step that wanted `k` tokens after the pending token `last`: its first `k`
     /// tokens become the draft, or, with `k` = 0, its first token the shadow. Returns the draft's length.
-    pub fn install(&mut self, last: u32, k: usize, proposal: &[u32]) -> usize {
+    pub fn install(&mut self, last: u32, k: usize, proposal: Proposal) -> usize {
         if k == 0 {
-            self.shadow = proposal.first().copied();
+            self.shadow = proposal.tokens.first().copied();
             return 0;
         }
-        let draft = &proposal[..proposal.len().min(k)];
+        let draft = &proposal.tokens[..proposal.tokens.len().min(k)];
         if !draft.is_empty() {
             self.input.push(last);
             self.input.extend_from_slice(draft);
+            self.dists = proposal.dists;
+            self.dists.truncate(draft.len());
         }
         draft.len()
     }
@@ -92,15 +96,25 @@ impl Speculation {
         self.input.get(1..).unwrap_or(&[])
     }
 
-    /// Keeps the draft's first `n` tokens (those the request's grammar allows); returns the draft's length.
+    /// The distribution the draft's token `i` was sampled from; `None` for a deterministic draft.
+    pub fn dist(&self, i: usize) -> Option<&[(u32, f32)]> {
+        self.dists.get(i).map(Vec::as_slice)
+    }
+
+    /// Keeps the draft's first `n` tokens (those the request's grammar allows); returns the draft's length. A
+    /// sampled draft keeps the first token past them too: verification rejects it (the grammar leaves it no
+    /// probability) and draws the replacement from the residual, as the target distribution requires.
     pub fn keep(&mut self, n: usize) -> usize {
+        let n = if self.dists.is_empty() { n } else { (n + 1).min(self.draft().len()) };
         self.input.truncate(if n == 0 { 0 } else { n + 1 });
+        self.dists.truncate(n);
         self.draft().len()
     }
 
     /// Drops the draft (no KV blocks for it).
     pub fn cancel(&mut self) {
         self.input.clear();
+        self.dists.clear();
     }
 
     /// Starts verifying the draft: counts its tokens as drafted.
@@ -117,7 +131,7 @@ impl Speculation {
     /// ended on the way), `accepted` of them went through.
     pub fn verified(&mut self, decided: usize, accepted: usize) {
         self.depth.observe(decided, accepted);
-        self.input.clear();
+        self.cancel();
     }
 
     /// Notes the token a step without a draft sampled (against the shadow proposal, if any).
@@ -140,15 +154,15 @@ mod tests {
         assert_eq!(s.want(&cfg, 4, 10, 0.1), 4);
         assert_eq!(s.want(&cfg, 4, 2, 0.1), 2);
         assert_eq!(s.want(&cfg, 0, 2, 0.1), 0);
-        assert_eq!(s.install(2, 4, &[3, 4, 5, 1, 9]), 4);
+        assert_eq!(s.install(2, 4, vec![3, 4, 5, 1, 9].into()), 4);
         assert_eq!((s.input(), s.draft()), (&[2, 3, 4, 5, 1][..], &[3, 4, 5, 1][..]));
         assert_eq!(s.keep(1), 1);
         assert_eq!(s.input(), &[2, 3]);
         assert_eq!(s.keep(0), 0);
         assert!(s.input().is_empty());
-        assert_eq!(s.install(2, 4, &[]), 0, "no proposal");
+        assert_eq!(s.install(2, 4, Proposal::default()), 0, "no proposal");
         assert!(s.input().is_empty());
-        assert_eq!(s.install(2, 4, &[3, 4]), 2);
+        assert_eq!(s.install(2, 4, vec![3, 4].into()), 2);
         s.verifying();
         s.hit();
         s.verified(2, 1);
@@ -159,14 +173,33 @@ mod tests {
             s.depth.observe(1, 0);
         }
         assert_eq!(s.want(&adaptive, 4, 10, 0.1), 0);
-        s.install(2, 0, &[3]);
+        s.install(2, 0, vec![3].into());
         assert_eq!(s.shadow, Some(3));
         for _ in 0..30 {
             let k = s.want(&adaptive, 4, 10, 0.1);
-            s.install(2, k, &[3]);
+            s.install(2, k, vec![3].into());
             s.sampled(3);
         }
         assert!(s.want(&adaptive, 4, 10, 0.1) > 0, "acceptance measured without drafting brings it back");
+    }
+
+    #[test]
+    fn a_sampled_draft_keeps_its_distributions_and_its_first_disallowed_token() {
+        let cfg = SpeculationConfig { adaptive: false, ..SpeculationConfig::default() };
+        let mut s = Speculation::default();
+        let dist = |t: u32| vec![(t, 0.5), (t + 1, 0.5)];
+        let sampled = Proposal { tokens: vec![3, 4, 5], dists: vec![dist(3), dist(4), dist(5)] };
+        assert_eq!(s.want(&cfg, 2, 10, 0.1), 2);
+        assert_eq!(s.install(2, 2, sampled.clone()), 2);
+        assert_eq!((s.dist(1), s.dist(2)), (Some(&dist(4)[..]), None));
+        // The grammar allows one token: the second stays, to be rejected with the residual drawn.
+        assert_eq!(s.keep(1), 2);
+        assert_eq!(s.keep(0), 1);
+        assert_eq!((s.draft(), s.dist(0)), (&[3][..], Some(&dist(3)[..])));
+        s.want(&cfg, 4, 10, 0.1);
+        assert_eq!((s.draft().len(), s.dist(0)), (0, None), "a new step starts without the old distributions");
+        s.install(2, 4, vec![3, 4].into());
+        assert_eq!((s.keep(1), s.dist(0)), (1, None), "a deterministic draft is cut to what the grammar allows");
     }
 
     #[test]

@@ -115,20 +115,34 @@ fn proposers_survive_preemption_and_chunked_prefill() {
 }
 
 /// Sampled output with a draft model has the distribution it has without (the test of
-/// `tests_speculation::sampling_keeps_the_target_distribution`, with stories260k drafting for stories-distill-4l).
+/// `tests_speculation::sampling_keeps_the_target_distribution`, whose n-gram drafts are point masses, with
+/// stories260k drafting for stories-distill-4l): the draft model samples its drafts from its own processed
+/// distribution `q`, unlike the target's `p`, and many are rejected, their replacements drawn from the residual
+/// `max(0, p - q)`; with top-p, and with top-k and penalties (which the draft applies to its drafted tokens too).
 #[test]
 fn sampling_with_a_draft_model_keeps_the_target_distribution() {
     let m = target();
     let prompt = m.tokenizer.encode("Once upon a time, there was a little girl named Lily.", true, false).unwrap();
-    let params = SamplingParams { temperature: 0.7, top_p: Some(0.95), ..SamplingParams::greedy() };
+    let nucleus = SamplingParams { temperature: 0.7, top_p: Some(0.95), ..SamplingParams::greedy() };
+    let penalised = SamplingParams {
+        temperature: 0.9,
+        top_k: Some(40),
+        repetition_penalty: Some(1.2),
+        frequency_penalty: 0.4,
+        presence_penalty: 0.2,
+        ..SamplingParams::greedy()
+    };
     let n = 2000;
-    let (off, _) = marginals(m.clone(), SchedulerConfig::default(), &prompt, &params, n, 0, 5);
-    let wide = SpeculationConfig { max_batch: usize::MAX, ..spec(Method::Draft(model()), false) };
-    let (on, accepted) = marginals(m.clone(), with(wide), &prompt, &params, n, 1 << 20, 5);
-    assert!(accepted as u64 > n / 4, "drafts were accepted ({accepted})");
-    for pos in 1..5 {
-        let (stat, df) = chi_square(&off[pos], &on[pos]);
-        assert!(stat < critical(df), "position {}: chi-square {stat:.1} with {df} df", pos + 1);
+    for (params, what) in [(nucleus, "top-p"), (penalised, "top-k and penalties")] {
+        let (off, _) = marginals(m.clone(), SchedulerConfig::default(), &prompt, &params, n, 0, 5);
+        let wide = SpeculationConfig { max_batch: usize::MAX, ..spec(Method::Draft(model()), false) };
+        let (on, drafts) = marginals(m.clone(), with(wide), &prompt, &params, n, 1 << 20, 5);
+        assert!(drafts.accepted as u64 > n / 4, "{what}: drafts were accepted ({drafts:?})");
+        assert!((drafts.drafted - drafts.accepted) as u64 > n / 40, "{what}: and rejected ({drafts:?})");
+        for pos in 1..5 {
+            let (stat, df) = chi_square(&off[pos], &on[pos]);
+            assert!(stat < critical(df), "{what}, position {}: chi-square {stat:.1} with {df} df", pos + 1);
+        }
     }
 }
 

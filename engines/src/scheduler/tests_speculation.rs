@@ -148,7 +148,7 @@ pub(super) fn marginals(
     n: u64,
     seed0: u64,
     positions: usize,
-) -> (Vec<HashMap<u32, u64>>, usize) {
+) -> (Vec<HashMap<u32, u64>>, Drafts) {
     let h = Scheduler::start(m, cfg).unwrap();
     let rxs: Vec<Receiver<Event>> = (0..n)
         .map(|i| {
@@ -161,7 +161,7 @@ pub(super) fn marginals(
         })
         .collect();
     let mut counts = vec![HashMap::new(); positions];
-    let mut accepted = 0;
+    let mut drafts = Drafts::default();
     for rx in &rxs {
         let got = events(rx);
         let tokens: Vec<u32> =
@@ -171,9 +171,19 @@ pub(super) fn marginals(
             *c.entry(t).or_insert(0) += 1;
         }
         let Some(Event::Finished(f)) = got.last() else { panic!("{got:?}") };
-        accepted += f.accepted_tokens;
+        drafts.accepted += f.accepted_tokens;
+        drafts.drafted += f.speculated_tokens;
     }
-    (counts, accepted)
+    (counts, drafts)
+}
+
+/// Drafted tokens of a run of requests, and how many of them were accepted.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Drafts {
+    /// Tokens drafted (and checked).
+    pub drafted: usize,
+    /// Drafted tokens accepted.
+    pub accepted: usize,
 }
 
 /// Pearson's chi-square statistic for two samples of the same size over the same categories, with categories
@@ -233,8 +243,8 @@ fn sampling_keeps_the_target_distribution() {
     let n = 2000;
     for (params, what) in [(plain, "temperature 0.6"), (warped, "penalties and truncations")] {
         let (off, _) = marginals(m.clone(), SchedulerConfig::default(), &prompt, &params, n, 0, 5);
-        let (on, accepted) = marginals(m.clone(), with(spec.clone()), &prompt, &params, n, 1_000_000, 5);
-        assert!(accepted as u64 > n / 2, "{what}: drafts were accepted ({accepted})");
+        let (on, drafts) = marginals(m.clone(), with(spec.clone()), &prompt, &params, n, 1_000_000, 5);
+        assert!(drafts.accepted as u64 > n / 2, "{what}: drafts were accepted ({drafts:?})");
         for pos in 1..5 {
             let (stat, df) = chi_square(&off[pos], &on[pos]);
             assert!(stat < critical(df), "{what}, position {}: chi-square {stat:.1} with {df} df", pos + 1);

@@ -1,11 +1,14 @@
-//! A draft model: a smaller model of the same vocabulary proposing drafts greedily from its own paged KV
-//! cache, one batched step per draft position for all the sequences that speculate, rolled back to what
-//! the target kept after each verification.
+//! A draft model: a smaller model of the same vocabulary proposing drafts from its own paged KV cache (its
+//! argmax for a greedy request, else a token sampled from its processed distribution, kept for verification),
+//! one batched step per draft position for all the sequences that speculate, rolled back to what the target
+//! kept after each verification.
 
 use std::sync::Arc;
 
+use super::Proposal;
 use crate::kv::{BlockTable, KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, Logits, ModelError, SeqInput};
+use crate::sampling::Sampler;
 use crate::text::tokenizer::Tokenizer;
 
 /// Tokens a steadily drafting sequence feeds the draft model first (the last draft token and the sampled one);
@@ -29,6 +32,9 @@ pub struct DraftJob<'a> {
     pub cache: &'a mut DraftCache,
     /// Tokens wanted.
     pub k: usize,
+    /// The request's sampler, when it samples: drafts are then drawn from the draft model's distribution,
+    /// processed as the request processes the target's; `None` drafts the argmax.
+    pub sampler: Option<&'a mut Sampler>,
 }
 
 /// The draft model with its KV cache.
@@ -54,13 +60,13 @@ impl DraftModel {
         self.kv.allocator().used_blocks()
     }
 
-    /// Greedy drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or cache
+    /// Drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or cache
     /// ends): first each sequence's tokens the draft cache lacks, then one batched step per further position.
     /// The tokens caught up in the first step, past each sequence's steady two, are at most `catch_up` in all
     /// (a long lag is caught up over several steps, without drafts until it is, so that it never stalls the
     /// batch); a failed step ends the
     /// drafts of that step's sequences where they are (logged).
-    pub fn propose(&mut self, jobs: &mut [DraftJob<'_>], catch_up: usize) -> Vec<Vec<u32>> {
+    pub fn propose(&mut self, jobs: &mut [DraftJob<'_>], catch_up: usize) -> Vec<Proposal> {
         let context = self.model.model.config().context;
         let mut left = catch_up.max(1);
         // Per job: the draft length and the tokens fed in the first step.
@@ -82,7 +88,7 @@ impl DraftModel {
             left -= spent;
             plan.push((k, feed));
         }
-        let mut out: Vec<Vec<u32>> = vec![Vec::new(); jobs.len()];
+        let mut out: Vec<Proposal> = vec![Proposal::default(); jobs.len()];
         let fed: usize = plan.iter().map(|p| p.1).sum();
         let lagging = fed > STEADY_FEED * plan.iter().filter(|p| p.1 > 0).count();
         self.catch_up_secs = 0.0;
@@ -98,7 +104,7 @@ impl DraftModel {
                     let (tokens, start) = if d == 0 {
                         (&j.tokens[done..done + feed], done)
                     } else {
-                        (&out[i][d - 1..d], j.tokens.len() + d - 1)
+                        (&out[i].tokens[d - 1..d], j.tokens.len() + d - 1)
                     };
                     SeqInput {
                         tokens,
@@ -130,16 +136,22 @@ impl DraftModel {
                     j.cache.computed += plan[i].1;
                     continue;
                 }
-                let best = match self.model.model.logit_ids() {
-                    Some(ids) => ids[argmax(&row) as usize],
-                    None => argmax(&row[..self.vocab.min(row.len())]),
-                };
-                out[i].push(best);
+                let ids = self.model.model.logit_ids();
+                let row = if ids.is_some() { &row[..] } else { &row[..self.vocab.min(row.len())] };
+                let o = &mut out[i];
+                match &mut j.sampler {
+                    Some(s) => {
+                        let (token, q) = s.propose(row, ids, &o.tokens);
+                        o.tokens.push(token);
+                        o.dists.push(q);
+                    }
+                    None => o.tokens.push(ids.map_or(argmax(row), |ids| ids[argmax(row) as usize])),
+                }
                 j.cache.computed = j.tokens.len() + d;
             }
         }
         for (j, o) in jobs.iter_mut().zip(&out) {
-            if o.is_empty() {
+            if o.tokens.is_empty() {
                 self.rewind(j.cache, j.cache.computed);
             }
         }
@@ -266,6 +278,7 @@ fn first_difference(target: &Tokenizer, draft: &Tokenizer) -> Result<(), String>
 mod tests {
     use super::*;
     use crate::model::{load, LoadOptions};
+    use crate::sampling::SamplingParams;
 
     fn shared(rel: &str) -> String {
         format!("{}/../models/{rel}", env!("CARGO_MANIFEST_DIR"))
@@ -288,30 +301,32 @@ mod tests {
         }
         let (mut a, mut b) = (DraftCache::default(), DraftCache::default());
         let short = &prompt[..prompt.len() - 1];
-        let mut jobs =
-            [DraftJob { tokens: &prompt, cache: &mut a, k: 4 }, DraftJob { tokens: short, cache: &mut b, k: 0 }];
+        let mut jobs = [
+            DraftJob { tokens: &prompt, cache: &mut a, k: 4, sampler: None },
+            DraftJob { tokens: short, cache: &mut b, k: 0, sampler: None },
+        ];
         let out = d.propose(&mut jobs, 1000);
-        assert_eq!(out[0], alone[prompt.len()..prompt.len() + 4]);
-        assert!(out[1].is_empty());
+        assert_eq!(out[0].tokens, alone[prompt.len()..prompt.len() + 4]);
+        assert!(out[1].tokens.is_empty());
         assert_eq!(a.computed, prompt.len() + 3);
         // The target kept two drafted tokens and sampled a third: the cache rewinds to them and goes on.
         let kept = &alone[..prompt.len() + 3];
         d.rewind(&mut a, kept.len() - 1);
         assert_eq!(a.computed, prompt.len() + 2);
-        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3 }], 1000);
-        assert_eq!(out[0], alone[kept.len()..kept.len() + 3]);
+        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3, sampler: None }], 1000);
+        assert_eq!(out[0].tokens, alone[kept.len()..kept.len() + 3]);
         // A long lag is caught up a budget at a time past the steady two tokens, without drafts until it is;
         // then drafts go on as before.
         let mut c = DraftCache::default();
         let long = &alone[..prompt.len() + 4];
-        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2 }], 4);
-        assert!(out[0].is_empty() && c.computed == 4, "{c:?}");
+        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2, sampler: None }], 4);
+        assert!(out[0].tokens.is_empty() && c.computed == 4, "{c:?}");
         assert!(d.catch_up_secs() > 0.0, "catching up is timed");
-        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1 }], long.len() - 4 - 2);
-        assert_eq!((out[0].as_slice(), c.computed), (&alone[long.len()..long.len() + 1], long.len()));
+        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1, sampler: None }], long.len() - 4 - 2);
+        assert_eq!((out[0].tokens.as_slice(), c.computed), (&alone[long.len()..long.len() + 1], long.len()));
         let next = &alone[..long.len() + 1];
-        let out = d.propose(&mut [DraftJob { tokens: next, cache: &mut c, k: 1 }], 1);
-        assert_eq!(out[0], alone[next.len()..next.len() + 1]);
+        let out = d.propose(&mut [DraftJob { tokens: next, cache: &mut c, k: 1, sampler: None }], 1);
+        assert_eq!(out[0].tokens, alone[next.len()..next.len() + 1]);
         assert_eq!(d.catch_up_secs(), 0.0, "one token behind is steady drafting");
         for cache in [&mut a, &mut b, &mut c] {
             d.release(cache);
@@ -328,25 +343,28 @@ mod tests {
             .iter()
             .map(|p| {
                 let mut fresh = DraftCache::default();
-                let out = d.propose(&mut [DraftJob { tokens: p, cache: &mut fresh, k: 1 }], 1000);
+                let out = d.propose(&mut [DraftJob { tokens: p, cache: &mut fresh, k: 1, sampler: None }], 1000);
                 d.release(&mut fresh);
-                out[0][0]
+                out[0].tokens[0]
             })
             .collect();
         // The target prefills each prompt but its last token (a chunk), the draft model beside it.
         let (mut a, mut b) = (DraftCache::default(), DraftCache::default());
         let [p, q] = &prompts;
         d.prefill(&mut [
-            DraftJob { tokens: &p[..p.len() - 1], cache: &mut a, k: 0 },
-            DraftJob { tokens: &q[..q.len() - 1], cache: &mut b, k: 0 },
+            DraftJob { tokens: &p[..p.len() - 1], cache: &mut a, k: 0, sampler: None },
+            DraftJob { tokens: &q[..q.len() - 1], cache: &mut b, k: 0, sampler: None },
         ]);
         assert_eq!((a.computed, b.computed), (p.len() - 1, q.len() - 1));
         // Two sequences a token or two behind draft in the same step with a budget of one: steady feeds are free.
         let out = d.propose(
-            &mut [DraftJob { tokens: p, cache: &mut a, k: 1 }, DraftJob { tokens: q, cache: &mut b, k: 1 }],
+            &mut [
+                DraftJob { tokens: p, cache: &mut a, k: 1, sampler: None },
+                DraftJob { tokens: q, cache: &mut b, k: 1, sampler: None },
+            ],
             1,
         );
-        assert_eq!(out, vec![vec![alone[0]], vec![alone[1]]]);
+        assert_eq!([&out[0].tokens, &out[1].tokens], [&vec![alone[0]], &vec![alone[1]]]);
         assert_eq!(d.catch_up_secs(), 0.0);
         for cache in [&mut a, &mut b] {
             d.release(cache);
@@ -381,8 +399,29 @@ mod tests {
             }
             let mut d = DraftModel::new(Arc::new(limited), 16, 512).unwrap();
             let mut cache = DraftCache::default();
-            let out = d.propose(&mut [DraftJob { tokens: &prompt, cache: &mut cache, k: 4 }], 1000);
-            assert!(out[0].len() == 4 && out[0].iter().all(|t| ids.contains(t)), "{out:?}");
+            let out = d.propose(&mut [DraftJob { tokens: &prompt, cache: &mut cache, k: 4, sampler: None }], 1000);
+            assert!(out[0].tokens.len() == 4 && out[0].tokens.iter().all(|t| ids.contains(t)), "{out:?}");
+            assert!(out[0].dists.is_empty(), "greedy drafts are point masses");
+            d.release(&mut cache);
+            // Sampled drafts come with their distributions, over the kept ids only, the first one the
+            // request's processing of the draft's row.
+            let params =
+                SamplingParams { temperature: 0.7, top_p: Some(0.95), seed: Some(3), ..SamplingParams::greedy() };
+            let mut sampler = Sampler::new(params.clone(), &prompt);
+            let job = DraftJob { tokens: &prompt, cache: &mut cache, k: 4, sampler: Some(&mut sampler) };
+            let out = d.propose(&mut [job], 1000);
+            let p = &out[0];
+            assert_eq!((p.tokens.len(), p.dists.len()), (4, 4));
+            for (t, q) in p.tokens.iter().zip(&p.dists) {
+                assert!(q.iter().all(|(id, _)| ids.contains(id)) && q.iter().any(|(id, _)| id == t), "{q:?}");
+            }
+            let mut masked = vec![f32::NEG_INFINITY; all.len()];
+            ids.iter().zip(&some).for_each(|(&id, &y)| masked[id as usize] = y);
+            let expected = Sampler::new(params, &prompt).distribution(&masked);
+            assert_eq!(p.dists[0].len(), expected.len());
+            for (a, b) in p.dists[0].iter().zip(&expected) {
+                assert!(a.0 == b.0 && (a.1 - b.1).abs() < 1e-4, "{a:?} against {b:?}");
+            }
             d.release(&mut cache);
         }
     }

@@ -1,8 +1,10 @@
 //! Speculative decoding: what proposes draft tokens ([`Method`]: n-gram lookup in the sequence's own tokens,
 //! a draft model, Medusa heads), the settings, and the adaptive rule that picks each sequence's depth from its
 //! measured acceptance and the measured cost of a drafted token. The scheduler verifies the drafts in its
-//! batched step; [`crate::sampling::Sampler::verify`] decides each one. Drafts are greedy (the proposer's
-//! top token), so verification keeps the target's distribution exactly for sampled requests too.
+//! batched step; [`crate::sampling::Sampler::verify`] decides each one. A draft model samples the drafts of a
+//! sampled request from its own processed distribution and hands it over with them ([`Proposal`]); the other
+//! proposals are deterministic (a point mass), and so are all greedy drafts. Verification keeps the target's
+//! distribution exactly either way.
 //!
 //! The adaptive rule: each sequence keeps an exponentially weighted average `a` of the rate at which its
 //! drafted tokens are accepted (measured while it does not speculate too: for n-gram by comparing the token a
@@ -47,6 +49,23 @@ pub fn probe_interval(token_cost: f32) -> u32 {
 
 /// The token cost assumed before the engine has measured one.
 pub const PRIOR_TOKEN_COST: f32 = 0.1;
+
+/// A sequence's proposed draft: its tokens and, when the proposer sampled them, the distribution each was
+/// drawn from (sparse `(token, probability)` pairs, ascending ids); no distributions for a deterministic
+/// proposal, a point mass on each token.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Proposal {
+    /// The drafted tokens.
+    pub tokens: Vec<u32>,
+    /// The distribution of each drafted token, or none at all.
+    pub dists: Vec<Vec<(u32, f32)>>,
+}
+
+impl From<Vec<u32>> for Proposal {
+    fn from(tokens: Vec<u32>) -> Self {
+        Proposal { tokens, dists: Vec::new() }
+    }
+}
 
 /// What proposes drafts.
 #[derive(Clone, Default)]

@@ -269,7 +269,7 @@ impl<'m> Engine<'m> {
         let catch_up = catch_up.max(probe_lag.min(self.cfg.batching.max_batch_prefill_tokens));
         let proposals = self.proposer.propose(&mut self.running, &wants, &cfg, catch_up);
         let mut gains = (0.0f64, 0usize);
-        for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(&proposals) {
+        for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(proposals) {
             let Some(k) = *want else { continue };
             let n = s.set_draft(k, proposal);
             if n > 0 && self.kv.reserve(&mut s.table, s.tokens.len() + n).is_err() {
