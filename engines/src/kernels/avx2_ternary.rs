@@ -133,11 +133,14 @@ pub(super) unsafe fn ternary_n<M: Mac, B: TernaryBlock, const N: usize>(
         let dw = f16_at(wb.add(B::BYTES - 2));
         for (j, acc) in acc.iter_mut().enumerate() {
             let xb = x.add(j * xs + Q8_K_BYTES * b);
-            // The activation sums of the block's 16-value groups, summed in pairs: the `-1` of every level.
-            let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(load(xb.add(260)), ones));
+            // Four independent chains (a fused `dpbusd` waits for its accumulator), the first starting from the
+            // activation sums of the block's 16-value groups, summed in pairs: the `-1` of every level.
+            let mut sums = [_mm256_setzero_si256(); 4];
+            sums[0] = _mm256_sub_epi32(sums[0], _mm256_madd_epi16(load(xb.add(260)), ones));
             for (k, &q) in levels.iter().enumerate() {
-                sumi = M::dpbusd(sumi, q, load(xb.add(4 + 32 * k)));
+                sums[k % 4] = M::dpbusd(sums[k % 4], q, load(xb.add(4 + 32 * k)));
             }
+            let sumi = _mm256_add_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_add_epi32(sums[2], sums[3]));
             let xd = (xb as *const f32).read_unaligned();
             *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * xd), _mm256_cvtepi32_ps(sumi), *acc);
         }
