@@ -64,7 +64,7 @@ pub struct ModelArgs {
     /// Quantize a dense (F32/F16/BF16) checkpoint while loading it, tensor by tensor: nf4 or fp4 (bitsandbytes
     /// 4-bit, block 64, double-quantized absmax; decoder linear layers only, embeddings/lm_head/norms as
     /// stored), or a llama-quantize preset (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m,
-    /// q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs, iq3_s, iq3_m; q3_k/q4_k/q5_k mean the _m mixes; not the presets
+    /// q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs, iq3_s, iq3_m, tq1_0, tq2_0; q3_k/q4_k/q5_k mean the _m mixes; not the presets
     /// that need an importance matrix), with the per-tensor types
     /// `tgi quantize --type` writes.
     #[arg(long, value_name = "TYPE", value_parser = |s: &str| s.parse::<Quantize>())]

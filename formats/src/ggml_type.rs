@@ -50,11 +50,15 @@ pub enum GgmlType {
     IQ2_S,
     /// 1.75-bit i-quant: ternary codewords with per-8 shifts, super-block of 256.
     IQ1_M,
+    /// 1.69-bit ternary (BitNet b1.58, TriLMs): 5 trits per byte in base 3, block of 256, one f16 scale.
+    TQ1_0,
+    /// 2.06-bit ternary: 2 bits per value, block of 256, one f16 scale.
+    TQ2_0,
 }
 
 impl GgmlType {
     /// Every type tgi handles, in ggml id order.
-    pub const ALL: [GgmlType; 22] = [
+    pub const ALL: [GgmlType; 24] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -77,6 +81,8 @@ impl GgmlType {
         GgmlType::IQ4_XS,
         GgmlType::IQ1_M,
         GgmlType::BF16,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
     ];
 
     /// The ggml type id stored in GGUF tensor infos.
@@ -104,6 +110,8 @@ impl GgmlType {
             GgmlType::IQ2_S => 22,
             GgmlType::IQ1_M => 29,
             GgmlType::BF16 => 30,
+            GgmlType::TQ1_0 => 34,
+            GgmlType::TQ2_0 => 35,
         }
     }
 
@@ -126,7 +134,9 @@ impl GgmlType {
             | GgmlType::IQ1_S
             | GgmlType::IQ3_S
             | GgmlType::IQ2_S
-            | GgmlType::IQ1_M => 256,
+            | GgmlType::IQ1_M
+            | GgmlType::TQ1_0
+            | GgmlType::TQ2_0 => 256,
         }
     }
 
@@ -154,6 +164,8 @@ impl GgmlType {
             GgmlType::IQ3_S => 110,
             GgmlType::IQ2_S => 82,
             GgmlType::IQ1_M => 56,
+            GgmlType::TQ1_0 => 54,
+            GgmlType::TQ2_0 => 66,
         }
     }
 
@@ -202,6 +214,8 @@ impl GgmlType {
             GgmlType::IQ3_S => "iq3_s",
             GgmlType::IQ2_S => "iq2_s",
             GgmlType::IQ1_M => "iq1_m",
+            GgmlType::TQ1_0 => "tq1_0",
+            GgmlType::TQ2_0 => "tq2_0",
         }
     }
 
@@ -244,5 +258,9 @@ mod tests {
         assert_eq!(GgmlType::IQ3_S.bits_per_weight(), 3.4375);
         assert_eq!(GgmlType::IQ1_S.bits_per_weight(), 1.5625);
         assert_eq!(GgmlType::from_id(29), Some(GgmlType::IQ1_M));
+        assert_eq!(GgmlType::from_id(34), Some(GgmlType::TQ1_0));
+        assert_eq!(GgmlType::from_id(35), Some(GgmlType::TQ2_0));
+        assert_eq!(GgmlType::TQ1_0.bits_per_weight(), 1.6875);
+        assert_eq!(GgmlType::TQ2_0.bits_per_weight(), 2.0625);
     }
 }

@@ -1,8 +1,8 @@
 //! Byte-exact checks of `tgi_formats::quant` against reference vectors written by
 //! `tests/python/quant_vectors.py` (gguf-py), `tests/python/kquant_vs_ggml.py` and
 //! `tests/python/imatrix_vs_ggml.py` (llama.cpp's ggml, without and with an importance matrix) and
-//! `tests/python/iq4_vs_ggml.py` (also IQ4_NL's `from_float`, the KV-cache encoder), `iq3_vs_ggml.py` and
-//! `iq2_vs_ggml.py`. See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
+//! `tests/python/iq4_vs_ggml.py` (also IQ4_NL's `from_float`, the KV-cache encoder), `iq3_vs_ggml.py`,
+//! `iq2_vs_ggml.py` and `tq_vs_ggml.py` (the ternary TQ1_0/TQ2_0, also against gguf-py). See `tests/data/quant_vectors/README.md`. Set `QUANT_VECTORS_DIR` to check another
 //! directory written by the same scripts (e.g. a larger, uncommitted set).
 
 use std::collections::BTreeSet;

@@ -13,14 +13,12 @@ Usage: python3 tests/python/imatrix_vs_ggml.py [--lib PATH/libggml-base.so] [--d
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from kquant_vs_ggml import DEFAULT_DIR, TYPES, find_lib, load
+from kquant_vs_ggml import TYPES, open_vectors
 
 WEIGHTED = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_0", "q4_1", "q5_0", "q5_1"]
 
@@ -47,16 +45,8 @@ def quantize_weighted(lib: ctypes.CDLL, tname: str, data: np.ndarray, n_per_row:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lib")
-    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
-    args = ap.parse_args()
-    lib_path = find_lib(args.lib)
-    lib = load(lib_path)
-    d: Path = args.dir
+    lib, lib_path, d, sets = open_vectors(__doc__.split("\n")[0])
     manifest = []
-    sets = [l.split() for l in (d / "manifest.ggufpy.txt").read_text().splitlines()]
-    sets = dict((p[1], int(p[3])) for p in sets if p and p[0] == "encode")
     for seed, (name, n_per_row) in enumerate(sets.items()):
         data = np.fromfile(d / f"{name}.f32", dtype="<f4")
         qw = importance(seed, n_per_row)

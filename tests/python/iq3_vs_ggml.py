@@ -12,13 +12,10 @@ Usage: python3 tests/python/iq3_vs_ggml.py [--lib PATH/libggml-base.so] [--dir D
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
 from imatrix_vs_ggml import quantize_weighted
-from kquant_vs_ggml import DECODE_TYPES, DEFAULT_DIR, TYPES, find_lib, load, quantize
+from kquant_vs_ggml import DECODE_TYPES, TYPES, open_vectors, quantize
 
 # (type, whether ggml encodes it without an importance matrix)
 IQ3 = [("iq3_xxs", True), ("iq3_s", True)]
@@ -26,17 +23,9 @@ IQ3 = [("iq3_xxs", True), ("iq3_s", True)]
 
 def write_vectors(family: str, types: list[tuple[str, bool]], label: str) -> None:
     """Writes `<set>.<type>[.imatrix].bin` for every encode set and `manifest.<family>.txt` (the CLI: --lib, --dir)."""
-    ap = argparse.ArgumentParser(description=f"Writes the {label} encoder vectors from ggml's libggml-base.so.")
-    ap.add_argument("--lib")
-    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
-    args = ap.parse_args()
-    lib_path = find_lib(args.lib)
-    lib = load(lib_path)
-    d: Path = args.dir
+    lib, lib_path, d, sets = open_vectors(f"Writes the {label} encoder vectors from ggml's libggml-base.so.")
     for tname, _ in types:
         TYPES[tname] = DECODE_TYPES[tname]
-    sets = [l.split() for l in (d / "manifest.ggufpy.txt").read_text().splitlines()]
-    sets = dict((p[1], int(p[3])) for p in sets if p and p[0] == "encode")
 
     manifest = []
     for name, n_per_row in sets.items():

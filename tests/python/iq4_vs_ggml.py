@@ -19,17 +19,14 @@ Usage: python3 tests/python/iq4_vs_ggml.py [--lib PATH/libggml-base.so] [--dir D
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import sys
-from pathlib import Path
 
 import numpy as np
 from gguf import GGMLQuantizationType as T
-from gguf.quants import dequantize as ggufpy_dequantize
 
 from imatrix_vs_ggml import quantize_weighted
-from kquant_vs_ggml import DEFAULT_DIR, TYPES, dequantize, find_lib, load, quantize
+from kquant_vs_ggml import TYPES, open_vectors, quantize, write_decode_vector
 from quant_vectors import random_blocks
 
 # name: (ggml id, bytes per block, values per block), gguf-py type, random blocks to decode.
@@ -58,17 +55,9 @@ def quantize_from_float(lib: ctypes.CDLL, data: np.ndarray) -> bytes:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lib")
-    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
-    args = ap.parse_args()
-    lib_path = find_lib(args.lib)
-    lib = load(lib_path)
-    d: Path = args.dir
+    lib, lib_path, d, sets = open_vectors(__doc__.split("\n")[0])
     for tname, (geometry, _, _) in IQ4.items():
         TYPES[tname] = geometry
-    sets = [l.split() for l in (d / "manifest.ggufpy.txt").read_text().splitlines()]
-    sets = dict((p[1], int(p[3])) for p in sets if p and p[0] == "encode")
 
     manifest = []
     for name, n_per_row in sets.items():
@@ -86,13 +75,7 @@ def main() -> None:
     rng = np.random.default_rng(20)
     for tname, ((_, nbytes, _), qtype, nblocks) in IQ4.items():
         blocks = random_blocks(rng, nbytes, [0], nblocks)
-        got = dequantize(lib, tname, blocks.tobytes())
-        want = ggufpy_dequantize(blocks.reshape(1, -1), qtype).astype("<f4").reshape(-1)
-        if got.tobytes() != want.tobytes():
-            print(f"MISMATCH ggml vs gguf-py decoder: {tname}")
-            failures += 1
-        (d / f"decode.{tname}.bin").write_bytes(blocks.tobytes())
-        (d / f"decode.{tname}.f32").write_bytes(got.astype("<f4").tobytes())
+        failures += not write_decode_vector(lib, d, tname, blocks, qtype)
         manifest.append(f"decode {tname}")
 
     (d / "manifest.iq4.txt").write_text(

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from gguf.quants import dequantize as ggufpy_dequantize
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "formats/tests/data/quant_vectors"
 
@@ -119,6 +120,31 @@ def dequantize(lib: ctypes.CDLL, tname: str, blocks: bytes) -> np.ndarray:
         src.ctypes.data, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), n
     )
     return out
+
+
+def write_decode_vector(lib: ctypes.CDLL, d: Path, tname: str, blocks: np.ndarray, qtype) -> bool:
+    """Decodes `blocks` of `tname` with ggml's `to_float` into `decode.<tname>.bin` / `.f32` (and the line
+    `decode <tname>` of a manifest); whether gguf-py's `dequantize` of them (type `qtype`) gives the same bits."""
+    got = dequantize(lib, tname, blocks.tobytes())
+    want = ggufpy_dequantize(blocks.reshape(1, -1), qtype).astype("<f4").reshape(-1)
+    (d / f"decode.{tname}.bin").write_bytes(blocks.tobytes())
+    (d / f"decode.{tname}.f32").write_bytes(got.astype("<f4").tobytes())
+    if got.tobytes() != want.tobytes():
+        print(f"MISMATCH ggml vs gguf-py decoder: {tname}")
+        return False
+    return True
+
+
+def open_vectors(description: str) -> tuple[ctypes.CDLL, Path, Path, dict[str, int]]:
+    """The vector scripts' command line (--lib, --dir): the loaded libggml-base, its path, the vector directory and
+    its encode sets (name: values per row, from manifest.ggufpy.txt)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--lib")
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    args = ap.parse_args()
+    lib_path = find_lib(args.lib)
+    lines = [l.split() for l in (args.dir / "manifest.ggufpy.txt").read_text().splitlines()]
+    return load(lib_path), lib_path, args.dir, {p[1]: int(p[3]) for p in lines if p and p[0] == "encode"}
 
 
 def main() -> None:

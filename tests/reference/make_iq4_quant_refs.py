@@ -2,13 +2,15 @@
 """Record what `llama-quantize` writes for the i-quant presets, with and without an importance matrix, and
 llama-perplexity on some of its files, for tgi's i-quant tests: `--family iq4` (IQ4_NL, IQ4_XS; perplexity of
 IQ4_XS; tests/quantize_iq4.rs), `--family iq3` (IQ3_XXS, IQ3_S, IQ3_M; perplexity of IQ3_S;
-tests/quantize_iq3.rs) or `--family iq2` (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M; no perplexity;
-tests/quantize_iq2.rs).
+tests/quantize_iq3.rs), `--family iq2` (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M; no perplexity;
+tests/quantize_iq2.rs) or `--family tq` (the ternary TQ1_0, TQ2_0, which ignore a matrix; perplexity of TQ2_0;
+tests/quantize_tq.rs).
 
-This is how tests/reference/llamacpp_iq4_quant.json, llamacpp_iq3_quant.json and llamacpp_iq2_quant.json were made (see README.md there).
+This is how tests/reference/llamacpp_iq4_quant.json, llamacpp_iq3_quant.json, llamacpp_iq2_quant.json and
+llamacpp_tq_quant.json were made (see README.md there).
 It runs an already-built llama.cpp; it never builds it.
 
-    python3 tests/reference/make_iq4_quant_refs.py LLAMA_BIN_DIR [--family iq4|iq3|iq2] [--models-dir DIR]
+    python3 tests/reference/make_iq4_quant_refs.py LLAMA_BIN_DIR [--family iq4|iq3|iq2|tq] [--models-dir DIR]
 
 Runs, each recorded as make_imatrix_quant_refs.py records them (general.file_type, the quantize.imatrix.*
 metadata, each tensor's type, shape and SHA-256, the whole file's SHA-256 and the input's):
@@ -48,6 +50,7 @@ FAMILIES = {
         None,
         [],
     ),
+    "tq": ({"tq1_0": "TQ1_0", "tq2_0": "TQ2_0"}, "TQ2_0", []),
 }
 
 

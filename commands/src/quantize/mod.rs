@@ -180,7 +180,7 @@ pub struct QuantizeArgs {
 
     /// Importance matrix from llama-imatrix (GGUF or legacy .dat): every tensor with an entry is
     /// quantized with it, byte-identical to llama-quantize --imatrix (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS,
-    /// IQ3_S and IQ3_XXS use it; Q8_0 and float types ignore it; IQ3_XXS tensors need it). Its file, dataset, entry and chunk counts are recorded as
+    /// IQ3_S and IQ3_XXS use it; Q8_0, TQ1_0, TQ2_0 and float types ignore it; IQ3_XXS tensors need it). Its file, dataset, entry and chunk counts are recorded as
     /// quantize.imatrix.* metadata.
     #[arg(long, value_name = "FILE")]
     pub imatrix: Option<String>,

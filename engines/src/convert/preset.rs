@@ -66,11 +66,15 @@ pub enum Preset {
     /// IQ1_S mix (1.56 bpw) with IQ2_XXS attention output, Q2_K attention V and first ffn_down layers; needs an
     /// importance matrix.
     IQ1_S,
+    /// TQ1_0 ternary matrices (1.69 bpw), Q4_K token embeddings, Q6_K output.
+    TQ1_0,
+    /// TQ2_0 ternary matrices (2.06 bpw), Q4_K token embeddings, Q6_K output.
+    TQ2_0,
 }
 
 impl Preset {
     /// Every preset, in the order `--help` lists them.
-    pub const ALL: [Preset; 26] = [
+    pub const ALL: [Preset; 28] = [
         Preset::F32,
         Preset::F16,
         Preset::BF16,
@@ -97,6 +101,8 @@ impl Preset {
         Preset::IQ2_XXS,
         Preset::IQ1_M,
         Preset::IQ1_S,
+        Preset::TQ1_0,
+        Preset::TQ2_0,
     ];
 
     /// llama-quantize's aliases: a bare K type names its medium mix.
@@ -132,6 +138,8 @@ impl Preset {
             Preset::IQ2_M => "iq2_m",
             Preset::IQ1_M => "iq1_m",
             Preset::IQ1_S => "iq1_s",
+            Preset::TQ1_0 => "tq1_0",
+            Preset::TQ2_0 => "tq2_0",
         }
     }
 
@@ -164,6 +172,8 @@ impl Preset {
             Preset::IQ4_XS => 30,
             Preset::IQ1_M => 31,
             Preset::BF16 => 32,
+            Preset::TQ1_0 => 36,
+            Preset::TQ2_0 => 37,
         }
     }
 
@@ -192,6 +202,8 @@ impl Preset {
             Preset::IQ2_M => GgmlType::IQ2_S,
             Preset::IQ1_M => GgmlType::IQ1_M,
             Preset::IQ1_S => GgmlType::IQ1_S,
+            Preset::TQ1_0 => GgmlType::TQ1_0,
+            Preset::TQ2_0 => GgmlType::TQ2_0,
         }
     }
 
@@ -398,6 +410,7 @@ impl<'a> TypeRules<'a> {
             return match p {
                 Preset::IQ2_XXS | Preset::IQ2_XS | Preset::IQ1_S | Preset::IQ1_M => T::Q2_K,
                 Preset::IQ2_S | Preset::IQ2_M | Preset::IQ3_XXS => T::IQ3_S,
+                Preset::TQ1_0 | Preset::TQ2_0 => T::Q4_K,
                 _ => t,
             };
         }
@@ -542,7 +555,7 @@ fn fallback(ty: GgmlType, row: u64) -> GgmlType {
         return ty;
     }
     let fb = match ty {
-        T::Q2_K | T::Q3_K => T::Q4_0,
+        T::Q2_K | T::Q3_K | T::TQ1_0 | T::TQ2_0 => T::Q4_0,
         T::Q4_K => T::Q5_0,
         T::Q5_K => T::Q5_1,
         T::Q6_K => T::Q8_0,

@@ -49,7 +49,9 @@ impl VecType {
             | GgmlType::IQ3_XXS
             | GgmlType::IQ3_S
             | GgmlType::IQ1_S
-            | GgmlType::IQ1_M => VecType::Q8K,
+            | GgmlType::IQ1_M
+            | GgmlType::TQ1_0
+            | GgmlType::TQ2_0 => VecType::Q8K,
             GgmlType::F32 => VecType::F32,
             GgmlType::F16 => VecType::F16,
             GgmlType::BF16 => VecType::BF16,

@@ -159,6 +159,8 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         GgmlType::IQ4_NL => super::avx2_iq4::iq4_nl,
         GgmlType::IQ4_XS => super::avx2_iq4::iq4_xs,
         GgmlType::IQ3_S => super::avx2_iq3s::iq3_s,
+        GgmlType::TQ1_0 => super::avx2_ternary::tq1_0,
+        GgmlType::TQ2_0 => super::avx2_ternary::tq2_0,
         GgmlType::F32 => f32w,
         GgmlType::F16 => f16w,
         GgmlType::BF16 => bf16w,

@@ -14,6 +14,8 @@ mod avx2_iq4;
 #[cfg(target_arch = "x86_64")]
 mod avx2_lowbit;
 #[cfg(target_arch = "x86_64")]
+mod avx2_ternary;
+#[cfg(target_arch = "x86_64")]
 mod avx512_iq;
 pub mod awq;
 pub mod bnb4;
@@ -400,5 +402,7 @@ fn scalar_dot(ty: GgmlType) -> ScalarDot {
         GgmlType::IQ3_S => scalar::dot_iq::<21>,
         GgmlType::IQ2_S => scalar::dot_iq::<22>,
         GgmlType::IQ1_M => scalar::dot_iq::<29>,
+        GgmlType::TQ1_0 => scalar::dot_tq1_0,
+        GgmlType::TQ2_0 => scalar::dot_tq2_0,
     }
 }

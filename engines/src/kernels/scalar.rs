@@ -3,6 +3,7 @@
 
 use half::f16;
 use tgi_formats::quant::iq::{IqBlock, IqCodec};
+use tgi_formats::quant::ternary::{tq1_0_levels, tq2_0_levels, QK_TQ, TQ1_0_BYTES, TQ2_0_BYTES};
 use tgi_formats::quant::{iq4_xs_block_scale, IQ4_NL_VALUES};
 use tgi_formats::GgmlType;
 
@@ -330,4 +331,28 @@ pub fn dot_iq<const ID: u32>(w: &[u8], x: &[u8], cols: usize) -> f32 {
         sum += b.d * xd * isum as f32;
     }
     sum * c.dot_scale
+}
+
+/// Ternary weights (`B`-byte blocks whose f16 scale is the last two bytes, `levels` their 0/1/2 levels) · Q8_K
+/// activations: `Σ (level - 1) · q` per block, times both scales (ggml's `ggml_vec_dot_tq{1,2}_0_q8_K_generic`).
+#[inline(always)]
+fn dot_ternary<const B: usize>(w: &[u8], x: &[u8], cols: usize, levels: fn(&[u8; B]) -> [u8; QK_TQ]) -> f32 {
+    let mut sum = 0.0f32;
+    for (b, wb) in w.chunks_exact(B).take(cols / QK_TQ).enumerate() {
+        let t = levels(wb.try_into().expect("a whole block"));
+        let (xd, qo, _) = q8k(x, b);
+        let isum: i32 = t.iter().enumerate().map(|(e, &t)| (t as i32 - 1) * q8(x, qo, e)).sum();
+        sum += isum as f32 * (f16_at(wb, B - 2) * xd);
+    }
+    sum
+}
+
+/// TQ1_0 weights · Q8_K activations.
+pub fn dot_tq1_0(w: &[u8], x: &[u8], cols: usize) -> f32 {
+    dot_ternary::<TQ1_0_BYTES>(w, x, cols, tq1_0_levels)
+}
+
+/// TQ2_0 weights · Q8_K activations.
+pub fn dot_tq2_0(w: &[u8], x: &[u8], cols: usize) -> f32 {
+    dot_ternary::<TQ2_0_BYTES>(w, x, cols, tq2_0_levels)
 }

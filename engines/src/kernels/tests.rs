@@ -130,6 +130,8 @@ fn kernels_low_bit_types_every_row_count() {
         GgmlType::IQ3_S,
         GgmlType::IQ1_S,
         GgmlType::IQ1_M,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
     ];
     let legacy_k = [
         GgmlType::Q4_1,

@@ -11,6 +11,7 @@ use super::avx2_iq::superblocks_n;
 use super::avx2_iq3s::Iq3SBlock;
 use super::avx2_iq4::{iq4_nl_n, Iq4XsBlock};
 use super::avx2_lowbit::q5_0_n;
+use super::avx2_ternary::{ternary_n, Tq1Block, Tq2Block};
 
 /// Defines the [`Mac`] `$mac` over the VNNI intrinsics `$dpwssd` and `$dpbusd`.
 macro_rules! vnni_mac {
@@ -107,6 +108,10 @@ macro_rules! level {
                 q6_k => q6_k_n);
             dispatch!($feat, $mac; /// IQ4_NL weights · Q8_0 activations.
                 iq4_nl => iq4_nl_n);
+            dispatch!($feat, $mac, Tq1Block; /// TQ1_0 weights · Q8_K activations.
+                tq1_0 => ternary_n);
+            dispatch!($feat, $mac, Tq2Block; /// TQ2_0 weights · Q8_K activations.
+                tq2_0 => ternary_n);
 
             /// The level's kernel for `ty`, if it differs from AVX2's.
             pub(super) fn row_dot(ty: GgmlType) -> Option<RowDot> {
@@ -118,6 +123,8 @@ macro_rules! level {
                     GgmlType::Q5_K => q5_k,
                     GgmlType::Q6_K => q6_k,
                     GgmlType::IQ4_NL => iq4_nl,
+                    GgmlType::TQ1_0 => tq1_0,
+                    GgmlType::TQ2_0 => tq2_0,
                     _ => return None,
                 })
             }

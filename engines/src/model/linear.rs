@@ -254,8 +254,8 @@ fn dense_weight(
     Ok(Weight::Dense(Tensor::from_vec(f, (rows, cols), device)?.to_dtype(dtype)?))
 }
 
-/// The candle name of a GGML block type, for the types placed on the device quantized (the float types and the
-/// i-quants, which candle lacks, are dequantized once instead).
+/// The candle name of a GGML block type, for the types placed on the device quantized (the float types, the
+/// i-quants and the ternary types, which candle lacks, are dequantized once instead).
 fn candle_ggml(ty: GgmlType) -> Option<GgmlDType> {
     Some(match ty {
         GgmlType::Q4_0 => GgmlDType::Q4_0,

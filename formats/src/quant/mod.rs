@@ -18,6 +18,7 @@ mod q4k_q5k;
 mod q6k;
 mod qp;
 mod search;
+pub mod ternary;
 mod weighted_k;
 mod weighted_legacy;
 
@@ -139,6 +140,8 @@ pub fn quantize_row_searched(ty: GgmlType, src: &[f32], dst: &mut [u8], iq4: Iq4
         GgmlType::IQ3_S => encode_blocks(src, dst, |x, y| iq::encode3::quantize_iq3_s(x, None, y)),
         GgmlType::IQ2_S => encode_blocks(src, dst, |x, y| iq::encode2::quantize_iq2_s(x, None, y)),
         GgmlType::IQ1_M => encode_blocks(src, dst, |x, y| iq::encode1m::quantize_iq1_m(x, None, y)),
+        GgmlType::TQ1_0 => encode_blocks(src, dst, ternary::quantize_tq1_0),
+        GgmlType::TQ2_0 => encode_blocks(src, dst, ternary::quantize_tq2_0),
         GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S => return Err(QuantError::ImportanceRequired(ty)),
     }
     Ok(())
@@ -160,8 +163,8 @@ fn encode_weighted<const N: usize, const B: usize>(
 /// Encodes one row of f32 values into `dst` with `importance` (one value per column, as
 /// llama-quantize derives it from an importance matrix), byte-identical to ggml's
 /// `quantize_*(.., quant_weights)`. `src` must be exactly one row: Q4_0..Q5_1 weigh by the mean
-/// square of the whole row. Types whose ggml encoder takes no importance (F32, F16, BF16, Q8_0)
-/// are encoded as [`quantize_row`] does.
+/// square of the whole row. Types whose ggml encoder takes no importance (F32, F16, BF16, Q8_0, TQ1_0,
+/// TQ2_0) are encoded as [`quantize_row`] does.
 pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importance: &[f32]) -> Result<(), QuantError> {
     check_bytes(ty, src.len(), dst.len())?;
     if importance.len() != src.len() {
@@ -203,14 +206,16 @@ pub fn quantize_row_weighted(ty: GgmlType, src: &[f32], dst: &mut [u8], importan
         GgmlType::IQ1_S => encode_weighted(src, importance, dst, iq::encode1::quantize_iq1_s),
         GgmlType::IQ2_S => encode_weighted(src, importance, dst, |x, w, y| iq::encode2::quantize_iq2_s(x, Some(w), y)),
         GgmlType::IQ1_M => encode_weighted(src, importance, dst, |x, w, y| iq::encode1m::quantize_iq1_m(x, Some(w), y)),
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => return quantize_row(ty, src, dst),
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::TQ1_0 | GgmlType::TQ2_0 => {
+            return quantize_row(ty, src, dst)
+        }
     }
     Ok(())
 }
 
-/// Whether ggml's encoder for `ty` uses an importance matrix (Q8_0 and the float types ignore it).
+/// Whether ggml's encoder for `ty` uses an importance matrix (Q8_0, the ternary and the float types ignore it).
 pub fn uses_importance(ty: GgmlType) -> bool {
-    ty.is_quantized() && ty != GgmlType::Q8_0
+    ty.is_quantized() && !matches!(ty, GgmlType::Q8_0 | GgmlType::TQ1_0 | GgmlType::TQ2_0)
 }
 
 /// Whether ggml encodes `ty` only with an importance matrix (`quantize_row_*_impl` asserts one;
@@ -238,6 +243,8 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q6_K => decode_blocks(src, dst, q6k::dequantize_q6_k),
         GgmlType::IQ4_NL => decode_blocks(src, dst, iq4::dequantize_iq4_nl),
         GgmlType::IQ4_XS => decode_blocks(src, dst, iq4::dequantize_iq4_xs),
+        GgmlType::TQ1_0 => decode_blocks(src, dst, ternary::dequantize_tq1_0),
+        GgmlType::TQ2_0 => decode_blocks(src, dst, ternary::dequantize_tq2_0),
         GgmlType::IQ2_XXS
         | GgmlType::IQ2_XS
         | GgmlType::IQ3_XXS

@@ -58,6 +58,9 @@ const BOUNDS: [(GgmlType, f64); 22] = [
     (GgmlType::IQ1_M, 0.7),
 ];
 
+/// Relative RMSE bound of TQ1_0/TQ2_0 on Gaussian data (not in [`BOUNDS`]: no better than half a zero guess).
+const TERNARY_GAUSSIAN_BOUND: f64 = 0.85;
+
 /// Encodes `x` into `bytes`, with unit importance for the types that need one and for IQ1_M, which llama-quantize
 /// writes only with one (ggml's x² weights without one fit Gaussian data worse: relative RMSE 0.59).
 fn encode(ty: GgmlType, x: &[f32], bytes: &mut [u8]) {
@@ -154,7 +157,8 @@ fn one_huge_outlier() {
         // Blocks without the outlier are unaffected.
         let far = &x[512..];
         let e = rel_rmse(far, &back[512..]);
-        let bound = BOUNDS.iter().find(|b| b.0 == ty).unwrap().1;
+        // Ternary blocks scaled by their largest magnitude zero most of Gaussian data (they are for ternary models).
+        let bound = BOUNDS.iter().find(|b| b.0 == ty).map_or(TERNARY_GAUSSIAN_BOUND, |b| b.1);
         assert!(e <= bound.max(1e-6), "{ty}: far-block error {e}");
     }
 }

@@ -30,6 +30,12 @@ fn types(preset: Preset, n_layer: usize, row: u64, tied: bool) -> Vec<(String, G
         .collect()
 }
 
+/// `preset`'s rules for `shape` (with `--imatrix` or not): the type of a tensor by name and row length.
+fn chooser(preset: Preset, shape: ModelShape, imatrix: bool) -> impl Fn(&str, u64) -> GgmlType {
+    let ov = TypeOverrides { imatrix, ..Default::default() };
+    move |name, row| TypeRules::new(preset, &ov, shape, &[]).choose(name, &[row, 8], T::F32, 0).unwrap()
+}
+
 fn type_of(v: &[(String, GgmlType)], name: &str) -> GgmlType {
     v.iter().find(|(n, _)| n == name).unwrap().1
 }
@@ -127,9 +133,7 @@ fn iq4_mixes_match_llama_cpp() {
     for (preset, t) in [(Preset::IQ4_NL, T::IQ4_NL), (Preset::IQ4_XS, T::IQ4_XS)] {
         let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 2, tied_embeddings: false, n_expert: 0 };
         for imatrix in [false, true] {
-            let ov = TypeOverrides { imatrix, ..Default::default() };
-            let rules = TypeRules::new(preset, &ov, shape, &[]);
-            let choose = |name: &str, row: u64| rules.choose(name, &[row, 8], T::F32, 0).unwrap();
+            let choose = chooser(preset, shape, imatrix);
             assert_eq!(choose("output.weight", 256), T::Q6_K);
             assert_eq!(choose("blk.0.attn_v.weight", 256), T::Q5_K);
             assert_eq!(choose("blk.1.ffn_down.weight", 256), if imatrix { t } else { T::Q5_K });
@@ -155,12 +159,10 @@ fn iq3_mixes_match_llama_cpp() {
     // IQ3_M: Q4_K attn_output and first eighth of ffn_down; rows that are not whole 256-blocks fall back to IQ4_NL.
     let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 4, tied_embeddings: false, n_expert: 0 };
     for imatrix in [false, true] {
-        let ov = TypeOverrides { imatrix, ..Default::default() };
         for (preset, attn_v, attn_output, ffn_down_1) in
             [(Preset::IQ3_S, T::IQ3_S, T::IQ3_S, T::IQ3_S), (Preset::IQ3_M, T::Q4_K, T::Q4_K, T::Q4_K)]
         {
-            let rules = TypeRules::new(preset, &ov, shape, &[]);
-            let choose = |name: &str, row: u64| rules.choose(name, &[row, 8], T::F32, 0).unwrap();
+            let choose = chooser(preset, shape, imatrix);
             assert_eq!(choose("output.weight", 256), T::Q6_K);
             assert_eq!(choose("token_embd.weight", 256), T::IQ3_S);
             assert_eq!(choose("blk.0.attn_v.weight", 256), attn_v, "{preset}");
@@ -250,4 +252,36 @@ fn iq3_xxs_mix_matches_llama_cpp() {
         }
     }
     assert_eq!(Preset::IQ3_XXS.file_type(), 23);
+}
+
+#[test]
+fn ternary_mixes_match_llama_cpp() {
+    // llama_tensor_get_type_impl for TQ1_0/TQ2_0: Q6_K output, Q4_K token_embd, everything else ternary with or
+    // without a matrix (no attn_v or ffn_down promotion); rows that are not whole 256-blocks fall back to Q4_0.
+    for (preset, t, ftype) in [(Preset::TQ1_0, T::TQ1_0, 36), (Preset::TQ2_0, T::TQ2_0, 37)] {
+        let shape = ModelShape { n_layer: 16, n_head: 8, n_head_kv: 2, tied_embeddings: false, n_expert: 0 };
+        for imatrix in [false, true] {
+            let choose = chooser(preset, shape, imatrix);
+            assert_eq!(choose("output.weight", 256), T::Q6_K);
+            assert_eq!(choose("output.weight", 288), T::Q8_0);
+            assert_eq!(choose("token_embd.weight", 256), T::Q4_K);
+            assert_eq!(choose("token_embd.weight", 288), T::Q5_0);
+            for name in
+                ["blk.0.attn_v.weight", "blk.0.ffn_down.weight", "blk.0.attn_output.weight", "blk.3.ffn_up.weight"]
+            {
+                assert_eq!(choose(name, 256), t, "{name}");
+            }
+            assert_eq!(choose("blk.0.attn_q.weight", 96), T::Q4_0);
+            assert_eq!(choose("blk.0.attn_q.weight", 48), T::F16);
+        }
+        let tied = ModelShape { tied_embeddings: true, ..shape };
+        let ov = TypeOverrides::default();
+        assert_eq!(
+            TypeRules::new(preset, &ov, tied, &[]).choose("token_embd.weight", &[256, 8], T::F32, 0).unwrap(),
+            T::Q6_K
+        );
+        assert!(!preset.needs_imatrix());
+        assert_eq!(preset.name().parse::<Preset>(), Ok(preset));
+        assert_eq!(preset.file_type(), ftype);
+    }
 }
