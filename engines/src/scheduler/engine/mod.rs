@@ -299,8 +299,10 @@ impl<'m> Engine<'m> {
         }
         let drafted: usize = plan.slots.iter().map(|slot| self.running[slot.seq].spec.draft().len()).sum();
         let paused = self.proposer.catch_up_secs();
+        let accepted_before = self.stats.speculative_accepted_tokens;
         let (rows, masks) = self.forward(&plan);
         let ends = self.apply(&plan, rows, masks);
+        let accepted = (self.stats.speculative_accepted_tokens - accepted_before) as usize;
         self.retire(ends);
         let secs = start.elapsed().as_secs_f64();
         let measured = match self.clock {
@@ -312,6 +314,7 @@ impl<'m> Engine<'m> {
         if plan.prefill_tokens == 0 {
             // Catching a draft model up is the cost of having paused, not of these drafts.
             self.token_cost.observe(plan.decodes, drafted, secs - paused);
+            self.token_cost.yielded(plan.decodes, drafted, secs, plan.decodes + accepted);
         }
         tracing::debug!(
             step = self.step,
