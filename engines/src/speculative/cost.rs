@@ -124,6 +124,11 @@ impl TokenCost {
         b.guard.step(batch, drafted, secs, emitted, b.plain);
     }
 
+    /// Whether the check of what drafting yields holds drafting off at `batch` sequences.
+    pub fn holds(&self, batch: usize) -> bool {
+        self.bucket(batch).guard.hold > 0
+    }
+
     /// Whether the next decode step of `batch` sequences should run without drafts, to measure (or refresh)
     /// the plain step time the cost is relative to.
     pub fn explore(&self, batch: usize) -> bool {
@@ -330,6 +335,7 @@ mod tests {
             c.yielded(1, 2, 0.020, 1);
         }
         assert_eq!(c.cost(1), MAX_COST as f32, "held off");
+        assert!(c.holds(1));
         for _ in 0..GUARD_HOLD {
             c.yielded(1, 0, 0.010, 1);
         }

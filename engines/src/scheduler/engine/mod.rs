@@ -23,7 +23,7 @@ use super::sequence::{Ending, Outcome, Progress, Sequence, StepMask, StepRows};
 use super::stats::Stats;
 use crate::kv::{KvCache, BLOCK_SIZE};
 use crate::model::{LoadedModel, ModelError, Rows, SeqInput};
-use crate::speculative::{probe_interval, Depth, TokenCost, PRIOR_TOKEN_COST};
+use crate::speculative::{probe_interval, Depth, SpeculationConfig, TokenCost, PRIOR_TOKEN_COST};
 
 /// A request on its way to the engine thread.
 pub(super) struct Submission {
@@ -294,7 +294,11 @@ impl<'m> Engine<'m> {
         if plan.slots.is_empty() {
             return None;
         }
-        if self.cfg.speculation.as_ref().is_some_and(|c| c.cap(self.running.len()) > 0) {
+        // The draft model prefills beside the target where drafts may follow: not while the check of what
+        // drafting yields holds the adaptive rule off (the sequences catch up when it drafts again).
+        let n = self.running.len();
+        let held = |c: &SpeculationConfig| c.adaptive && c.token_cost.is_none() && self.token_cost.holds(n);
+        if self.cfg.speculation.as_ref().is_some_and(|c| c.cap(n) > 0 && !held(c)) {
             self.proposer.prefill(&mut self.running, &plan);
         }
         let drafted: usize = plan.slots.iter().map(|slot| self.running[slot.seq].spec.draft().len()).sum();
