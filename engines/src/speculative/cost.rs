@@ -94,14 +94,17 @@ impl TokenCost {
         &self.buckets[batch.clamp(1, self.buckets.len()) - 1]
     }
 
+    /// The bucket a step of `batch` sequences, `secs` long, is measured in; `None` for an empty batch or a
+    /// time that is not one.
+    fn measuring(&mut self, batch: usize, secs: f64) -> Option<&mut Bucket> {
+        let n = self.buckets.len();
+        (batch > 0 && secs.is_finite() && secs >= 0.0).then(|| &mut self.buckets[batch.clamp(1, n) - 1])
+    }
+
     /// Takes one decode-only step of `batch` sequences with `drafted` drafted tokens in all, `secs` long
     /// (proposing the drafts included).
     pub fn observe(&mut self, batch: usize, drafted: usize, secs: f64) {
-        if batch == 0 || !(secs.is_finite() && secs >= 0.0) {
-            return;
-        }
-        let i = batch.clamp(1, self.buckets.len()) - 1;
-        let b = &mut self.buckets[i];
+        let Some(b) = self.measuring(batch, secs) else { return };
         if drafted == 0 {
             b.plain = Some(ewma(b.plain, secs, ALPHA));
             b.since_plain = 0;
@@ -116,12 +119,9 @@ impl TokenCost {
     /// Takes one decode-only step of `batch` sequences for the check of what drafting yields: `secs` long with
     /// everything (the draft model's catching up included), `drafted` drafted tokens, `emitted` tokens emitted.
     pub fn yielded(&mut self, batch: usize, drafted: usize, secs: f64, emitted: usize) {
-        if batch == 0 || !(secs.is_finite() && secs >= 0.0) {
-            return;
+        if let Some(b) = self.measuring(batch, secs) {
+            b.guard.step(batch, drafted, secs, emitted, b.plain);
         }
-        let i = batch.clamp(1, self.buckets.len()) - 1;
-        let b = &mut self.buckets[i];
-        b.guard.step(batch, drafted, secs, emitted, b.plain);
     }
 
     /// Whether the check of what drafting yields holds drafting off at `batch` sequences.
