@@ -20,9 +20,10 @@ the drafts reaching position i whose first i tokens were all accepted (the `tgi_
 verification at full depth).
 
 With --llamacpp DIR (a llama.cpp build's bin folder) and a draft model, llama.cpp runs the same pair on the same
-prompts at concurrency 1, greedy: `llama-speculative-simple -m MODEL -md DRAFT` (speed-up against `llama-server`
-without a draft, on the same requests: generated tokens over prompt + decode time for both) and `llama-server -md
-DRAFT`, reported beside ours as configurations `llama-off`, `llama-spec-simple` and `llama-server-md`.
+prompts at concurrency 1 and every temperature asked for (sampled with plain temperature: no top-k, top-p or min-p,
+as tgi's requests): `llama-speculative-simple -m MODEL -md DRAFT` (speed-up against `llama-server` without a draft,
+on the same requests: generated tokens over prompt + decode time for both) and `llama-server -md DRAFT`, reported
+beside ours as configurations `llama-off`, `llama-spec-simple` and `llama-server-md`.
 
 Usage: bench/speculative.py [--tgi BIN] [--model PATH] [--concurrency 1,4,16] [--requests 8] [--max-new 128]
                             [--repeats 3] [--configs off,ngram,ngram-fixed] [--draft-model PATH]
@@ -212,15 +213,15 @@ def run_clients(concurrency, client):
 
 
 class LlamaCpp:
-    """llama.cpp on the same pair, one sequence at a time, greedy: `llama-server` without a draft (the
-    baseline), `llama-server -md DRAFT`, and `llama-speculative-simple`."""
+    """llama.cpp on the same pair, one sequence at a time: `llama-server` without a draft (the baseline),
+    `llama-server -md DRAFT`, and `llama-speculative-simple`."""
 
     NAMES = ["llama-off", "llama-spec-simple", "llama-server-md"]
 
     def __init__(self, a):
         self.a = a
         self.env = dict(os.environ, LD_LIBRARY_PATH=a.llamacpp)
-        common = ["-m", a.model, "-t", str(a.threads), "-c", "4096", "--temp", "0", "--top-k", "1"]
+        common = ["-m", a.model, "-t", str(a.threads), "-c", "4096"]
         self.common = common
         self.draft = [
             "-md", a.draft_model, "-td", str(a.threads), "--spec-type", "draft-simple",
@@ -231,26 +232,29 @@ class LlamaCpp:
         for name, extra in [("llama-off", []), ("llama-server-md", self.draft)]:
             self.servers[name] = start(server + extra, self.env)
 
-    def measure(self, name, prompts, requests, max_new):
+    def measure(self, name, prompts, requests, max_new, temp):
         """Generated tokens over prompt + decode seconds of `requests` prompts run one after another, and the
         drafted and accepted tokens."""
         tokens, secs, drafted, accepted = 0, 0.0, 0, 0
         for i in range(requests):
             prompt = prompts[i % len(prompts)]
             if name == "llama-spec-simple":
-                n, s, d, acc = self.spec_simple(prompt, max_new)
+                n, s, d, acc = self.spec_simple(prompt, max_new, temp, i + 1)
             else:
-                body = {"prompt": prompt, "n_predict": max_new, "temperature": 0, "cache_prompt": False}
+                body = {"prompt": prompt, "n_predict": max_new, "cache_prompt": False, "seed": i + 1,
+                        **llama_sampling(temp)}
                 t = post(self.servers[name][1] + "/completion", body)["timings"]
                 n, s = t["predicted_n"], (t["prompt_ms"] + t["predicted_ms"]) / 1000
                 d, acc = t.get("draft_n", 0), t.get("draft_n_accepted", 0)
             tokens, secs, drafted, accepted = tokens + n, secs + s, drafted + d, accepted + acc
         return tokens / secs, drafted, accepted
 
-    def spec_simple(self, prompt, max_new):
+    def spec_simple(self, prompt, max_new, temp, seed):
         """One run of llama-speculative-simple: tokens decoded, prompt + decode seconds, drafted, accepted."""
         cmd = [os.path.join(self.a.llamacpp, "llama-speculative-simple")] + self.common + self.draft
-        cmd += ["-n", str(max_new), "-p", prompt, "--seed", "42"]
+        cmd += ["-n", str(max_new), "-p", prompt, "--seed", str(seed)]
+        for k, v in llama_sampling(temp).items():
+            cmd += ["--temp" if k == "temperature" else "--" + k.replace("_", "-"), str(v)]
         out = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=600)
         log = out.stdout + out.stderr
         enc = re.search(r"encoded\s+\d+ tokens in\s+([\d.]+) seconds", log)
@@ -386,8 +390,8 @@ def main():
                     }
                     rows.append(row(set_name, conc, temp, n, runs[n], runs[names[0]], drafted[n], accepted[n],
                                     used, tokens, extra))
-                if llama and conc == 1 and temp == 0:
-                    rows += llama_rows(llama, a, set_name, prompts)
+                if llama and conc == 1:
+                    rows += llama_rows(llama, a, set_name, prompts, temp)
     finally:
         stop(servers.values())
         if llama:
@@ -402,22 +406,29 @@ def main():
         os.replace(tmp, a.json)
 
 
-def llama_rows(llama, a, set_name, prompts):
-    """llama.cpp's configurations on one prompt set, `a.repeats` times in rotating order."""
-    llama.measure("llama-off", prompts, 1, 16)  # warm-up
+def llama_sampling(temp):
+    """llama.cpp's sampling parameters for tgi's requests at `temp`: greedy at 0, else plain temperature."""
+    if temp == 0:
+        return {"temperature": 0, "top_k": 1}
+    return {"temperature": temp, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+
+
+def llama_rows(llama, a, set_name, prompts, temp):
+    """llama.cpp's configurations on one prompt set at one temperature, `a.repeats` times in rotating order."""
+    llama.measure("llama-off", prompts, 1, 16, temp)  # warm-up
     runs = {n: [] for n in LlamaCpp.NAMES}
     drafted = {n: 0 for n in LlamaCpp.NAMES}
     accepted = {n: 0 for n in LlamaCpp.NAMES}
     for r in range(a.repeats):
         names = LlamaCpp.NAMES
         for n in names[r % len(names):] + names[: r % len(names)]:
-            tps, d, acc = llama.measure(n, prompts, a.requests, a.max_new)
+            tps, d, acc = llama.measure(n, prompts, a.requests, a.max_new, temp)
             runs[n].append(tps)
             drafted[n] += d
             accepted[n] += acc
     tokens = a.repeats * a.requests * a.max_new
     none = [[], []]
-    return [row(set_name, 1, 0.0, n, runs[n], runs["llama-off"], drafted[n], accepted[n], none, tokens)
+    return [row(set_name, 1, temp, n, runs[n], runs["llama-off"], drafted[n], accepted[n], none, tokens)
             for n in LlamaCpp.NAMES]
 
 
