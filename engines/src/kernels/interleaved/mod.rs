@@ -204,16 +204,9 @@ impl Kind {
     /// Bytes of one group's block (see `layout`).
     const fn group_block_bytes(self) -> usize {
         match self {
-            Kind::Q8_0
-            | Kind::Q4_0
-            | Kind::Q5_0
-            | Kind::Q4_1
-            | Kind::Q5_1
-            | Kind::Q6_K
-            | Kind::F16
-            | Kind::BF16 => ROWS * self.block_bytes(),
             Kind::Q4_K => layout::K_QUANTS + 4 * 8 * 64,
             Kind::Q5_K => layout::K_QUANTS + 4 * 8 * 64 + 8 * 8 * 8,
+            _ => ROWS * self.block_bytes(),
         }
     }
 
