@@ -91,8 +91,10 @@ fn every_cpu_kernel_level_keeps_the_perplexity() {
     let dir = tempfile::tempdir().unwrap();
     let text = model("stories-distill-4l/text/heldout.txt");
     let mut rows = Vec::new();
-    let presets =
-        ["q8_0", "q4_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0"];
+    let presets = [
+        "q8_0", "q4_0", "q4_1", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs", "tq1_0",
+        "tq2_0",
+    ];
     for preset in presets {
         let file = quantize(&model("stories-distill-4l/hf"), preset, dir.path());
         let mut scalar = None;

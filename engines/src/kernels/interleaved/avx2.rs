@@ -2,7 +2,7 @@
 //! as two halves of 8 rows (bytes `32h..32h + 32` of every 64-byte chunk): `vpmaddubsw` multiplies four columns of
 //! 8 rows against four broadcast activation bytes, its i16 pair sums are added in i16 for as many columns as cannot
 //! overflow, and one `vpmaddwd` then widens them to i32, applying a K-quant's sub-block scales on the way. The high
-//! bits of Q5_0, Q5_K and Q6_K come from byte slices (see `layout`): one shift and one `and` put a vector's bits in
+//! bits of Q5_0, Q5_1, Q5_K and Q6_K come from byte slices (see `layout`): one shift and one `and` put a vector's bits in
 //! place. Q8_0's weights go back to signed bytes and meet the activations through the sign trick (`vpsignb`), as
 //! their unsigned form would overflow `vpmaddubsw`'s i16 sums. F16/BF16: tiles of up to 6 activation rows against
 //! one group, 12 f32 accumulators, each column's 16 weights widened once and met by 6 broadcast activations.
@@ -48,8 +48,10 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
             match kind {
                 Kind::F16 | Kind::BF16 => unreachable!("floats take their own loop"),
                 Kind::Q8_0 => with_rows!(8, t, tile[Q8_0,](w, x, xs, nb, y, rows, h)),
-                Kind::Q4_0 => with_rows!(8, t, tile[Q4_0,](w, x, xs, nb, y, rows, h)),
-                Kind::Q5_0 => with_rows!(8, t, tile[Q5_0,](w, x, xs, nb, y, rows, h)),
+                Kind::Q4_0 => with_rows!(8, t, tile[Q4<false>,](w, x, xs, nb, y, rows, h)),
+                Kind::Q5_0 => with_rows!(8, t, tile[Q5<false>,](w, x, xs, nb, y, rows, h)),
+                Kind::Q4_1 => with_rows!(8, t, tile[Q4<true>,](w, x, xs, nb, y, rows, h)),
+                Kind::Q5_1 => with_rows!(8, t, tile[Q5<true>,](w, x, xs, nb, y, rows, h)),
                 Kind::Q4_K => with_rows!(4, t, k_tile[false,](w, x, xs, nb, y, rows, h)),
                 Kind::Q5_K => with_rows!(8, t, k_tile[true,](w, x, xs, nb, y, rows, h)),
                 Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows, h)),
@@ -216,7 +218,7 @@ trait Unpack {
     const RUN: usize;
     /// Whether the bytes are signed (multiplied through the sign trick) rather than unsigned.
     const SIGNED: bool;
-    /// The weight vectors of half `h` of the block whose quants start at `q` (after the 32 bytes of scales).
+    /// The weight vectors of half `h` of the block whose quants start at `q` (after the scales and mins).
     unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8];
 }
 
@@ -234,11 +236,11 @@ impl Unpack for Q8_0 {
     }
 }
 
-/// Q4_0: low and high nibbles.
-struct Q4_0;
+/// Q4_0 (Q4_1 with `MIN`): low and high nibbles.
+struct Q4<const MIN: bool>;
 
-impl Unpack for Q4_0 {
-    const KIND: Kind = Kind::Q4_0;
+impl<const MIN: bool> Unpack for Q4<MIN> {
+    const KIND: Kind = if MIN { Kind::Q4_1 } else { Kind::Q4_0 };
     const RUN: usize = 8;
     const SIGNED: bool = false;
     #[inline(always)]
@@ -261,11 +263,11 @@ unsafe fn nibbles(q: *const u8, h: usize) -> [__m256i; 8] {
     })
 }
 
-/// Q5_0: the nibbles plus 16 where the fifth bit (bit `g` of the half's slice) is set.
-struct Q5_0;
+/// Q5_0 (Q5_1 with `MIN`): the nibbles plus 16 where the fifth bit (bit `g` of the half's slice) is set.
+struct Q5<const MIN: bool>;
 
-impl Unpack for Q5_0 {
-    const KIND: Kind = Kind::Q5_0;
+impl<const MIN: bool> Unpack for Q5<MIN> {
+    const KIND: Kind = if MIN { Kind::Q5_1 } else { Kind::Q5_0 };
     const RUN: usize = 4;
     const SIGNED: bool = false;
     #[inline(always)]
@@ -278,7 +280,8 @@ impl Unpack for Q5_0 {
 }
 
 /// `N` activation rows (Q8_0 as f32 scale, i32 sum, 32 quants) against half `h` of a legacy group: 8 outputs per
-/// row into `y` (rows `rows` floats apart).
+/// row into `y` (rows `rows` floats apart). A type with a min adds min · (the activations' scaled sum, the f32 in
+/// place of the i32 sum) per block, one FMA more.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn tile<U: Unpack, const N: usize>(
@@ -297,13 +300,17 @@ unsafe fn tile<U: Unpack, const N: usize>(
     for b in 0..nb {
         let wb = w.add(b * gb);
         let dw = f16x8(wb.add(16 * h));
-        let wq = U::unpack(wb.add(32), h);
+        let mw = f16x8(wb.add(32 + 16 * h));
+        let wq = U::unpack(wb.add(U::KIND.quants_at()), h);
         for (j, acc) in acc.iter_mut().enumerate() {
             let xb = x.add(j * xs + b * X_LEGACY_BYTES);
             let dx = (xb as *const f32).read_unaligned();
-            let sum = (xb.add(4) as *const i32).read_unaligned();
             let xq = xb.add(8);
-            let mut s = _mm256_set1_epi32(offset * sum);
+            let mut s = if U::KIND.has_min() {
+                _mm256_setzero_si256()
+            } else {
+                _mm256_set1_epi32(offset * (xb.add(4) as *const i32).read_unaligned())
+            };
             for run in (0..8).step_by(U::RUN) {
                 let mut p = _mm256_setzero_si256();
                 for (g, &v) in wq.iter().enumerate().skip(run).take(U::RUN) {
@@ -318,6 +325,9 @@ unsafe fn tile<U: Unpack, const N: usize>(
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
             }
             *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), *acc);
+            if U::KIND.has_min() {
+                *acc = _mm256_fmadd_ps(mw, _mm256_set1_ps((xb.add(4) as *const f32).read_unaligned()), *acc);
+            }
         }
     }
     for (j, acc) in acc.iter().enumerate() {

@@ -1,6 +1,6 @@
 //! The AVX-512 VNNI kernels over one interleaved group of 16 weight rows. Legacy types: activation rows in tiles of
 //! up to 8, each block's 8 weight vectors unpacked once per tile, 8 `vpdpbusd` and one FMA per block and
-//! activation row. K-quants: tiles of up to 4, each sub-block's integer sums scaled by the rows' six-bit scales in
+//! activation row (two for Q4_1 and Q5_1, whose min meets the activations' scaled sum). K-quants: tiles of up to 4, each sub-block's integer sums scaled by the rows' six-bit scales in
 //! integers, the mins through `vpdpwssd` against the activations' 16-value sums, two FMAs per super-block.
 //! F16/BF16: tiles of up to 12 activation rows against two groups, 24 f32 accumulators, each column's 32 weights
 //! widened once and met by 12 broadcast activations (24 FMAs).
@@ -42,8 +42,10 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
         match kind {
             Kind::F16 | Kind::BF16 => unreachable!("floats take their own loop"),
             Kind::Q8_0 => with_rows!(8, t, tile[Q8_0,](w, x, xs, nb, y, rows)),
-            Kind::Q4_0 => with_rows!(8, t, tile[Q4_0,](w, x, xs, nb, y, rows)),
-            Kind::Q5_0 => with_rows!(8, t, tile[Q5_0,](w, x, xs, nb, y, rows)),
+            Kind::Q4_0 => with_rows!(8, t, tile[Q4<false>,](w, x, xs, nb, y, rows)),
+            Kind::Q5_0 => with_rows!(8, t, tile[Q5<false>,](w, x, xs, nb, y, rows)),
+            Kind::Q4_1 => with_rows!(8, t, tile[Q4<true>,](w, x, xs, nb, y, rows)),
+            Kind::Q5_1 => with_rows!(8, t, tile[Q5<true>,](w, x, xs, nb, y, rows)),
             Kind::Q4_K => with_rows!(4, t, k_tile[false,](w, x, xs, nb, y, rows)),
             Kind::Q5_K => with_rows!(4, t, k_tile[true,](w, x, xs, nb, y, rows)),
             Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows)),
@@ -295,7 +297,7 @@ unsafe fn k_tile<const HIGH: bool, const N: usize>(
 trait Unpack {
     /// The layout's parameters.
     const KIND: Kind;
-    /// The weight vectors of the block whose quants start at `q` (after the 32 bytes of scales).
+    /// The weight vectors of the block whose quants start at `q` (after the scales and mins).
     unsafe fn unpack(q: *const u8) -> [__m512i; 8];
 }
 
@@ -310,11 +312,11 @@ impl Unpack for Q8_0 {
     }
 }
 
-/// Q4_0: low and high nibbles.
-struct Q4_0;
+/// Q4_0 (Q4_1 with `MIN`): low and high nibbles.
+struct Q4<const MIN: bool>;
 
-impl Unpack for Q4_0 {
-    const KIND: Kind = Kind::Q4_0;
+impl<const MIN: bool> Unpack for Q4<MIN> {
+    const KIND: Kind = if MIN { Kind::Q4_1 } else { Kind::Q4_0 };
     #[inline(always)]
     unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
         nibbles(q)
@@ -335,11 +337,11 @@ unsafe fn nibbles(q: *const u8) -> [__m512i; 8] {
     })
 }
 
-/// Q5_0: the nibbles plus 16 where the fifth bit is set.
-struct Q5_0;
+/// Q5_0 (Q5_1 with `MIN`): the nibbles plus 16 where the fifth bit is set.
+struct Q5<const MIN: bool>;
 
-impl Unpack for Q5_0 {
-    const KIND: Kind = Kind::Q5_0;
+impl<const MIN: bool> Unpack for Q5<MIN> {
+    const KIND: Kind = if MIN { Kind::Q5_1 } else { Kind::Q5_0 };
     #[inline(always)]
     unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
         let masks = q.add(4 * 64) as *const u64;
@@ -349,7 +351,8 @@ impl Unpack for Q5_0 {
     }
 }
 
-/// `N` activation rows against the group: 16 outputs per row into `y` (rows `rows` floats apart).
+/// `N` activation rows against the group: 16 outputs per row into `y` (rows `rows` floats apart). A type with a
+/// min adds min · (the activations' scaled sum) per block, one FMA more.
 #[inline(always)]
 unsafe fn tile<U: Unpack, const N: usize>(w: *const u8, x: *const u8, xs: usize, nb: usize, y: *mut f32, rows: usize) {
     let offset = -U::KIND.offset();
@@ -358,17 +361,24 @@ unsafe fn tile<U: Unpack, const N: usize>(w: *const u8, x: *const u8, xs: usize,
     for b in 0..nb {
         let wb = w.add(b * gb);
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(wb.cast()));
-        let wq = U::unpack(wb.add(32));
+        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(wb.add(32).cast()));
+        let wq = U::unpack(wb.add(U::KIND.quants_at()));
         for (j, acc) in acc.iter_mut().enumerate() {
             let xb = x.add(j * xs + b * X_LEGACY_BYTES);
             let dx = (xb as *const f32).read_unaligned();
-            let sum = (xb.add(4) as *const i32).read_unaligned();
             let xq = xb.add(8) as *const i32;
-            let mut s = _mm512_set1_epi32(offset * sum);
+            let mut s = if U::KIND.has_min() {
+                _mm512_setzero_si512()
+            } else {
+                _mm512_set1_epi32(offset * (xb.add(4) as *const i32).read_unaligned())
+            };
             for (g, &wq) in wq.iter().enumerate() {
                 s = _mm512_dpbusd_epi32(s, wq, _mm512_set1_epi32(xq.add(g).read_unaligned()));
             }
             *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), *acc);
+            if U::KIND.has_min() {
+                *acc = _mm512_fmadd_ps(mw, _mm512_set1_ps((xb.add(4) as *const f32).read_unaligned()), *acc);
+            }
         }
     }
     for (j, acc) in acc.iter().enumerate() {

@@ -1,12 +1,14 @@
 //! Where each stored bit goes in a group's block of 16 rows.
 //!
 //! Legacy types (blocks of 32 columns):
-//! - the 16 rows' f16 scales (32 bytes);
+//! - the 16 rows' f16 scales (32 bytes), then for `Q4_1` and `Q5_1` their f16 mins (32 bytes);
 //! - `Q8_0`: 8 chunks of 64 bytes, chunk `c` holding columns `4c..4c + 4` of each row (row `r` at bytes
 //!   `4r..4r + 4`) as unsigned bytes, the quant plus 128;
-//! - `Q4_0`, `Q5_0`: 4 chunks of 64 bytes, chunk `c` holding each row's quant bytes `4c..4c + 4` as stored (low
-//!   nibbles columns `4c..4c + 4`, high nibbles `16 + 4c..`);
-//! - `Q5_0` also: 8 masks of 64 bits, mask `g` holding each row's fifth bits of columns `4g..4g + 4` (bit `4r + i`).
+//! - `Q4_0`, `Q5_0`, `Q4_1`, `Q5_1`: 4 chunks of 64 bytes, chunk `c` holding each row's quant bytes `4c..4c + 4` as
+//!   stored (low nibbles columns `4c..4c + 4`, high nibbles `16 + 4c..`);
+//! - `Q5_0` and `Q5_1` also: 8 masks of 64 bits, mask `g` holding each row's fifth bits of columns `4g..4g + 4`
+//!   (bit `4r + i`); or, kept as [`Bits::Slices`], byte `4r + i` of the 64 holding those bits of row `r`'s columns
+//!   `i`, `4 + i`, ... in bits 0..8 (rows 8..16 in the second 32 bytes).
 //!
 //! K-quants (super-blocks of 256 columns, 8 sub-blocks of 32):
 //! - the rows' f16 `d`, then their f16 `dmin` (32 bytes each);
@@ -53,7 +55,7 @@ pub(super) const fn q6_quants(h: usize, k: usize) -> usize {
     q6_slices(h, k / 2) + 64 * (1 + k % 2)
 }
 
-/// How the high bits of `Q5_0` and `Q5_K` are kept (see the module documentation; Q6_K's are byte slices on every
+/// How the high bits of `Q5_0`, `Q5_1` and `Q5_K` are kept (see the module documentation; Q6_K's are byte slices on every
 /// level).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Bits {
@@ -87,27 +89,30 @@ pub(super) fn pack(kind: Kind, bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8
     if kind.is_k() {
         return pack_k(kind, bits, blocks, out);
     }
-    let (scales, rest) = out.split_at_mut(32);
+    let (scales, rest) = out.split_at_mut(kind.quants_at());
     let quant_bytes = if kind == Kind::Q8_0 { 8 * 64 } else { 4 * 64 };
     let (quants, masks) = rest.split_at_mut(quant_bytes);
     let mut fifth = [0u64; 8];
     for (r, block) in blocks.iter().enumerate() {
         scales[2 * r..2 * r + 2].copy_from_slice(&block[0..2]);
+        if kind.has_min() {
+            scales[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&block[2..4]);
+        }
         let mut put = |c: usize, v: u32| quants[64 * c + 4 * r..64 * c + 4 * r + 4].copy_from_slice(&v.to_le_bytes());
         match kind {
             // q + 128 is q with its top bit flipped.
             Kind::Q8_0 => (0..8).for_each(|c| put(c, word(block, 2 + 4 * c) ^ 0x8080_8080)),
-            Kind::Q4_0 => (0..4).for_each(|c| put(c, word(block, 2 + 4 * c))),
+            Kind::Q4_0 | Kind::Q4_1 => (0..4).for_each(|c| put(c, word(block, kind.head() + 4 * c))),
             _ => {
-                (0..4).for_each(|c| put(c, word(block, 6 + 4 * c)));
-                let qh = word(block, 2) as u64;
+                (0..4).for_each(|c| put(c, word(block, kind.head() + 4 + 4 * c)));
+                let qh = word(block, kind.head()) as u64;
                 for (g, m) in fifth.iter_mut().enumerate() {
                     *m |= ((qh >> (4 * g)) & 0xF) << (4 * r);
                 }
             }
         }
     }
-    if kind == Kind::Q5_0 {
+    if matches!(kind, Kind::Q5_0 | Kind::Q5_1) {
         match bits {
             Bits::Masks => {
                 for (mask, m) in masks.chunks_exact_mut(8).zip(fifth) {
@@ -184,16 +189,22 @@ pub(super) fn unpack(kind: Kind, bits: Bits, packed: &[u8], r: usize, out: &mut 
     if kind.is_k() {
         return unpack_k(kind, bits, packed, r, out);
     }
-    let (scales, rest) = packed.split_at(32);
+    let (scales, rest) = packed.split_at(kind.quants_at());
     out[0..2].copy_from_slice(&scales[2 * r..2 * r + 2]);
+    if kind.has_min() {
+        out[2..4].copy_from_slice(&scales[32 + 2 * r..32 + 2 * r + 2]);
+    }
     let quant = |c: usize| word(rest, 64 * c + 4 * r);
+    let head = kind.head();
     match kind {
         Kind::Q8_0 => {
             (0..8).for_each(|c| out[2 + 4 * c..6 + 4 * c].copy_from_slice(&(quant(c) ^ 0x8080_8080).to_le_bytes()))
         }
-        Kind::Q4_0 => (0..4).for_each(|c| out[2 + 4 * c..6 + 4 * c].copy_from_slice(&quant(c).to_le_bytes())),
+        Kind::Q4_0 | Kind::Q4_1 => {
+            (0..4).for_each(|c| out[head + 4 * c..head + 4 + 4 * c].copy_from_slice(&quant(c).to_le_bytes()))
+        }
         _ => {
-            (0..4).for_each(|c| out[6 + 4 * c..10 + 4 * c].copy_from_slice(&quant(c).to_le_bytes()));
+            (0..4).for_each(|c| out[head + 4 + 4 * c..head + 8 + 4 * c].copy_from_slice(&quant(c).to_le_bytes()));
             let mut qh = 0u32;
             let fifth = &rest[4 * 64..];
             for g in 0..8 {
@@ -205,7 +216,7 @@ pub(super) fn unpack(kind: Kind, bits: Bits, packed: &[u8], r: usize, out: &mut 
                 };
                 qh |= ((nibble & 0xF) as u32) << (4 * g);
             }
-            out[2..6].copy_from_slice(&qh.to_le_bytes());
+            out[head..head + 4].copy_from_slice(&qh.to_le_bytes());
         }
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
 //! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
-//! the legacy types' signed offset taken out of each block's integer sum, so that the integer sums equal ggml's
+//! the legacy types' signed offset taken out of each block's integer sum (Q4_1's and Q5_1's unsigned quants go in
+//! as stored, their min meeting ggml's scaled sum of the activations), so that the integer sums equal ggml's
 //! exactly and only the order of the f32 accumulation differs from the row kernels.
 
 /// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
@@ -89,7 +90,8 @@ use layout::Bits;
 pub const ROWS: usize = 16;
 /// Stored bytes packed between two calls of [`Interleaved::pack`]'s `done`.
 const STRETCH: usize = 4 << 20;
-/// Bytes of one legacy activation block: f32 scale, i32 sum of the quants, 32 i8 quants.
+/// Bytes of one legacy activation block: f32 scale, i32 sum of the quants (for Q4_1 and Q5_1 the f32 scaled sum),
+/// 32 i8 quants.
 const X_LEGACY_BYTES: usize = 40;
 /// Activation rows from which F16/BF16 panels are multiplied in bf16 where the CPU has AVX512_BF16 (prefill; decode
 /// and small batches keep the f32 FMA kernel).
@@ -105,6 +107,8 @@ enum Kind {
     Q8_0,
     Q4_0,
     Q5_0,
+    Q4_1,
+    Q5_1,
     Q4_K,
     Q5_K,
     Q6_K,
@@ -118,6 +122,8 @@ impl Kind {
             GgmlType::Q8_0 => Kind::Q8_0,
             GgmlType::Q4_0 => Kind::Q4_0,
             GgmlType::Q5_0 => Kind::Q5_0,
+            GgmlType::Q4_1 => Kind::Q4_1,
+            GgmlType::Q5_1 => Kind::Q5_1,
             GgmlType::Q4_K => Kind::Q4_K,
             GgmlType::Q5_K => Kind::Q5_K,
             GgmlType::Q6_K => Kind::Q6_K,
@@ -130,6 +136,30 @@ impl Kind {
     /// Whether the type is a 256-value K-quant (else a 32-value legacy type).
     const fn is_k(self) -> bool {
         matches!(self, Kind::Q4_K | Kind::Q5_K | Kind::Q6_K)
+    }
+
+    /// Whether the type is a legacy one with a min beside its scale (`d·q + m`, Q4_1 and Q5_1).
+    const fn has_min(self) -> bool {
+        matches!(self, Kind::Q4_1 | Kind::Q5_1)
+    }
+
+    /// Where a legacy group block's quants start: after the 16 rows' f16 scales, and their f16 mins if it has them.
+    const fn quants_at(self) -> usize {
+        if self.has_min() {
+            64
+        } else {
+            32
+        }
+    }
+
+    /// Bytes of a stored legacy block before its quants (Q5_0's and Q5_1's high bits first): the f16 scale, and
+    /// the f16 min if it has one.
+    const fn head(self) -> usize {
+        if self.has_min() {
+            4
+        } else {
+            2
+        }
     }
 
     /// Whether the type is F16 or BF16 (multiplied in f32, not in integers).
@@ -162,6 +192,8 @@ impl Kind {
             Kind::Q8_0 => 34,
             Kind::Q4_0 => 18,
             Kind::Q5_0 => 22,
+            Kind::Q4_1 => 20,
+            Kind::Q5_1 => 24,
             Kind::Q4_K => 144,
             Kind::Q5_K => 176,
             Kind::Q6_K => 210,
@@ -172,9 +204,9 @@ impl Kind {
     /// Bytes of one group's block (see `layout`).
     const fn group_block_bytes(self) -> usize {
         match self {
-            Kind::Q8_0 | Kind::Q4_0 | Kind::Q5_0 | Kind::Q6_K | Kind::F16 | Kind::BF16 => ROWS * self.block_bytes(),
             Kind::Q4_K => layout::K_QUANTS + 4 * 8 * 64,
             Kind::Q5_K => layout::K_QUANTS + 4 * 8 * 64 + 8 * 8 * 8,
+            _ => ROWS * self.block_bytes(),
         }
     }
 
@@ -184,7 +216,7 @@ impl Kind {
             Kind::Q8_0 => 128,
             Kind::Q4_0 => 8,
             Kind::Q5_0 => 16,
-            Kind::Q4_K | Kind::Q5_K | Kind::Q6_K | Kind::F16 | Kind::BF16 => 0,
+            Kind::Q4_1 | Kind::Q5_1 | Kind::Q4_K | Kind::Q5_K | Kind::Q6_K | Kind::F16 | Kind::BF16 => 0,
         }
     }
 
@@ -200,8 +232,9 @@ impl Kind {
     }
 
     /// Quantizes one activation row: ggml's Q8_K for the K-quants; for the legacy types ggml's Q8_0 (the same
-    /// f16-rounded scale and quants) laid out as f32 scale, i32 sum of the quants, 32 quants; for the floats the
-    /// values rounded to the weights' precision (ggml's f16 · f16 products), as little-endian f32.
+    /// f16-rounded scale and quants) laid out as f32 scale, i32 sum of the quants, 32 quants, where the types with a
+    /// min (ggml's Q8_1) have ggml's f16-rounded scaled sum `d·Σq` as an f32 instead of the integer sum; for the
+    /// floats the values rounded to the weights' precision (ggml's f16 · f16 products), as little-endian f32.
     fn quantize_x(self, x: &[f32], dst: &mut [u8]) {
         if self.is_float() {
             return round_to_weights(self == Kind::BF16, x, dst);
@@ -213,7 +246,11 @@ impl Kind {
             let (d, q) = super::act::q8_block32(x);
             let sum: i32 = q.iter().map(|&q| q as i32).sum();
             out[0..4].copy_from_slice(&half::f16::from_f32(d).to_f32().to_le_bytes());
-            out[4..8].copy_from_slice(&sum.to_le_bytes());
+            if self.has_min() {
+                out[4..8].copy_from_slice(&half::f16::from_f32(d * sum as f32).to_f32().to_le_bytes());
+            } else {
+                out[4..8].copy_from_slice(&sum.to_le_bytes());
+            }
             for (o, &q) in out[8..].iter_mut().zip(&q) {
                 *o = q as u8;
             }
@@ -258,7 +295,7 @@ pub struct Interleaved {
 
 impl Interleaved {
     /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (Q8_0, Q4_0,
-    /// Q5_0, Q4_K, Q5_K, Q6_K, F16 and BF16 on every x86 level; rows a multiple of 16, columns
+    /// Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, F16 and BF16 on every x86 level; rows a multiple of 16, columns
     /// of 32). `done` is called with each stretch of the stored bytes once it is packed (a few MiB at a time, in
     /// order, then all of it), so that the caller can let it go.
     pub fn pack(backend: Backend, w: WeightView<'_>, done: impl Fn(&[u8])) -> Option<Interleaved> {
@@ -440,7 +477,7 @@ fn huge_zeroed(len: usize) -> Vec<u8> {
     data
 }
 
-/// How a level's kernels want Q5_0's and Q5_K's high bits: AVX-512 as masks, the AVX2 levels as byte slices.
+/// How a level's kernels want Q5_0's, Q5_1's and Q5_K's high bits: AVX-512 as masks, the AVX2 levels as byte slices.
 fn bits_of(backend: Backend) -> Bits {
     if backend == Backend::Avx512 {
         Bits::Masks
