@@ -51,7 +51,7 @@ pub(super) fn row_dot(ty: GgmlType) -> Option<RowDot> {
 }
 
 /// One i-quant's super-block as four pairs of 32-value sub-blocks.
-trait Pairs {
+pub(super) trait Pairs {
     /// Bytes per super-block (the f16 scale `d` first).
     const BYTES: usize;
     /// The factor every `d · scale · level` carries, where the levels are stored scaled up.
@@ -110,7 +110,7 @@ unsafe fn read<V>(p: *const u8) -> V {
 
 /// IQ3_S (110 bytes: `d`, `qs[64]`, `qh[8]`, `signs[32]`, `scales[4]`): the sixteen 9-bit indices of a pair (the
 /// ninth bits rotated from the pair's two `qh` bytes to bit 8), the 64 stored sign bits, a 4-bit scale per 32.
-struct Iq3S;
+pub(super) struct Iq3S;
 
 impl Pairs for Iq3S {
     const BYTES: usize = IQ3_S_BYTES;
@@ -128,7 +128,7 @@ impl Pairs for Iq3S {
 }
 
 /// IQ3_XXS (98 bytes: `d`, `qs[64]`, then per 32 values a u32 of four 7-bit sign fields and a 4-bit scale).
-struct Iq3Xxs;
+pub(super) struct Iq3Xxs;
 
 /// The 32 sign bits of one IQ3_XXS sub-block from its `scales_and_signs` word `a`: four 7-bit fields, each
 /// completed with an eighth bit making the count of minus signs even.
@@ -157,7 +157,7 @@ impl Pairs for Iq3Xxs {
 /// IQ2_S (82 bytes: `d`, `qs[32]`, `signs[32]`, `qh[8]`, `scales[8]`): the eight 10-bit indices of a pair (the
 /// two high bits of codeword `l` of a sub-block at bits `2l`, `2l + 1` of its `qh` byte, rotated to bits 8 and
 /// 9), the 64 stored sign bits, a 4-bit scale per 16 values.
-struct Iq2S;
+pub(super) struct Iq2S;
 
 impl Pairs for Iq2S {
     const BYTES: usize = 82;
@@ -180,7 +180,7 @@ impl Pairs for Iq2S {
 /// IQ4_XS (136 bytes: `d`, `scales_h`, `scales_l[4]`, `qs[128]`): a pair's 32 nibble bytes spread to the 128-bit
 /// lanes as (low, high) nibbles of the first block then of the second, looked up; the levels' magnitudes with
 /// their signs as the mask; the blocks' 6-bit scales less 32.
-struct Iq4Xs;
+pub(super) struct Iq4Xs;
 
 impl Pairs for Iq4Xs {
     const BYTES: usize = 136;
