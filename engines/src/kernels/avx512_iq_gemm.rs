@@ -5,11 +5,11 @@
 //! the weights stay as stored (decode's one row runs the row kernels of [`avx512_iq`](super::avx512_iq)).
 //!
 //! Every i-quant value is `d · ls · q` with small integers `ls` (per 16 or 32 values) and `q` (an i8), so the
-//! expanded block is exact: the levels as unsigned bytes `q + 128`, the multipliers as i32 lanes, `d` as f32. The
-//! kernel takes each sub-block's `vpdpbusd` sums against broadcast Q8_K activations times its multiplier in
-//! integers, and the `+ 128` back out through `vpdpwssd` of the multipliers against the activations' 16-value
-//! sums, so that the integer sum of each super-block is ggml's and only the order of the f32 accumulation differs
-//! from the row kernels.
+//! expanded block is exact: the levels as i8, the multipliers as i32 lanes, `d` as f32, and each row's
+//! `128 · Σ ls · Σ q`. The activations are ggml's Q8_K with their quants stored plus 128 (unsigned), so that each
+//! sub-block's `vpdpbusd` sums of broadcast activations against 16 rows' levels, times the multipliers in
+//! integers, less that precomputed `128 · Σ ls · Σ q`, is ggml's integer sum of the super-block: only the order of
+//! the f32 accumulation differs from the row kernels.
 
 use std::arch::x86_64::*;
 use std::cell::Cell;
@@ -24,7 +24,7 @@ use super::avx512_iq::{Iq2S, Iq3S, Iq3Xxs, Iq4Xs, Pairs};
 use super::{with_quantized, SyncPtr, WeightView};
 
 /// Activation rows from which a matmul expands the weights (fewer run the row kernels).
-pub(super) const FROM_ROWS: usize = 8;
+pub(super) const FROM_ROWS: usize = 16;
 /// Weight rows expanded together.
 const ROWS: usize = 16;
 /// Activation rows per tile of the kernel.
@@ -33,16 +33,15 @@ const TILE: usize = 8;
 const D: usize = 0;
 /// Where it holds the multipliers: per 16 values, 16 rows' i32 lanes.
 const SCALES: usize = 64;
-/// Where it holds the multipliers of each pair of 16 values as two i16 in each row's lane (for `vpdpwssd`).
-const PAIRS: usize = SCALES + 16 * 64;
-/// Where it holds the levels: chunk `c` (64 bytes) columns `4c..4c + 4` of the 16 rows, row `r` at `4r`, as
-/// `q + 128`.
-const QUANTS: usize = PAIRS + 8 * 64;
+/// Where it holds each row's `128 · Σ ls · Σ q` over the super-block (i32), what the activations' `+ 128` adds.
+const OFFSET: usize = SCALES + 16 * 64;
+/// Where it holds the levels: chunk `c` (64 bytes) columns `4c..4c + 4` of the 16 rows, row `r` at `4r`, as i8.
+const QUANTS: usize = OFFSET + 64;
 /// Bytes of one expanded super-block of 16 rows.
 const BLOCK: usize = QUANTS + 64 * 64;
 
-/// One weight super-block decoded: its levels as `q + 128`, its multipliers per 16 values, and `d` (returned).
-type Decode = unsafe fn(*const u8, &mut [u8; 256], &mut [i16; 16]) -> f32;
+/// One weight super-block decoded: its levels, its multipliers per 16 values, and `d` (returned).
+type Decode = unsafe fn(*const u8, &mut [i8; 256], &mut [i16; 16]) -> f32;
 
 /// How the weights of `ty` are decoded, and whether its multipliers are per 32 values (else per 16), if it is an
 /// i-quant expanded here.
@@ -67,13 +66,12 @@ pub(super) fn applies(ty: GgmlType, n: usize) -> bool {
 
 /// [`Decode`] through the 512-bit row kernels' pair decoder: magnitudes and sign masks to signed levels.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn decode_pairs<T: Pairs>(wb: *const u8, q: &mut [u8; 256], ls: &mut [i16; 16]) -> f32 {
-    let flip = _mm512_set1_epi8(-128);
+unsafe fn decode_pairs<T: Pairs>(wb: *const u8, q: &mut [i8; 256], ls: &mut [i16; 16]) -> f32 {
     let mut lanes = [0i16; 32];
     for p in 0..4 {
         let (m, neg, s) = T::pair(wb, p);
         let v = _mm512_mask_sub_epi8(m, neg, _mm512_setzero_si512(), m);
-        _mm512_storeu_si512(q.as_mut_ptr().add(64 * p).cast(), _mm512_xor_si512(v, flip));
+        _mm512_storeu_si512(q.as_mut_ptr().add(64 * p).cast(), v);
         // Lane `k` holds the multiplier of values `2k` and `2k + 1` of the pair.
         _mm512_storeu_si512(lanes.as_mut_ptr().cast(), s);
         for g in 0..4 {
@@ -84,13 +82,11 @@ unsafe fn decode_pairs<T: Pairs>(wb: *const u8, q: &mut [u8; 256], ls: &mut [i16
 }
 
 /// [`Decode`] through the portable unpacker of the i-quant whose ggml type id is `ID`.
-unsafe fn decode_codec<const ID: u32>(wb: *const u8, q: &mut [u8; 256], ls: &mut [i16; 16]) -> f32 {
+unsafe fn decode_codec<const ID: u32>(wb: *const u8, q: &mut [i8; 256], ls: &mut [i16; 16]) -> f32 {
     let c = super::scalar::iq_codec::<ID>();
     let mut b = IqBlock::default();
     c.unpack(std::slice::from_raw_parts(wb, c.block_bytes), &mut b);
-    for (q, &v) in q.iter_mut().zip(&b.q) {
-        *q = v as u8 ^ 0x80;
-    }
+    *q = b.q;
     for (l, &v) in ls.iter_mut().zip(&b.ls) {
         *l = v as i16;
     }
@@ -113,7 +109,12 @@ pub(super) fn matmul(w: WeightView<'_>, x: &[f32], n: usize, y: &mut [f32]) {
         n,
         w.cols,
         xs,
-        |s, d| VecType::Q8K.quantize_row(s, d),
+        |s, d| {
+            VecType::Q8K.quantize_row(s, d);
+            for block in d.chunks_exact_mut(Q8_K_BYTES) {
+                block[4..260].iter_mut().for_each(|q| *q ^= 0x80);
+            }
+        },
         |xq| {
             let yp = SyncPtr(y.as_mut_ptr());
             (0..w.rows.div_ceil(ROWS)).into_par_iter().for_each(|g| {
@@ -140,31 +141,43 @@ pub(super) fn matmul(w: WeightView<'_>, x: &[f32], n: usize, y: &mut [f32]) {
 unsafe fn expand(decode: Decode, w: WeightView<'_>, g: usize, out: &mut [u8]) {
     let (wb, bb, nb) = (w.row_bytes(), w.ty.type_size(), w.cols / 256);
     assert!(out.len() >= nb * BLOCK);
-    let (mut q, mut ls) = ([0x80u8; 256], [0i16; 16]);
-    for r in 0..ROWS {
-        let row = g * ROWS + r;
-        for (b, o) in out.chunks_exact_mut(BLOCK).take(nb).enumerate() {
+    let (mut q, mut ls) = ([0i8; 256], [0i16; 16]);
+    // A block's 16 rows at a time, so that its scattered writes stay in L1.
+    for (b, o) in out.chunks_exact_mut(BLOCK).take(nb).enumerate() {
+        for r in 0..ROWS {
+            let row = g * ROWS + r;
             let d = if row < w.rows {
                 let at = row * wb + b * bb;
                 assert!(at + bb <= w.data.len());
                 decode(w.data.as_ptr().add(at), &mut q, &mut ls)
             } else {
-                (q, ls) = ([0x80; 256], [0; 16]);
+                (q, ls) = ([0; 256], [0; 16]);
                 0.0
             };
             o[D + 4 * r..][..4].copy_from_slice(&d.to_le_bytes());
             for (s, &l) in ls.iter().enumerate() {
                 o[SCALES + 64 * s + 4 * r..][..4].copy_from_slice(&(l as i32).to_le_bytes());
             }
-            for (k, l) in ls.chunks_exact(2).enumerate() {
-                let pair = l[0] as u16 as u32 | (l[1] as u16 as u32) << 16;
-                o[PAIRS + 64 * k + 4 * r..][..4].copy_from_slice(&pair.to_le_bytes());
-            }
-            for (c, v) in q.chunks_exact(4).enumerate() {
-                o[QUANTS + 64 * c + 4 * r..][..4].copy_from_slice(v);
+            o[OFFSET + 4 * r..][..4].copy_from_slice(&(128 * level_sums(&q, &ls)).to_le_bytes());
+            let quants = o[QUANTS..QUANTS + 64 * 64].as_mut_ptr().add(4 * r);
+            for c in 0..64 {
+                let v = (q.as_ptr().add(4 * c) as *const u32).read_unaligned();
+                (quants.add(64 * c) as *mut u32).write_unaligned(v);
             }
         }
     }
+}
+
+/// `Σ ls · Σ q` over the 16-value groups of a decoded super-block: each group's sum from `vpsadbw` of the levels
+/// made unsigned.
+#[inline(always)]
+unsafe fn level_sums(q: &[i8; 256], ls: &[i16; 16]) -> i32 {
+    let mut sums = [0u64; 32];
+    for p in 0..4 {
+        let v = _mm512_xor_si512(_mm512_loadu_si512(q.as_ptr().add(64 * p).cast()), _mm512_set1_epi8(-128));
+        _mm512_storeu_si512(sums.as_mut_ptr().add(8 * p).cast(), _mm512_sad_epu8(v, _mm512_setzero_si512()));
+    }
+    ls.iter().zip(sums.chunks_exact(2)).map(|(&l, s)| l as i32 * ((s[0] + s[1]) as i32 - 16 * 128)).sum()
 }
 
 /// The `valid` (1..=16) outputs of one expanded group for each of the `n` activation rows, in tiles of [`TILE`]:
@@ -201,7 +214,7 @@ unsafe fn run(sub32: bool, w: &[u8], x: &[u8], xs: usize, n: usize, nb: usize, y
     }
 }
 
-/// `N` activation rows (Q8_K) against an expanded group whose multipliers are per 32 values (`SUB32`) or 16: the
+/// `N` activation rows (Q8_K, quants plus 128) against an expanded group whose multipliers are per 32 values (`SUB32`) or 16: the
 /// 16 outputs of each row, those in `mask` stored to `y`.
 #[inline(always)]
 unsafe fn tile<const SUB32: bool, const N: usize>(
@@ -226,7 +239,7 @@ unsafe fn tile<const SUB32: bool, const N: usize>(
                 let v = _mm512_loadu_si512(wb.add(QUANTS + 64 * c).cast());
                 for j in 0..N {
                     let a = _mm512_set1_epi32((xb[j].add(4 + 4 * c) as *const i32).read_unaligned());
-                    raw[j] = _mm512_dpbusd_epi32(raw[j], v, a);
+                    raw[j] = _mm512_dpbusd_epi32(raw[j], a, v);
                 }
             }
             let sc = _mm512_loadu_si512(wb.add(SCALES + 64 * s).cast());
@@ -234,19 +247,11 @@ unsafe fn tile<const SUB32: bool, const N: usize>(
                 isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(raw[j], sc));
             }
         }
-        // The levels' + 128: 128 · Σ multiplier · (sum of its 16 activations).
-        let mut offset = [zero; N];
-        for k in 0..8 {
-            let pair = _mm512_loadu_si512(wb.add(PAIRS + 64 * k).cast());
-            for j in 0..N {
-                let sums = _mm512_set1_epi32((xb[j].add(260 + 4 * k) as *const i32).read_unaligned());
-                offset[j] = _mm512_dpwssd_epi32(offset[j], pair, sums);
-            }
-        }
+        let offset = _mm512_loadu_si512(wb.add(OFFSET).cast());
         let d = _mm512_loadu_ps(wb.add(D).cast());
         for j in 0..N {
             let dx = _mm512_set1_ps((xb[j] as *const f32).read_unaligned());
-            let total = _mm512_sub_epi32(isum[j], _mm512_slli_epi32::<7>(offset[j]));
+            let total = _mm512_sub_epi32(isum[j], offset);
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dx), acc[j]);
         }
     }
