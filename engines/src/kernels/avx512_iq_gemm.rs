@@ -24,7 +24,7 @@ use super::avx512_iq::{Iq2S, Iq3S, Iq3Xxs, Iq4Xs, Pairs};
 use super::{with_quantized, SyncPtr, WeightView};
 
 /// Activation rows from which a matmul expands the weights (fewer run the row kernels).
-pub(super) const FROM_ROWS: usize = 16;
+pub(super) const FROM_ROWS: usize = 8;
 /// Weight rows expanded together.
 const ROWS: usize = 16;
 /// Activation rows per tile of the kernel.
@@ -141,31 +141,70 @@ pub(super) fn matmul(w: WeightView<'_>, x: &[f32], n: usize, y: &mut [f32]) {
 unsafe fn expand(decode: Decode, w: WeightView<'_>, g: usize, out: &mut [u8]) {
     let (wb, bb, nb) = (w.row_bytes(), w.ty.type_size(), w.cols / 256);
     assert!(out.len() >= nb * BLOCK);
-    let (mut q, mut ls) = ([0i8; 256], [0i16; 16]);
-    // A block's 16 rows at a time, so that its scattered writes stay in L1.
+    let (mut q, mut ls) = ([[0i8; 256]; ROWS], [0i16; 16]);
     for (b, o) in out.chunks_exact_mut(BLOCK).take(nb).enumerate() {
-        for r in 0..ROWS {
+        for (r, q) in q.iter_mut().enumerate() {
             let row = g * ROWS + r;
             let d = if row < w.rows {
                 let at = row * wb + b * bb;
                 assert!(at + bb <= w.data.len());
-                decode(w.data.as_ptr().add(at), &mut q, &mut ls)
+                decode(w.data.as_ptr().add(at), q, &mut ls)
             } else {
-                (q, ls) = ([0; 256], [0; 16]);
+                (*q, ls) = ([0; 256], [0; 16]);
                 0.0
             };
             o[D + 4 * r..][..4].copy_from_slice(&d.to_le_bytes());
             for (s, &l) in ls.iter().enumerate() {
                 o[SCALES + 64 * s + 4 * r..][..4].copy_from_slice(&(l as i32).to_le_bytes());
             }
-            o[OFFSET + 4 * r..][..4].copy_from_slice(&(128 * level_sums(&q, &ls)).to_le_bytes());
-            let quants = o[QUANTS..QUANTS + 64 * 64].as_mut_ptr().add(4 * r);
-            for c in 0..64 {
-                let v = (q.as_ptr().add(4 * c) as *const u32).read_unaligned();
-                (quants.add(64 * c) as *mut u32).write_unaligned(v);
+            o[OFFSET + 4 * r..][..4].copy_from_slice(&(128 * level_sums(q, &ls)).to_le_bytes());
+        }
+        // Each 64 values of the 16 rows, a 16×16 matrix of 4-value words, transposed into 16 chunks.
+        let quants = o[QUANTS..QUANTS + 64 * 64].as_mut_ptr();
+        for p in 0..4 {
+            let mut rows = [_mm512_setzero_si512(); ROWS];
+            for (v, q) in rows.iter_mut().zip(&q) {
+                *v = _mm512_loadu_si512(q.as_ptr().add(64 * p).cast());
+            }
+            for (k, v) in transpose(rows).into_iter().enumerate() {
+                _mm512_storeu_si512(quants.add(64 * (16 * p + k)).cast(), v);
             }
         }
     }
+}
+
+/// The 16×16 matrix of 32-bit words `r` (row `i` in `r[i]`) transposed: word `k` of every row in `out[k]`.
+#[inline(always)]
+unsafe fn transpose(r: [__m512i; 16]) -> [__m512i; 16] {
+    let z = _mm512_setzero_si512();
+    // Per 128-bit lane `l`: rows 2i and 2i + 1 interleaved (words 4l, 4l + 1, then 4l + 2, 4l + 3).
+    let mut t = [z; 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // v[g][j], lane l: word 4l + j of rows 4g..4g + 4.
+    let mut v = [[z; 4]; 4];
+    for (g, v) in v.iter_mut().enumerate() {
+        let (a_lo, a_hi, c_lo, c_hi) = (t[4 * g], t[4 * g + 1], t[4 * g + 2], t[4 * g + 3]);
+        v[0] = _mm512_unpacklo_epi64(a_lo, c_lo);
+        v[1] = _mm512_unpackhi_epi64(a_lo, c_lo);
+        v[2] = _mm512_unpacklo_epi64(a_hi, c_hi);
+        v[3] = _mm512_unpackhi_epi64(a_hi, c_hi);
+    }
+    // Lane l of v[0][j], ..., v[3][j] side by side: word 4l + j of all 16 rows.
+    let mut out = [z; 16];
+    for j in 0..4 {
+        let x0 = _mm512_shuffle_i32x4::<0b10_00_10_00>(v[0][j], v[1][j]);
+        let x1 = _mm512_shuffle_i32x4::<0b11_01_11_01>(v[0][j], v[1][j]);
+        let y0 = _mm512_shuffle_i32x4::<0b10_00_10_00>(v[2][j], v[3][j]);
+        let y1 = _mm512_shuffle_i32x4::<0b11_01_11_01>(v[2][j], v[3][j]);
+        out[j] = _mm512_shuffle_i32x4::<0b10_00_10_00>(x0, y0);
+        out[4 + j] = _mm512_shuffle_i32x4::<0b10_00_10_00>(x1, y1);
+        out[8 + j] = _mm512_shuffle_i32x4::<0b11_01_11_01>(x0, y0);
+        out[12 + j] = _mm512_shuffle_i32x4::<0b11_01_11_01>(x1, y1);
+    }
+    out
 }
 
 /// `Σ ls · Σ q` over the 16-value groups of a decoded super-block: each group's sum from `vpsadbw` of the levels
