@@ -17,6 +17,8 @@ mod avx2_lowbit;
 mod avx2_ternary;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
+#[cfg(target_arch = "x86_64")]
+mod avx512_iq_gemm;
 pub mod awq;
 pub mod bnb4;
 mod dense;
@@ -224,6 +226,10 @@ pub fn matmul_with(backend: Backend, w: WeightView<'_>, x: &[f32], n: usize, y: 
     }
     if backend != Backend::Scalar && dense::applies(w.ty, n) {
         return dense::matmul(w, x, n, y);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx512 && avx512_iq_gemm::applies(w.ty, n) {
+        return avx512_iq_gemm::matmul(w, x, n, y);
     }
     let kernel = Kernel::select(backend, w.ty);
     let vt = VecType::for_weight(w.ty);
