@@ -89,8 +89,10 @@ impl DraftModel {
             plan.push((k, feed));
         }
         let mut out: Vec<Proposal> = vec![Proposal::default(); jobs.len()];
+        // The first step's share that catches up lags past the steady two tokens: only that share of its time is
+        // the pause's; the steady feeds and the first drafted tokens in the same step are the drafts' own cost.
         let fed: usize = plan.iter().map(|p| p.1).sum();
-        let lagging = fed > STEADY_FEED * plan.iter().filter(|p| p.1 > 0).count();
+        let excess: usize = plan.iter().map(|p| p.1.saturating_sub(STEADY_FEED)).sum();
         self.catch_up_secs = 0.0;
         let depth = plan.iter().map(|p| p.0.max(usize::from(p.1 > 0))).max().unwrap_or(0);
         for d in 0..depth {
@@ -116,8 +118,8 @@ impl DraftModel {
                 .collect();
             let started = std::time::Instant::now();
             let rows = self.model.model.forward(&mut self.kv, &inputs);
-            if d == 0 && lagging {
-                self.catch_up_secs = started.elapsed().as_secs_f64();
+            if d == 0 && excess > 0 {
+                self.catch_up_secs = started.elapsed().as_secs_f64() * excess as f64 / fed as f64;
             }
             drop(inputs);
             let rows = match rows {
@@ -193,9 +195,9 @@ impl DraftModel {
         }
     }
 
-    /// Seconds the last [`DraftModel::propose`] spent on a first step that caught up sequences lagging by more
-    /// than the two tokens steady drafting leaves (0 otherwise): the cost of having stopped speculating, not of
-    /// the drafts, so the token-cost measurement leaves it out.
+    /// Seconds of the last [`DraftModel::propose`]'s first step that caught up sequences lagging by more than the
+    /// two tokens steady drafting leaves, as the share of the tokens it fed past those two (0 without a lag): the
+    /// cost of having stopped speculating, not of the drafts, so the token-cost measurement leaves it out.
     pub fn catch_up_secs(&self) -> f64 {
         self.catch_up_secs
     }
