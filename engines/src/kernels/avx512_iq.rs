@@ -117,32 +117,38 @@ impl Pairs for Iq3S {
     const BYTES: usize = IQ3_S_BYTES;
     #[inline(always)]
     unsafe fn pair(wb: *const u8, p: usize) -> (__m512i, __mmask64, __m512i) {
-        // Codeword l of the first sub-block takes bit l of the pair's u16, of the second bit 8 + l; the sixteen
-        // codewords are loaded one by one (Zen 4's 16-lane gather is slower than 16 loads and inserts).
+        // Codeword l of the first sub-block takes bit l of the pair's u16, of the second bit 8 + l.
         let h = read::<u16>(wb.add(66 + 2 * p)) as usize;
         let qs = wb.add(2 + 16 * p);
         let word = |l: usize| IQ3S_WORDS[*qs.add(l) as usize | ((h >> l) & 1) << 8] as i32;
-        let q = _mm512_set_epi32(
-            word(15),
-            word(14),
-            word(13),
-            word(12),
-            word(11),
-            word(10),
-            word(9),
-            word(8),
-            word(7),
-            word(6),
-            word(5),
-            word(4),
-            word(3),
-            word(2),
-            word(1),
-            word(0),
-        );
+        let q = words16(word);
         let sc = *wb.add(106 + p) as u32;
         (q, read(wb.add(74 + 8 * p)), pair_scales(odd(sc & 0xF), odd(sc >> 4)))
     }
+}
+
+/// The 16 codewords `word(0..16)` as the lanes of a vector, loaded one by one (Zen 4's 16-lane gather is slower
+/// than 16 loads and inserts).
+#[inline(always)]
+unsafe fn words16(word: impl Fn(usize) -> i32) -> __m512i {
+    _mm512_set_epi32(
+        word(15),
+        word(14),
+        word(13),
+        word(12),
+        word(11),
+        word(10),
+        word(9),
+        word(8),
+        word(7),
+        word(6),
+        word(5),
+        word(4),
+        word(3),
+        word(2),
+        word(1),
+        word(0),
+    )
 }
 
 /// IQ3_XXS (98 bytes: `d`, `qs[64]`, then per 32 values a u32 of four 7-bit sign fields and a 4-bit scale).
@@ -166,24 +172,7 @@ impl Pairs for Iq3Xxs {
     unsafe fn pair(wb: *const u8, p: usize) -> (__m512i, __mmask64, __m512i) {
         let qs = wb.add(2 + 16 * p);
         let word = |l: usize| IQ3XXS_WORDS[*qs.add(l) as usize] as i32;
-        let q = _mm512_set_epi32(
-            word(15),
-            word(14),
-            word(13),
-            word(12),
-            word(11),
-            word(10),
-            word(9),
-            word(8),
-            word(7),
-            word(6),
-            word(5),
-            word(4),
-            word(3),
-            word(2),
-            word(1),
-            word(0),
-        );
+        let q = words16(word);
         let a0: u32 = read(wb.add(66 + 8 * p));
         let a1: u32 = read(wb.add(70 + 8 * p));
         (q, iq3_xxs_signs(a0) | (iq3_xxs_signs(a1) << 32), pair_scales(odd(a0 >> 28), odd(a1 >> 28)))

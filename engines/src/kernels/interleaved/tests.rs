@@ -2,19 +2,7 @@ use tgi_formats::quant::quantize_row;
 
 use super::*;
 use crate::kernels::matmul_with;
-
-/// Deterministic pseudo-random values in [-1, 1).
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
+use crate::kernels::tests::values;
 
 fn encode(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     let w = values(rows * cols, seed);
