@@ -232,23 +232,10 @@ unsafe fn run(sub32: bool, w: &[u8], x: &[u8], xs: usize, n: usize, nb: usize, y
     for i in (0..n).step_by(TILE) {
         let (w, x, y) = (w.as_ptr(), x.as_ptr().add(i * xs), y.add(i * rows));
         let t = (n - i).min(TILE);
-        match (sub32, t) {
-            (true, 1) => tile::<true, 1>(w, x, xs, nb, y, rows, mask),
-            (true, 2) => tile::<true, 2>(w, x, xs, nb, y, rows, mask),
-            (true, 3) => tile::<true, 3>(w, x, xs, nb, y, rows, mask),
-            (true, 4) => tile::<true, 4>(w, x, xs, nb, y, rows, mask),
-            (true, 5) => tile::<true, 5>(w, x, xs, nb, y, rows, mask),
-            (true, 6) => tile::<true, 6>(w, x, xs, nb, y, rows, mask),
-            (true, 7) => tile::<true, 7>(w, x, xs, nb, y, rows, mask),
-            (true, _) => tile::<true, 8>(w, x, xs, nb, y, rows, mask),
-            (false, 1) => tile::<false, 1>(w, x, xs, nb, y, rows, mask),
-            (false, 2) => tile::<false, 2>(w, x, xs, nb, y, rows, mask),
-            (false, 3) => tile::<false, 3>(w, x, xs, nb, y, rows, mask),
-            (false, 4) => tile::<false, 4>(w, x, xs, nb, y, rows, mask),
-            (false, 5) => tile::<false, 5>(w, x, xs, nb, y, rows, mask),
-            (false, 6) => tile::<false, 6>(w, x, xs, nb, y, rows, mask),
-            (false, 7) => tile::<false, 7>(w, x, xs, nb, y, rows, mask),
-            (false, _) => tile::<false, 8>(w, x, xs, nb, y, rows, mask),
+        if sub32 {
+            with_rows!(8, t, tile[true,](w, x, xs, nb, y, rows, mask));
+        } else {
+            with_rows!(8, t, tile[false,](w, x, xs, nb, y, rows, mask));
         }
     }
 }

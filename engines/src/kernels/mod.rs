@@ -3,6 +3,44 @@
 //! products per block), x86 fast paths (AVX2, AVX-VNNI, AVX-512 VNNI) chosen once at run time and a
 //! portable scalar path for other CPUs (and as the test oracle).
 
+/// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
+/// size (4, 6, 8 or 12), for the tiled kernels of every level (the interleaved GEMM, the i-quant GEMM).
+macro_rules! with_rows {
+    (4, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1 => $f::<$($pre)* 1> $args,
+            2 => $f::<$($pre)* 2> $args,
+            3 => $f::<$($pre)* 3> $args,
+            _ => $f::<$($pre)* 4> $args,
+        }
+    };
+    (6, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
+            5 => $f::<$($pre)* 5> $args,
+            _ => $f::<$($pre)* 6> $args,
+        }
+    };
+    (8, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
+            5 => $f::<$($pre)* 5> $args,
+            6 => $f::<$($pre)* 6> $args,
+            7 => $f::<$($pre)* 7> $args,
+            _ => $f::<$($pre)* 8> $args,
+        }
+    };
+    (12, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
+        match $t {
+            1..=8 => with_rows!(8, $t, $f [$($pre)*] $args),
+            9 => $f::<$($pre)* 9> $args,
+            10 => $f::<$($pre)* 10> $args,
+            11 => $f::<$($pre)* 11> $args,
+            _ => $f::<$($pre)* 12> $args,
+        }
+    };
+}
+
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;

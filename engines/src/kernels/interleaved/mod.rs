@@ -15,44 +15,6 @@
 //! as stored, their min meeting ggml's scaled sum of the activations), so that the integer sums equal ggml's
 //! exactly and only the order of the f32 accumulation differs from the row kernels.
 
-/// `$f::<$pre.., N>($args..)` with the const `N` equal to `$t`, a number of activation rows from 1 to the tile
-/// size (4, 6, 8 or 12), for the kernels of every level.
-macro_rules! with_rows {
-    (4, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1 => $f::<$($pre)* 1> $args,
-            2 => $f::<$($pre)* 2> $args,
-            3 => $f::<$($pre)* 3> $args,
-            _ => $f::<$($pre)* 4> $args,
-        }
-    };
-    (6, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
-            5 => $f::<$($pre)* 5> $args,
-            _ => $f::<$($pre)* 6> $args,
-        }
-    };
-    (8, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1..=4 => with_rows!(4, $t, $f [$($pre)*] $args),
-            5 => $f::<$($pre)* 5> $args,
-            6 => $f::<$($pre)* 6> $args,
-            7 => $f::<$($pre)* 7> $args,
-            _ => $f::<$($pre)* 8> $args,
-        }
-    };
-    (12, $t:expr, $f:ident [$($pre:tt)*] $args:tt) => {
-        match $t {
-            1..=8 => with_rows!(8, $t, $f [$($pre)*] $args),
-            9 => $f::<$($pre)* 9> $args,
-            10 => $f::<$($pre)* 10> $args,
-            11 => $f::<$($pre)* 11> $args,
-            _ => $f::<$($pre)* 12> $args,
-        }
-    };
-}
-
 /// `[$body for $i in 0..$n]`, each element from a zeroed `$zero`, built by a loop in the caller's body so that the
 /// SIMD intrinsics in `$body` compile with the caller's target features: a closure given to `std::array::from_fn`
 /// does not inherit them, and calls every intrinsic out of line (2.5x slower decode on Gemma 3 270M, AVX2).
