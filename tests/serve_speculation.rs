@@ -81,10 +81,12 @@ fn medusa_from_its_directory_and_a_draft_model_keep_greedy_output() {
         let metrics = common::server::get(&server.url("/metrics")).1;
         assert!(metrics.contains("tgi_speculative_accepted_tokens_by_position{position=\"1\"}"), "{what}");
         assert!(metrics.contains("tgi_speculation_token_cost "), "{what}");
-        assert_eq!(server.metric("tgi_draft_kv_blocks_used"), 0.0, "{what}: the draft cache is empty once idle");
+        assert_eq!(server.metric("tgi_kv_blocks_used"), 0.0, "{what}: every block, the draft's too, is back once idle");
         let log = server.log.lock().unwrap().clone();
         let named = if what == "Medusa" { "Medusa (4 heads)" } else { "draft model (" };
         assert!(log.contains(named), "{what}: the startup log names the method: {log}");
+        let shared = log.contains("bytes are the draft model's, in the same blocks");
+        assert_eq!(shared, what != "Medusa", "{what}: the pool holds the draft's KV too: {log}");
     }
 }
 
@@ -115,7 +117,7 @@ fn gemma3_f16_with_a_q4_0_self_draft_keeps_greedy_output() {
         let server = Server::start(&args);
         let (drafted, accepted) = check_greedy(&server, target);
         assert!(2 * accepted > drafted, "{vocab:?}: {accepted} of {drafted} drafts accepted");
-        assert_eq!(server.metric("tgi_draft_kv_blocks_used"), 0.0, "the draft cache is empty once idle");
+        assert_eq!(server.metric("tgi_kv_blocks_used"), 0.0, "every block, the draft's too, is back once idle");
         if vocab.is_some() {
             assert!(server.log.lock().unwrap().contains("frequent tokens)"));
         }

@@ -242,8 +242,6 @@ fn speculation(out: &mut Exposition, stats: &Stats) {
     out.gauge("tgi_speculation_token_cost", help, stats.speculation_token_cost);
     let help = "Speed-up the adaptive rule predicted for the last step's drafts";
     out.gauge("tgi_speculation_predicted_speedup", help, stats.speculation_predicted_speedup);
-    let help = "KV blocks in use in the draft model's cache";
-    out.gauge("tgi_draft_kv_blocks_used", help, stats.draft_kv_blocks_used as f64);
     let by_position = [
         (
             "tgi_speculated_tokens_by_position",
@@ -453,7 +451,6 @@ mod tests {
             grammar_mask_seconds: Histogram::new(vec![0.001]),
             speculation_token_cost: 0.25,
             speculation_predicted_speedup: 1.5,
-            draft_kv_blocks_used: 0,
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, Context, Result};
 use tgi_engines::model::LoadedModel;
 use tgi_engines::scheduler::{EngineWatch, Scheduler, SchedulerConfig};
+use tgi_engines::speculative::Method;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -79,12 +80,22 @@ struct Started {
 fn start(settings: &ServeSettings) -> Result<Started> {
     let mut loaded = settings.model.load()?;
     settings.chat_template.apply(&mut loaded)?;
+    // The draft model first: its weights take memory before the KV cache is sized, and its keys and values
+    // share the target's blocks, so each token of the pool holds both models'.
+    let speculation = match &settings.speculation {
+        Some(plan) => Some(plan.load(&loaded)?),
+        None => None,
+    };
+    let draft_kv_bytes = match speculation.as_ref().map(|s| &s.method) {
+        Some(Method::Draft(draft)) => kv_bytes_per_token(draft),
+        _ => 0,
+    };
     let c = loaded.model.config();
     let gpu_free =
         tgi_engines::device::free_device_memory(loaded.model.device()).context("cannot read the GPU's free memory")?;
     let inputs = SizingInputs {
         context: c.context,
-        kv_bytes_per_token: kv_bytes_per_token(&loaded),
+        kv_bytes_per_token: kv_bytes_per_token(&loaded) + draft_kv_bytes,
         memory: Memory::of(settings.model.device, gpu_free),
         device: settings.model.device,
         lora_reserved: if settings.lora.reserve {
@@ -109,10 +120,6 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         mib(sizes.limits.max_batch_total_tokens, inputs.kv_bytes_per_token),
         sizes.kv_budget
     );
-    let speculation = match &settings.speculation {
-        Some(plan) => Some(plan.load(&loaded)?),
-        None => None,
-    };
     let loras = Loras::new(Some(loaded.model.config().clone()), settings.lora.max_loras, settings.lora.max_rank)
         .with_reserved(inputs.lora_reserved);
     for (name, path) in &settings.lora.adapters {
@@ -143,6 +150,12 @@ fn start(settings: &ServeSettings) -> Result<Started> {
         embedding_size: model.model.config().hidden,
     };
     let mut summary = summary(&served, &settings.model.device.describe(), &sizes, &cfg, inputs.kv_bytes_per_token);
+    if draft_kv_bytes > 0 {
+        summary.push_str(&format!(
+            "\nKV cache: {draft_kv_bytes} of each token's {} bytes are the draft model's, in the same blocks",
+            inputs.kv_bytes_per_token
+        ));
+    }
     summary.push_str(&format!("\nKV cache type: {}, {}", served.kv_dtype, served.kv_rotation));
     summary.push_str(&format!("\n{output_layer}"));
     if repacked.matrices > 0 {

@@ -1,5 +1,6 @@
 //! The scheduler's side of each speculation method: proposals for all the sequences that speculate in a
-//! step (n-gram per sequence; the draft model and Medusa heads batched), and the draft cache's upkeep.
+//! step (n-gram per sequence; the draft model and Medusa heads batched), and the draft cache's upkeep (its
+//! keys and values sit in the sequences' blocks of the target's pool, so only what it holds is kept here).
 
 use std::sync::Arc;
 
@@ -16,14 +17,15 @@ pub(super) enum Proposer {
     Off,
     /// Prompt lookup.
     Ngram,
-    /// The draft model, with its cache.
+    /// The draft model, with its cache beside the target's (the same blocks).
     Draft(Box<DraftModel>),
     /// Medusa heads.
     Medusa(Arc<Medusa>),
 }
 
 impl Proposer {
-    /// The proposer for `spec` beside `target`, with a draft cache of `blocks` blocks; a draft model whose
+    /// The proposer for `spec` beside `target`, with a draft cache of `blocks` blocks (the target pool's); a
+    /// draft model whose
     /// vocabulary differs from the target's is refused, naming the first difference.
     pub fn new(spec: Option<&SpeculationConfig>, target: &LoadedModel, blocks: usize) -> Result<Self, ModelError> {
         let Some(spec) = spec else { return Ok(Proposer::Off) };
@@ -121,15 +123,16 @@ impl Proposer {
     /// After a step: the draft cache keeps only what the target kept of the sequence (all but its pending
     /// last token).
     pub fn rewind(&mut self, s: &mut Sequence<'_>) {
-        if let Proposer::Draft(d) = self {
-            d.rewind(&mut s.spec.draft_cache, s.tokens.len().saturating_sub(1));
+        if let Proposer::Draft(_) = self {
+            s.spec.draft_cache.rewind(s.tokens.len().saturating_sub(1));
         }
     }
 
-    /// A sequence left the running batch (finished, cancelled or preempted): its draft blocks return.
+    /// A sequence left the running batch (finished, cancelled or preempted) and its blocks returned: its draft
+    /// keys and values went with them.
     pub fn release(&mut self, s: &mut Sequence<'_>) {
-        if let Proposer::Draft(d) = self {
-            d.release(&mut s.spec.draft_cache);
+        if let Proposer::Draft(_) = self {
+            s.spec.draft_cache.release();
         }
     }
 
@@ -139,14 +142,6 @@ impl Proposer {
         match self {
             Proposer::Draft(d) => d.catch_up_secs(),
             _ => 0.0,
-        }
-    }
-
-    /// Blocks of the draft cache in use.
-    pub fn used_blocks(&self) -> usize {
-        match self {
-            Proposer::Draft(d) => d.used_blocks(),
-            _ => 0,
         }
     }
 }

@@ -266,10 +266,10 @@ impl<'m> Sequence<'m> {
     }
 
     /// Its request to the draft model for `k` tokens after its first `end` tokens; a sampled request's drafts
-    /// are sampled with its own processing.
+    /// are sampled with its own processing. Its draft keys and values go in its own blocks.
     pub fn draft_job(&mut self, end: usize, k: usize) -> DraftJob<'_> {
         let sampler = (!self.sampler.is_greedy()).then_some(&mut self.sampler);
-        DraftJob { tokens: &self.tokens[..end], cache: &mut self.spec.draft_cache, k, sampler }
+        DraftJob { tokens: &self.tokens[..end], cache: &mut self.spec.draft_cache, table: &self.table, k, sampler }
     }
 
     /// The next step's `n` tokens: the pending ones, or the last token and the draft.

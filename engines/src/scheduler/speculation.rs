@@ -111,7 +111,7 @@ impl Speculation {
         self.draft().len()
     }
 
-    /// Drops the draft (no KV blocks for it).
+    /// Drops the draft.
     pub fn cancel(&mut self) {
         self.input.clear();
         self.dists.clear();

@@ -124,8 +124,6 @@ pub struct Stats {
     pub speculation_token_cost: f64,
     /// The speed-up the adaptive rule predicted for the last step's drafts (mean over drafting sequences).
     pub speculation_predicted_speedup: f64,
-    /// KV blocks in use in the draft model's cache.
-    pub draft_kv_blocks_used: usize,
 }
 
 impl Stats {
@@ -163,7 +161,6 @@ impl Stats {
             accepted_by_position: vec![0; depth],
             speculation_token_cost: 0.0,
             speculation_predicted_speedup: 1.0,
-            draft_kv_blocks_used: 0,
             grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 16),
         }
     }

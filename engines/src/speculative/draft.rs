@@ -1,7 +1,11 @@
-//! A draft model: a smaller model of the same vocabulary proposing drafts from its own paged KV cache (its
-//! argmax for a greedy request, else a token sampled from its processed distribution, kept for verification),
-//! one batched step per draft position for all the sequences that speculate, rolled back to what the target
-//! kept after each verification.
+//! A draft model: a smaller model of the same vocabulary proposing drafts (its argmax for a greedy request,
+//! else a token sampled from its processed distribution, kept for verification), one batched step per draft
+//! position for all the sequences that speculate, rolled back to what the target kept after each verification.
+//!
+//! Its keys and values live in the target's paged pool: the draft model's cache has as many blocks as the
+//! target's, and a sequence's draft KV sits in the same blocks as its target KV, handed out by the target's
+//! allocator. A sequence's draft never holds blocks of its own, so it cannot run out of them apart from the
+//! target, and the blocks return with the target's.
 
 use std::sync::Arc;
 
@@ -15,13 +19,23 @@ use crate::text::tokenizer::Tokenizer;
 /// more is catching up on tokens generated while it did not speculate, which counts against the step's budget.
 const STEADY_FEED: usize = 2;
 
-/// Where a sequence stands in the draft model's cache.
+/// Where a sequence stands in the draft model's cache (its blocks are the target's).
 #[derive(Debug, Default)]
 pub struct DraftCache {
-    /// Its blocks in the draft cache.
-    table: BlockTable,
     /// Leading tokens of the sequence whose keys and values the draft cache holds.
     computed: usize,
+}
+
+impl DraftCache {
+    /// Keeps only the first `valid` tokens (those the target kept; the drafted ones past them are stale).
+    pub fn rewind(&mut self, valid: usize) {
+        self.computed = self.computed.min(valid);
+    }
+
+    /// Forgets every token (the sequence's blocks returned: it finished or was preempted).
+    pub fn release(&mut self) {
+        self.computed = 0;
+    }
 }
 
 /// One sequence's request for a draft.
@@ -30,6 +44,8 @@ pub struct DraftJob<'a> {
     pub tokens: &'a [u32],
     /// Its place in the draft cache.
     pub cache: &'a mut DraftCache,
+    /// Its blocks in the target's pool, where its draft keys and values go too: drafting stops at their end.
+    pub table: &'a BlockTable,
     /// Tokens wanted.
     pub k: usize,
     /// The request's sampler, when it samples: drafts are then drawn from the draft model's distribution,
@@ -40,6 +56,8 @@ pub struct DraftJob<'a> {
 /// The draft model with its KV cache.
 pub struct DraftModel {
     model: Arc<LoadedModel>,
+    /// The draft's keys and values, block for block beside the target's cache (its own allocator unused: the
+    /// blocks are handed out by the target's).
     kv: KvCache,
     /// Proposals are ids below this (the target's vocabulary).
     vocab: usize,
@@ -48,20 +66,16 @@ pub struct DraftModel {
 }
 
 impl DraftModel {
-    /// The draft model `model` with a cache of `blocks` blocks, proposing ids below `vocab`.
+    /// The draft model `model` with a cache of `blocks` blocks (the target's pool's), proposing ids below
+    /// `vocab`.
     pub fn new(model: Arc<LoadedModel>, blocks: usize, vocab: usize) -> Result<Self, ModelError> {
         let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
         let vocab = vocab.min(model.model.config().vocab);
         Ok(DraftModel { model, kv, vocab, catch_up_secs: 0.0 })
     }
 
-    /// Blocks of the draft cache in use.
-    pub fn used_blocks(&self) -> usize {
-        self.kv.allocator().used_blocks()
-    }
-
-    /// Drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or cache
-    /// ends): first each sequence's tokens the draft cache lacks, then one batched step per further position.
+    /// Drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or the sequence's
+    /// blocks end): first each sequence's tokens the draft cache lacks, then one batched step per further position.
     /// The tokens caught up in the first step, past each sequence's steady two, are at most `catch_up` in all
     /// (a long lag is caught up over several steps, without drafts until it is, so that it never stalls the
     /// batch); a failed step ends the
@@ -73,7 +87,7 @@ impl DraftModel {
         let mut plan: Vec<(usize, usize)> = Vec::with_capacity(jobs.len());
         for j in jobs.iter_mut() {
             let (n, done) = (j.tokens.len(), j.cache.computed);
-            let k = j.k.min((context + 1).saturating_sub(n));
+            let k = j.k.min((context + 1).saturating_sub(n)).min((j.table.capacity() + 1).saturating_sub(n));
             let lag = n - done.min(n);
             let (k, feed, spent) = match (k, lag) {
                 (0, _) | (_, 0) => (0, 0, 0),
@@ -81,7 +95,7 @@ impl DraftModel {
                 (k, lag) => (k, lag, lag.saturating_sub(STEADY_FEED)),
             };
             let end = if k > 0 { n + k - 1 } else { done + feed };
-            if feed == 0 || self.kv.reserve(&mut j.cache.table, end).is_err() {
+            if feed == 0 || end > j.table.capacity() {
                 plan.push((0, 0));
                 continue;
             }
@@ -108,12 +122,7 @@ impl DraftModel {
                     } else {
                         (&out[i].tokens[d - 1..d], j.tokens.len() + d - 1)
                     };
-                    SeqInput {
-                        tokens,
-                        start,
-                        table: &j.cache.table,
-                        logits: if k > 0 { Logits::Last } else { Logits::None },
-                    }
+                    SeqInput { tokens, start, table: j.table, logits: if k > 0 { Logits::Last } else { Logits::None } }
                 })
                 .collect();
             let started = std::time::Instant::now();
@@ -152,25 +161,20 @@ impl DraftModel {
                 j.cache.computed = j.tokens.len() + d;
             }
         }
-        for (j, o) in jobs.iter_mut().zip(&out) {
-            if o.tokens.is_empty() {
-                self.rewind(j.cache, j.cache.computed);
-            }
-        }
         out
     }
 
     /// Feeds each job's tokens that its draft cache lacks (its `k` unused) in one batched step without
     /// logits: the draft model prefills beside the target, so that a sequence drafts from its first decode
     /// step instead of catching its prompt up later within the small budget of a loaded batch. A job past the
-    /// draft model's context, or without blocks, is left to catch up later; a failed step is logged.
+    /// draft model's context, or past its blocks, is left to catch up later; a failed step is logged.
     pub fn prefill(&mut self, jobs: &mut [DraftJob<'_>]) {
         let context = self.model.model.config().context;
         let fed: Vec<bool> = jobs
             .iter_mut()
             .map(|j| {
                 let n = j.tokens.len();
-                n > j.cache.computed && n <= context && self.kv.reserve(&mut j.cache.table, n).is_ok()
+                n > j.cache.computed && n <= context && n <= j.table.capacity()
             })
             .collect();
         let inputs: Vec<SeqInput<'_>> = jobs
@@ -180,7 +184,7 @@ impl DraftModel {
             .map(|(j, _)| SeqInput {
                 tokens: &j.tokens[j.cache.computed..],
                 start: j.cache.computed,
-                table: &j.cache.table,
+                table: j.table,
                 logits: Logits::None,
             })
             .collect();
@@ -200,19 +204,6 @@ impl DraftModel {
     /// cost of having stopped speculating, not of the drafts, so the token-cost measurement leaves it out.
     pub fn catch_up_secs(&self) -> f64 {
         self.catch_up_secs
-    }
-
-    /// Keeps only the first `valid` tokens of the sequence in the draft cache (those the target kept; the
-    /// drafted ones past them are stale), returning the blocks past them.
-    pub fn rewind(&mut self, cache: &mut DraftCache, valid: usize) {
-        cache.computed = cache.computed.min(valid);
-        self.kv.truncate(&mut cache.table, cache.computed);
-    }
-
-    /// Returns all of a sequence's blocks (it finished or was preempted).
-    pub fn release(&mut self, cache: &mut DraftCache) {
-        self.kv.release(&mut cache.table);
-        cache.computed = 0;
     }
 }
 
@@ -279,11 +270,23 @@ fn first_difference(target: &Tokenizer, draft: &Tokenizer) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::BlockAllocator;
     use crate::model::{load, LoadOptions};
     use crate::sampling::SamplingParams;
 
     fn shared(rel: &str) -> String {
         format!("{}/../models/{rel}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// `N` block tables from a 16-block pool (the draft caches' size here), each holding `tokens` tokens, as
+    /// the target's allocator hands them out.
+    fn tables<const N: usize>(tokens: usize) -> [BlockTable; N] {
+        let mut pool = BlockAllocator::new(16, BLOCK_SIZE);
+        std::array::from_fn(|_| {
+            let mut t = BlockTable::new();
+            pool.grow(&mut t, tokens).unwrap();
+            t
+        })
     }
 
     #[test]
@@ -302,10 +305,11 @@ mod tests {
             alone.push(argmax(&row));
         }
         let (mut a, mut b) = (DraftCache::default(), DraftCache::default());
+        let [t_a, t_b, t_c] = tables::<3>(64);
         let short = &prompt[..prompt.len() - 1];
         let mut jobs = [
-            DraftJob { tokens: &prompt, cache: &mut a, k: 4, sampler: None },
-            DraftJob { tokens: short, cache: &mut b, k: 0, sampler: None },
+            DraftJob { tokens: &prompt, cache: &mut a, table: &t_a, k: 4, sampler: None },
+            DraftJob { tokens: short, cache: &mut b, table: &t_b, k: 0, sampler: None },
         ];
         let out = d.propose(&mut jobs, 1000);
         assert_eq!(out[0].tokens, alone[prompt.len()..prompt.len() + 4]);
@@ -313,27 +317,49 @@ mod tests {
         assert_eq!(a.computed, prompt.len() + 3);
         // The target kept two drafted tokens and sampled a third: the cache rewinds to them and goes on.
         let kept = &alone[..prompt.len() + 3];
-        d.rewind(&mut a, kept.len() - 1);
+        a.rewind(kept.len() - 1);
         assert_eq!(a.computed, prompt.len() + 2);
-        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, k: 3, sampler: None }], 1000);
+        let out = d.propose(&mut [DraftJob { tokens: kept, cache: &mut a, table: &t_a, k: 3, sampler: None }], 1000);
         assert_eq!(out[0].tokens, alone[kept.len()..kept.len() + 3]);
         // A long lag is caught up a budget at a time past the steady two tokens, without drafts until it is;
         // then drafts go on as before.
         let mut c = DraftCache::default();
         let long = &alone[..prompt.len() + 4];
-        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 2, sampler: None }], 4);
+        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, table: &t_c, k: 2, sampler: None }], 4);
         assert!(out[0].tokens.is_empty() && c.computed == 4, "{c:?}");
         assert!(d.catch_up_secs() > 0.0, "catching up is timed");
-        let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, k: 1, sampler: None }], long.len() - 4 - 2);
+        let job = DraftJob { tokens: long, cache: &mut c, table: &t_c, k: 1, sampler: None };
+        let out = d.propose(&mut [job], long.len() - 4 - 2);
         assert_eq!((out[0].tokens.as_slice(), c.computed), (&alone[long.len()..long.len() + 1], long.len()));
         let next = &alone[..long.len() + 1];
-        let out = d.propose(&mut [DraftJob { tokens: next, cache: &mut c, k: 1, sampler: None }], 1);
+        let out = d.propose(&mut [DraftJob { tokens: next, cache: &mut c, table: &t_c, k: 1, sampler: None }], 1);
         assert_eq!(out[0].tokens, alone[next.len()..next.len() + 1]);
         assert_eq!(d.catch_up_secs(), 0.0, "one token behind is steady drafting");
-        for cache in [&mut a, &mut b, &mut c] {
-            d.release(cache);
-        }
-        assert_eq!(d.used_blocks(), 0);
+        c.release();
+        assert_eq!(c.computed, 0);
+    }
+
+    #[test]
+    fn a_sequence_drafts_only_within_its_blocks() {
+        let m = Arc::new(load(&shared("stories260k/hf"), &LoadOptions::default()).unwrap());
+        let mut d = DraftModel::new(m.clone(), 16, 512).unwrap();
+        let mut prompt = m.tokenizer.encode("Once upon a time there was", true, false).unwrap();
+        prompt.resize(BLOCK_SIZE - 2, prompt[1]);
+        // One block: the prompt, its pending token and two drafted positions fill it, so a draft of 5 stops at 3
+        // (the last drafted token's keys and values are the target's verification's, not the draft's).
+        let [one] = tables::<1>(BLOCK_SIZE);
+        let mut cache = DraftCache::default();
+        let out =
+            d.propose(&mut [DraftJob { tokens: &prompt, cache: &mut cache, table: &one, k: 5, sampler: None }], 1000);
+        assert_eq!((out[0].tokens.len(), cache.computed), (3, BLOCK_SIZE));
+        // Without a block for what the draft needs, nothing is fed, and the prefill beside the target waits too.
+        let [none] = tables::<1>(0);
+        let mut fresh = DraftCache::default();
+        let out =
+            d.propose(&mut [DraftJob { tokens: &prompt, cache: &mut fresh, table: &none, k: 2, sampler: None }], 1000);
+        assert!(out[0].tokens.is_empty() && fresh.computed == 0);
+        d.prefill(&mut [DraftJob { tokens: &prompt, cache: &mut fresh, table: &none, k: 0, sampler: None }]);
+        assert_eq!(fresh.computed, 0);
     }
 
     #[test]
@@ -344,33 +370,31 @@ mod tests {
         let alone: Vec<u32> = prompts
             .iter()
             .map(|p| {
+                let [t_fresh] = tables::<1>(64);
                 let mut fresh = DraftCache::default();
-                let out = d.propose(&mut [DraftJob { tokens: p, cache: &mut fresh, k: 1, sampler: None }], 1000);
-                d.release(&mut fresh);
-                out[0].tokens[0]
+                let job = DraftJob { tokens: p, cache: &mut fresh, table: &t_fresh, k: 1, sampler: None };
+                d.propose(&mut [job], 1000)[0].tokens[0]
             })
             .collect();
         // The target prefills each prompt but its last token (a chunk), the draft model beside it.
         let (mut a, mut b) = (DraftCache::default(), DraftCache::default());
+        let [t_a, t_b] = tables::<2>(64);
         let [p, q] = &prompts;
         d.prefill(&mut [
-            DraftJob { tokens: &p[..p.len() - 1], cache: &mut a, k: 0, sampler: None },
-            DraftJob { tokens: &q[..q.len() - 1], cache: &mut b, k: 0, sampler: None },
+            DraftJob { tokens: &p[..p.len() - 1], cache: &mut a, table: &t_a, k: 0, sampler: None },
+            DraftJob { tokens: &q[..q.len() - 1], cache: &mut b, table: &t_b, k: 0, sampler: None },
         ]);
         assert_eq!((a.computed, b.computed), (p.len() - 1, q.len() - 1));
         // Two sequences a token or two behind draft in the same step with a budget of one: steady feeds are free.
         let out = d.propose(
             &mut [
-                DraftJob { tokens: p, cache: &mut a, k: 1, sampler: None },
-                DraftJob { tokens: q, cache: &mut b, k: 1, sampler: None },
+                DraftJob { tokens: p, cache: &mut a, table: &t_a, k: 1, sampler: None },
+                DraftJob { tokens: q, cache: &mut b, table: &t_b, k: 1, sampler: None },
             ],
             1,
         );
         assert_eq!([&out[0].tokens, &out[1].tokens], [&vec![alone[0]], &vec![alone[1]]]);
         assert_eq!(d.catch_up_secs(), 0.0);
-        for cache in [&mut a, &mut b] {
-            d.release(cache);
-        }
     }
 
     #[test]
@@ -400,17 +424,20 @@ mod tests {
                 assert!((x - y).abs() <= 1e-4 * x.abs().max(1.0), "{quantize:?}: logit of {id}: {x} against {y}");
             }
             let mut d = DraftModel::new(Arc::new(limited), 16, 512).unwrap();
+            let [t_cache] = tables::<1>(64);
             let mut cache = DraftCache::default();
-            let out = d.propose(&mut [DraftJob { tokens: &prompt, cache: &mut cache, k: 4, sampler: None }], 1000);
+            let job = DraftJob { tokens: &prompt, cache: &mut cache, table: &t_cache, k: 4, sampler: None };
+            let out = d.propose(&mut [job], 1000);
             assert!(out[0].tokens.len() == 4 && out[0].tokens.iter().all(|t| ids.contains(t)), "{out:?}");
             assert!(out[0].dists.is_empty(), "greedy drafts are point masses");
-            d.release(&mut cache);
+            cache.release();
             // Sampled drafts come with their distributions, over the kept ids only, the first one the
             // request's processing of the draft's row.
             let params =
                 SamplingParams { temperature: 0.7, top_p: Some(0.95), seed: Some(3), ..SamplingParams::greedy() };
             let mut sampler = Sampler::new(params.clone(), &prompt);
-            let job = DraftJob { tokens: &prompt, cache: &mut cache, k: 4, sampler: Some(&mut sampler) };
+            let job =
+                DraftJob { tokens: &prompt, cache: &mut cache, table: &t_cache, k: 4, sampler: Some(&mut sampler) };
             let out = d.propose(&mut [job], 1000);
             let p = &out[0];
             assert_eq!((p.tokens.len(), p.dists.len()), (4, 4));
@@ -424,7 +451,7 @@ mod tests {
             for (a, b) in p.dists[0].iter().zip(&expected) {
                 assert!(a.0 == b.0 && (a.1 - b.1).abs() < 1e-4, "{a:?} against {b:?}");
             }
-            d.release(&mut cache);
+            cache.release();
         }
     }
 

@@ -254,15 +254,23 @@ impl<'m> Engine<'m> {
 
     /// Gives each decoding sequence its draft for this step when speculation is on and the batch is narrow
     /// enough (the depth from its acceptance and the measured token cost at this batch size; none in a step
-    /// that measures the plain step time), with the KV blocks the drafted positions need; a draft without
-    /// blocks is dropped.
+    /// that measures the plain step time), with the KV blocks the drafted positions need, reserved before the
+    /// proposal (the draft model writes its keys and values in them too) and returned past the draft it made; a
+    /// sequence without blocks for its draft does not draft this step.
     fn draft(&mut self, catch_up: usize) {
         let Some(cfg) = self.cfg.speculation.clone() else { return };
         let decoding = self.running.iter().filter(|s| !s.is_prefilling()).count();
         let explore = cfg.adaptive && cfg.token_cost.is_none() && self.token_cost.explore(decoding);
         let cap = if explore { 0 } else { cfg.cap(self.running.len()) };
         let cost = cfg.token_cost.unwrap_or_else(|| self.token_cost.cost(decoding));
-        let wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
+        let mut wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
+        for (s, want) in self.running.iter_mut().zip(&mut wants) {
+            if let Some(k) = want.filter(|&k| k > 0) {
+                if self.kv.reserve(&mut s.table, s.tokens.len() + k).is_err() {
+                    *want = None;
+                }
+            }
+        }
         // A sequence the rule kept from drafting lags the draft model by the steps between probes: its probe
         // catches that up whole, or it would never draft again in a loaded batch.
         let probe_lag = decoding * (probe_interval(cost) as usize + 1);
@@ -272,9 +280,8 @@ impl<'m> Engine<'m> {
         for ((s, want), proposal) in self.running.iter_mut().zip(&wants).zip(proposals) {
             let Some(k) = *want else { continue };
             let n = s.set_draft(k, proposal);
-            if n > 0 && self.kv.reserve(&mut s.table, s.tokens.len() + n).is_err() {
-                s.spec.cancel();
-            } else if n > 0 {
+            self.kv.truncate(&mut s.table, s.tokens.len() + n);
+            if n > 0 {
                 gains = (gains.0 + f64::from(s.spec.gain(n, cost)), gains.1 + 1);
             }
         }
@@ -452,7 +459,6 @@ impl<'m> Engine<'m> {
         s.batch_size = self.running.len();
         s.batch_tokens = self.running.iter().map(|q| q.computed).sum();
         s.kv_blocks_used = self.kv.allocator().used_blocks();
-        s.draft_kv_blocks_used = self.proposer.used_blocks();
         *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = s.clone();
     }
 }
