@@ -423,7 +423,9 @@ fn bf16_dot_available() -> bool {
 /// restart of the hardware prefetcher (F16 TinyLlama decode read 27 GB/s of weights instead of the ~47 GB/s that
 /// llama.cpp reads from the file's huge page-cache folios).
 fn huge_zeroed(len: usize) -> Vec<u8> {
-    // A large zeroed Vec is a fresh anonymous map whose pages are first touched by the packing.
+    // A zeroed Vec at or above the C allocator's mmap threshold (32 MiB, `model/host_heap.rs`: Gemma's output
+    // layer) is a fresh anonymous map whose pages are first touched by the packing; a smaller one comes from the
+    // heap, whose pages stay 4 KiB (backing those by huge pages did not speed decode up, docs/engine.md).
     let data = vec![0u8; len];
     #[cfg(target_os = "linux")]
     {
