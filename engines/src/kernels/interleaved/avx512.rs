@@ -70,7 +70,22 @@ unsafe fn floats(
     y: *mut f32,
     rows: usize,
 ) {
-    // A single tile (decode) reads each group's weights from end to end instead, one stream for the prefetcher.
+    if n == 1 {
+        // A single row (decode) reads each group's weights from end to end, and a pair's groups one after the other:
+        // one stream for the prefetcher, not two 20-odd KiB apart (Gemma 3 270M F16 decode, one Zen 5 core: 29-35 ->
+        // 51 tok/s).
+        let gbytes = nb * Kind::F16.group_block_bytes();
+        for g in 0..1 + pair as usize {
+            let (w, y) = (w.add(g * gbytes), y.add(g * ROWS));
+            if bf {
+                float_tile::<true, 1, 1>(w, x, xs, nb, (0, nb), y, rows);
+            } else {
+                float_tile::<false, 1, 1>(w, x, xs, nb, (0, nb), y, rows);
+            }
+        }
+        return;
+    }
+    // A single tile reads each group's weights from end to end too.
     let stretch = if n <= TILE_F { nb } else { FLOAT_BLOCKS };
     for b0 in (0..nb).step_by(stretch) {
         let blocks = (b0, (b0 + stretch).min(nb));
