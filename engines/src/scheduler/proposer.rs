@@ -24,9 +24,8 @@ pub(super) enum Proposer {
 }
 
 impl Proposer {
-    /// The proposer for `spec` beside `target`, with a draft cache of `blocks` blocks (the target pool's); a
-    /// draft model whose
-    /// vocabulary differs from the target's is refused, naming the first difference.
+    /// The proposer for `spec` beside `target`, with a draft cache of `blocks` blocks (the target pool's); a draft
+    /// model whose vocabulary differs from the target's is refused, naming the first difference.
     pub fn new(spec: Option<&SpeculationConfig>, target: &LoadedModel, blocks: usize) -> Result<Self, ModelError> {
         let Some(spec) = spec else { return Ok(Proposer::Off) };
         Ok(match &spec.method {

@@ -87,7 +87,7 @@ impl DraftModel {
         let mut plan: Vec<(usize, usize)> = Vec::with_capacity(jobs.len());
         for j in jobs.iter_mut() {
             let (n, done) = (j.tokens.len(), j.cache.computed);
-            let k = j.k.min((context + 1).saturating_sub(n)).min((j.table.capacity() + 1).saturating_sub(n));
+            let k = j.k.min((context.min(j.table.capacity()) + 1).saturating_sub(n));
             let lag = n - done.min(n);
             let (k, feed, spent) = match (k, lag) {
                 (0, _) | (_, 0) => (0, 0, 0),
