@@ -3,13 +3,16 @@
 //! 8 rows against four broadcast activation bytes, its i16 pair sums are added in i16 for as many columns as cannot
 //! overflow, and one `vpmaddwd` then widens them to i32, applying a K-quant's sub-block scales on the way. The high
 //! bits of Q5_0, Q5_1, Q5_K and Q6_K come from byte slices (see `layout`): one shift and one `and` put a vector's bits in
-//! place. Q8_0's weights go back to signed bytes and meet the activations through the sign trick (`vpsignb`), as
-//! their unsigned form would overflow `vpmaddubsw`'s i16 sums. F16/BF16: tiles of up to 6 activation rows against
+//! place. Q8_0's weights go back to signed bytes, and IQ4_NL's nibbles are looked up as their signed levels; both
+//! meet the activations through the sign trick (`vpsignb`), as their unsigned form would overflow `vpmaddubsw`'s
+//! i16 sums. F16/BF16: tiles of up to 6 activation rows against
 //! one group, 12 f32 accumulators, each column's 16 weights widened once and met by 6 broadcast activations.
 
 use std::arch::x86_64::*;
 
 use super::layout::{q6_quants, q6_slices, K_QUANTS, K_SCALES, Q6_SCALES};
+use tgi_formats::quant::IQ4_NL_VALUES;
+
 use super::{Kind, ROWS, X_LEGACY_BYTES};
 use crate::kernels::act::Q8_K_BYTES;
 
@@ -52,6 +55,7 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
                 Kind::Q5_0 => with_rows!(8, t, tile[Q5<false>,](w, x, xs, nb, y, rows, h)),
                 Kind::Q4_1 => with_rows!(8, t, tile[Q4<true>,](w, x, xs, nb, y, rows, h)),
                 Kind::Q5_1 => with_rows!(8, t, tile[Q5<true>,](w, x, xs, nb, y, rows, h)),
+                Kind::IQ4_NL => with_rows!(8, t, tile[Iq4Nl,](w, x, xs, nb, y, rows, h)),
                 Kind::Q4_K => with_rows!(4, t, k_tile[false,](w, x, xs, nb, y, rows, h)),
                 Kind::Q5_K => with_rows!(8, t, k_tile[true,](w, x, xs, nb, y, rows, h)),
                 Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows, h)),
@@ -246,6 +250,22 @@ impl<const MIN: bool> Unpack for Q4<MIN> {
     #[inline(always)]
     unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8] {
         nibbles(q, h)
+    }
+}
+
+/// IQ4_NL: the nibbles looked up as their signed level (`vpshufb`), met through the sign trick as Q8_0's are
+/// (their unsigned form, up to 241, would overflow `vpmaddubsw`'s i16 pair sums).
+struct Iq4Nl;
+
+impl Unpack for Iq4Nl {
+    const KIND: Kind = Kind::IQ4_NL;
+    const RUN: usize = 1;
+    const SIGNED: bool = true;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8, h: usize) -> [__m256i; 8] {
+        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(IQ4_NL_VALUES.as_ptr().cast()));
+        let v = nibbles(q, h);
+        simd_array!(8, _mm256_setzero_si256(), |g| _mm256_shuffle_epi8(lut, v[g]))
     }
 }
 

@@ -46,6 +46,7 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
             Kind::Q5_0 => with_rows!(8, t, tile[Q5<false>,](w, x, xs, nb, y, rows)),
             Kind::Q4_1 => with_rows!(8, t, tile[Q4<true>,](w, x, xs, nb, y, rows)),
             Kind::Q5_1 => with_rows!(8, t, tile[Q5<true>,](w, x, xs, nb, y, rows)),
+            Kind::IQ4_NL => with_rows!(8, t, tile[Iq4Nl,](w, x, xs, nb, y, rows)),
             Kind::Q4_K => with_rows!(4, t, k_tile[false,](w, x, xs, nb, y, rows)),
             Kind::Q5_K => with_rows!(4, t, k_tile[true,](w, x, xs, nb, y, rows)),
             Kind::Q6_K => with_rows!(4, t, q6_tile[](w, x, xs, nb, y, rows)),
@@ -335,6 +336,19 @@ impl<const MIN: bool> Unpack for Q4<MIN> {
     #[inline(always)]
     unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
         nibbles(q)
+    }
+}
+
+/// IQ4_NL: the nibbles looked up as their level plus 128 (`vpshufb` on the 16 levels in every 128-bit lane).
+struct Iq4Nl;
+
+impl Unpack for Iq4Nl {
+    const KIND: Kind = Kind::IQ4_NL;
+    #[inline(always)]
+    unsafe fn unpack(q: *const u8) -> [__m512i; 8] {
+        let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(super::IQ4_NL_UNSIGNED.as_ptr().cast()));
+        let v = nibbles(q);
+        simd_array!(8, _mm512_setzero_si512(), |g| _mm512_shuffle_epi8(lut, v[g]))
     }
 }
 

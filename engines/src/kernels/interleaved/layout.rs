@@ -4,8 +4,8 @@
 //! - the 16 rows' f16 scales (32 bytes), then for `Q4_1` and `Q5_1` their f16 mins (32 bytes);
 //! - `Q8_0`: 8 chunks of 64 bytes, chunk `c` holding columns `4c..4c + 4` of each row (row `r` at bytes
 //!   `4r..4r + 4`) as unsigned bytes, the quant plus 128;
-//! - `Q4_0`, `Q5_0`, `Q4_1`, `Q5_1`: 4 chunks of 64 bytes, chunk `c` holding each row's quant bytes `4c..4c + 4` as
-//!   stored (low nibbles columns `4c..4c + 4`, high nibbles `16 + 4c..`);
+//! - `Q4_0`, `Q5_0`, `Q4_1`, `Q5_1`, `IQ4_NL`: 4 chunks of 64 bytes, chunk `c` holding each row's quant bytes
+//!   `4c..4c + 4` as stored (low nibbles columns `4c..4c + 4`, high nibbles `16 + 4c..`; IQ4_NL's index its levels);
 //! - `Q5_0` and `Q5_1` also: 8 masks of 64 bits, mask `g` holding each row's fifth bits of columns `4g..4g + 4`
 //!   (bit `4r + i`); or, kept as [`Bits::Slices`], byte `4r + i` of the 64 holding those bits of row `r`'s columns
 //!   `i`, `4 + i`, ... in bits 0..8 (rows 8..16 in the second 32 bytes).
@@ -102,7 +102,7 @@ pub(super) fn pack(kind: Kind, bits: Bits, blocks: &[&[u8]; ROWS], out: &mut [u8
         match kind {
             // q + 128 is q with its top bit flipped.
             Kind::Q8_0 => (0..8).for_each(|c| put(c, word(block, 2 + 4 * c) ^ 0x8080_8080)),
-            Kind::Q4_0 | Kind::Q4_1 => (0..4).for_each(|c| put(c, word(block, kind.head() + 4 * c))),
+            Kind::Q4_0 | Kind::Q4_1 | Kind::IQ4_NL => (0..4).for_each(|c| put(c, word(block, kind.head() + 4 * c))),
             _ => {
                 (0..4).for_each(|c| put(c, word(block, kind.head() + 4 + 4 * c)));
                 let qh = word(block, kind.head()) as u64;
@@ -200,7 +200,7 @@ pub(super) fn unpack(kind: Kind, bits: Bits, packed: &[u8], r: usize, out: &mut 
         Kind::Q8_0 => {
             (0..8).for_each(|c| out[2 + 4 * c..6 + 4 * c].copy_from_slice(&(quant(c) ^ 0x8080_8080).to_le_bytes()))
         }
-        Kind::Q4_0 | Kind::Q4_1 => {
+        Kind::Q4_0 | Kind::Q4_1 | Kind::IQ4_NL => {
             (0..4).for_each(|c| out[head + 4 * c..head + 4 + 4 * c].copy_from_slice(&quant(c).to_le_bytes()))
         }
         _ => {

@@ -11,8 +11,9 @@
 //!
 //! Every bit of the stored blocks is kept, so [`Interleaved::unpack`] gives the stored bytes back; `layout`
 //! documents where each goes. The weights meet the activations' i8 quants as unsigned bytes in `vpdpbusd`, with
-//! the legacy types' signed offset taken out of each block's integer sum (Q4_1's and Q5_1's unsigned quants go in
-//! as stored, their min meeting ggml's scaled sum of the activations), so that the integer sums equal ggml's
+//! the legacy types' signed offset taken out of each block's integer sum (IQ4_NL's nibbles looked up as their
+//! level plus 128; Q4_1's and Q5_1's unsigned quants go in as stored, their min meeting ggml's scaled sum of the
+//! activations), so that the integer sums equal ggml's
 //! exactly and only the order of the f32 accumulation differs from the row kernels.
 
 /// `[$body for $i in 0..$n]`, each element from a zeroed `$zero`, built by a loop in the caller's body so that the
@@ -62,6 +63,18 @@ const BF16_DOT_ROWS: usize = 32;
 /// stretch of columns, in L2).
 const BF16_DOT_SPAN: usize = 32;
 
+/// IQ4_NL's levels plus 128, the unsigned weight bytes the AVX-512 kernel looks its nibbles up as.
+#[cfg(target_arch = "x86_64")]
+const IQ4_NL_UNSIGNED: [u8; 16] = {
+    let mut out = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        out[i] = (tgi_formats::quant::IQ4_NL_VALUES[i] as i32 + Kind::IQ4_NL.offset()) as u8;
+        i += 1;
+    }
+    out
+};
+
 /// The packed types (named as GGML names them).
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +84,7 @@ enum Kind {
     Q5_0,
     Q4_1,
     Q5_1,
+    IQ4_NL,
     Q4_K,
     Q5_K,
     Q6_K,
@@ -86,6 +100,7 @@ impl Kind {
             GgmlType::Q5_0 => Kind::Q5_0,
             GgmlType::Q4_1 => Kind::Q4_1,
             GgmlType::Q5_1 => Kind::Q5_1,
+            GgmlType::IQ4_NL => Kind::IQ4_NL,
             GgmlType::Q4_K => Kind::Q4_K,
             GgmlType::Q5_K => Kind::Q5_K,
             GgmlType::Q6_K => Kind::Q6_K,
@@ -152,7 +167,7 @@ impl Kind {
     const fn block_bytes(self) -> usize {
         match self {
             Kind::Q8_0 => 34,
-            Kind::Q4_0 => 18,
+            Kind::Q4_0 | Kind::IQ4_NL => 18,
             Kind::Q5_0 => 22,
             Kind::Q4_1 => 20,
             Kind::Q5_1 => 24,
@@ -172,10 +187,10 @@ impl Kind {
         }
     }
 
-    /// What is added to a legacy type's signed quant to make it the unsigned weight byte.
+    /// What is added to a legacy type's signed quant (IQ4_NL's level) to make it the unsigned weight byte.
     const fn offset(self) -> i32 {
         match self {
-            Kind::Q8_0 => 128,
+            Kind::Q8_0 | Kind::IQ4_NL => 128,
             Kind::Q4_0 => 8,
             Kind::Q5_0 => 16,
             Kind::Q4_1 | Kind::Q5_1 | Kind::Q4_K | Kind::Q5_K | Kind::Q6_K | Kind::F16 | Kind::BF16 => 0,
@@ -257,7 +272,7 @@ pub struct Interleaved {
 
 impl Interleaved {
     /// `w` repacked for `backend`, if that level has an interleaved kernel for its type and shape (Q8_0, Q4_0,
-    /// Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, F16 and BF16 on every x86 level; rows a multiple of 16, columns
+    /// Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, F16 and BF16 on every x86 level; rows a multiple of 16, columns
     /// of 32). `done` is called with each stretch of the stored bytes once it is packed (a few MiB at a time, in
     /// order, then all of it), so that the caller can let it go.
     pub fn pack(backend: Backend, w: WeightView<'_>, done: impl Fn(&[u8])) -> Option<Interleaved> {

@@ -11,12 +11,13 @@ fn encode(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     data
 }
 
-const TYPES: [GgmlType; 10] = [
+const TYPES: [GgmlType; 11] = [
     GgmlType::Q8_0,
     GgmlType::Q4_0,
     GgmlType::Q5_0,
     GgmlType::Q4_1,
     GgmlType::Q5_1,
+    GgmlType::IQ4_NL,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
