@@ -4,7 +4,8 @@
 //! `KERNELS_SHAPES=2304x9216` sets the rows×cols shapes; `KERNELS_BACKENDS=avx2,avx512-vnni` picks the
 //! instruction-set levels compared (default: every one this CPU has but the scalar one). A level with an
 //! interleaved layout for the type (`Interleaved::pack`) gets a second row, `LEVEL+il`, with the repacked weights
-//! (F16/BF16 on a CPU with AVX512_BF16: bf16 products from 32 rows; `LEVEL+il-f32` keeps the f32 FMAs).
+//! (F16/BF16 on a CPU with AVX512_BF16: bf16 products from 32 rows where they pay, with `LEVEL+il-f32` keeping the
+//! f32 FMAs; else `LEVEL+il-bf16` gives the bf16 ones).
 
 use std::time::{Duration, Instant};
 
@@ -127,6 +128,15 @@ fn main() {
                     row(b.name(), name, rows, cols, bytes, &ns, |x, n, y| awq::matmul_with(b, &m, x, n, y));
                 } else {
                     let ty = GgmlType::parse(name).expect("type");
+                    if !cols.is_multiple_of(ty.block_size()) {
+                        println!(
+                            "{:<12} {:<6} {:>12} skipped: {cols} columns are not whole blocks",
+                            b.name(),
+                            ty.ggml_name(),
+                            format!("{rows}×{cols}")
+                        );
+                        continue;
+                    }
                     let data = weights(ty, rows, cols);
                     let w = WeightView::new(ty, rows, cols, &data).unwrap();
                     row(b.name(), ty.ggml_name(), rows, cols, data.len(), &ns, |x, n, y| matmul_with(b, w, x, n, y));
@@ -139,10 +149,13 @@ fn main() {
                             p.took().as_secs_f64() * 1e3
                         );
                         row(&level, ty.ggml_name(), rows, cols, p.bytes().len(), &ns, |x, n, y| p.matmul(x, n, y));
-                        if ns.iter().any(|&n| p.in_bf16(n)) {
-                            let (level, bytes) = (format!("{}+il-f32", b.name()), p.bytes().len());
-                            let p = p.with_f32_products();
-                            row(&level, ty.ggml_name(), rows, cols, bytes, &ns, |x, n, y| p.matmul(x, n, y));
+                        // The other choice of products for F16/BF16 panels where the CPU has bf16 ones.
+                        let bf16 = ns.iter().any(|&n| p.in_bf16(n));
+                        let (suffix, other) =
+                            if bf16 { ("f32", p.with_f32_products()) } else { ("bf16", p.with_bf16_products()) };
+                        if ns.iter().any(|&n| other.in_bf16(n)) != bf16 {
+                            let (level, bytes) = (format!("{}+il-{suffix}", b.name()), other.bytes().len());
+                            row(&level, ty.ggml_name(), rows, cols, bytes, &ns, |x, n, y| other.matmul(x, n, y));
                         }
                     }
                 }

@@ -302,8 +302,17 @@ impl Interleaved {
         }
         // The whole of it too, for the caller's pages that straddle two stretches.
         done(w.data);
-        let bf16_dot = kind.is_float() && backend == Backend::Avx512 && bf16_dot_available();
-        Some(Interleaved { ty: w.ty, kind, backend, rows: w.rows, cols: w.cols, data, took: start.elapsed(), bf16_dot })
+        let packed = Interleaved {
+            ty: w.ty,
+            kind,
+            backend,
+            rows: w.rows,
+            cols: w.cols,
+            data,
+            took: start.elapsed(),
+            bf16_dot: false,
+        };
+        Some(if bf16_dot_pays() { packed.with_bf16_products() } else { packed })
     }
 
     /// The stored GGML bytes back, row after row.
@@ -343,7 +352,15 @@ impl Interleaved {
         self
     }
 
-    /// Whether `n` activation rows meet these weights in bf16 products (F16/BF16 panels on a CPU with AVX512_BF16,
+    /// The same weights met in bf16 products from [`BF16_DOT_ROWS`] activation rows, where they are F16/BF16 panels
+    /// on the AVX-512 level of a CPU with AVX512_BF16 (what [`Self::pack`] chooses only where that pays, see
+    /// `bf16_dot_pays`); else unchanged.
+    pub fn with_bf16_products(mut self) -> Interleaved {
+        self.bf16_dot = self.kind.is_float() && self.backend == Backend::Avx512 && bf16_dot_available();
+        self
+    }
+
+    /// Whether `n` activation rows meet these weights in bf16 products (F16/BF16 panels on a CPU where they pay,
     /// from [`BF16_DOT_ROWS`] rows): the activations, and F16 weights, rounded to bf16.
     pub fn in_bf16(&self, n: usize) -> bool {
         self.bf16_dot && n >= BF16_DOT_ROWS
@@ -426,6 +443,27 @@ fn bf16_dot_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         avx512_bf16::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether prefill's F16/BF16 panels are met in bf16 products by default: where the CPU has them and is AMD's.
+/// Zen 4 and Zen 5 run `vdpbf16ps` at the FMAs' rate with twice their products (F16 prefill 1.64x llama.cpp's on
+/// Zen 4, docs/engine.md); Intel's Xeon (family 6 model 207, AVX512_BF16) runs it at half that rate, so the f32
+/// FMAs are faster there and exact for F16 (2048×640 F16 at 512 rows, 2 threads: 5.6 ms against 8.0 ms in bf16).
+fn bf16_dot_pays() -> bool {
+    bf16_dot_available() && is_amd()
+}
+
+/// Whether the CPU is AMD's (`AuthenticAMD` in CPUID leaf 0).
+fn is_amd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = std::arch::x86_64::__cpuid(0);
+        [id.ebx, id.edx, id.ecx].map(u32::to_le_bytes).concat() == b"AuthenticAMD"
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

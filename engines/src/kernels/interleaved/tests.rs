@@ -59,7 +59,7 @@ fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
             let w = WeightView::new(ty, rows, cols, &data).unwrap();
             // In bf16 products F16 weights are rounded to bf16 (the activations too, as for BF16 weights).
             let as_bf16 = in_bf16(ty, &data);
-            let packed = Interleaved::pack(level, w, |_| {}).unwrap();
+            let packed = Interleaved::pack(level, w, |_| {}).unwrap().with_bf16_products();
             let exact = Interleaved::pack(level, w, |_| {}).unwrap().with_f32_products();
             for (n, packed) in
                 [1, 3, 4, 5, 8, 9, 12, 13, 17, 25, 32, 37].into_iter().flat_map(|n| [(n, &packed), (n, &exact)])
@@ -99,20 +99,23 @@ fn in_bf16(ty: GgmlType, data: &[u8]) -> Option<Vec<u8>> {
 }
 
 #[test]
-fn prefill_meets_float_panels_in_bf16_only_where_the_cpu_has_it() {
+fn prefill_meets_float_panels_in_bf16_only_where_the_cpu_has_it_and_it_pays() {
     let data = encode(GgmlType::F16, 32, 64, 3);
     let w = WeightView::new(GgmlType::F16, 32, 64, &data).unwrap();
     for level in levels() {
         let packed = Interleaved::pack(level, w, |_| {}).unwrap();
-        let expected = level == Backend::Avx512 && bf16_dot_available();
-        assert_eq!(packed.in_bf16(BF16_DOT_ROWS), expected, "{level:?}");
+        let wide = level == Backend::Avx512;
+        assert_eq!(packed.in_bf16(BF16_DOT_ROWS), wide && bf16_dot_pays(), "{level:?}");
+        let packed = packed.with_bf16_products();
+        assert_eq!(packed.in_bf16(BF16_DOT_ROWS), wide && bf16_dot_available(), "{level:?}");
         assert!(!packed.in_bf16(BF16_DOT_ROWS - 1), "decode and small batches keep the f32 products");
         assert!(!packed.with_f32_products().in_bf16(512));
     }
+    assert!(!bf16_dot_pays() || is_amd(), "only AMD's cores default to bf16 products");
     let q8 = encode(GgmlType::Q8_0, 16, 32, 1);
     for level in levels() {
         let packed = Interleaved::pack(level, WeightView::new(GgmlType::Q8_0, 16, 32, &q8).unwrap(), |_| {});
-        assert!(!packed.unwrap().in_bf16(512), "integer kernels stay integer");
+        assert!(!packed.unwrap().with_bf16_products().in_bf16(512), "integer kernels stay integer");
     }
 }
 
