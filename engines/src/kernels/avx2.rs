@@ -157,8 +157,6 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         GgmlType::Q5_K => q5_k,
         GgmlType::Q6_K => q6_k,
         GgmlType::IQ4_NL => super::avx2_iq4::iq4_nl,
-        GgmlType::IQ4_XS => super::avx2_iq4::iq4_xs,
-        GgmlType::IQ3_S => super::avx2_iq3s::iq3_s,
         GgmlType::TQ1_0 => super::avx2_ternary::tq1_0,
         GgmlType::TQ2_0 => super::avx2_ternary::tq2_0,
         GgmlType::F32 => f32w,
@@ -168,8 +166,10 @@ pub(super) fn row_dot(ty: GgmlType) -> RowDot {
         | GgmlType::IQ2_XS
         | GgmlType::IQ2_S
         | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
         | GgmlType::IQ1_S
-        | GgmlType::IQ1_M => super::avx2_iq::row_dot(ty),
+        | GgmlType::IQ1_M
+        | GgmlType::IQ4_XS => super::avx2_iq::row_dot(ty),
     }
 }
 

@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 use tgi_formats::quant::IQ4_NL_VALUES;
 
 use super::avx2::{dispatch, legacy_n, nibbles32, Avx2, LegacyBlock, Mac};
-use super::avx2_iq::{superblocks_n, SubBlocks};
+use super::avx2_iq::{per_32, superblocks_n, SubBlocks};
 
 dispatch!(
     "avx2,fma,f16c", Avx2;
@@ -68,12 +68,12 @@ pub(super) struct Iq4XsBlock;
 impl SubBlocks for Iq4XsBlock {
     const BYTES: usize = 136;
     #[inline(always)]
-    unsafe fn sub_block(wb: *const u8, ib: usize) -> (__m256i, __m256i, i16) {
+    unsafe fn sub_block(wb: *const u8, ib: usize) -> (__m256i, __m256i, __m256i) {
         let scales_h = (wb.add(2) as *const u16).read_unaligned() as u32;
         let scales_l = (wb.add(4) as *const u32).read_unaligned();
         let wq = unpack32(levels(), wb.add(8 + 16 * ib));
         let aw = _mm256_sign_epi8(wq, wq);
         let ls = ((scales_l >> (4 * ib)) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
-        (aw, wq, ls as i16 - 32)
+        (aw, wq, per_32(ls as i16 - 32))
     }
 }

@@ -17,7 +17,7 @@ use tgi_formats::GgmlType;
 
 use super::act::Q8_K_BYTES;
 use super::avx2::{dispatch, f16_at, RowDot};
-use super::avx2_iq3s::IQ3_S_BYTES;
+use super::avx2_iq3::IQ3_S_BYTES;
 
 dispatch!(
     "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c", Iq3S;

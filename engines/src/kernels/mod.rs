@@ -44,9 +44,14 @@ macro_rules! with_rows {
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
-mod avx2_iq3s;
+mod avx2_iq1;
+#[cfg(target_arch = "x86_64")]
+mod avx2_iq2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_iq3;
 #[cfg(target_arch = "x86_64")]
 mod avx2_iq4;
 #[cfg(target_arch = "x86_64")]

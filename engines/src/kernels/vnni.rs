@@ -8,7 +8,9 @@ use tgi_formats::GgmlType;
 
 use super::avx2::{dispatch, packed_pair, packed_scales, q4_0_n, q4_k_n, q5_k_n, q6_k_n, q8_0_n, Mac, RowDot};
 use super::avx2_iq::superblocks_n;
-use super::avx2_iq3s::Iq3SBlock;
+use super::avx2_iq1::{Iq1MBlock, Iq1SBlock};
+use super::avx2_iq2::{Iq2SBlock, Iq2XsBlock, Iq2XxsBlock};
+use super::avx2_iq3::{Iq3SBlock, Iq3XxsBlock};
 use super::avx2_iq4::{iq4_nl_n, Iq4XsBlock};
 use super::avx2_lowbit::q5_0_n;
 use super::avx2_ternary::{ternary_n, Tq1Block, Tq2Block};
@@ -61,6 +63,8 @@ vnni_mac!(
 pub(super) fn avx_vnni(ty: GgmlType) -> Option<RowDot> {
     match ty {
         GgmlType::IQ3_S => Some(iq3_s_avx_vnni),
+        GgmlType::IQ3_XXS => Some(iq3_xxs_avx_vnni),
+        GgmlType::IQ2_S => Some(iq2_s_avx_vnni),
         GgmlType::IQ4_XS => Some(iq4_xs_avx_vnni),
         _ => avx_vnni::row_dot(ty),
     }
@@ -70,6 +74,12 @@ pub(super) fn avx_vnni(ty: GgmlType) -> Option<RowDot> {
 dispatch!("avx2,fma,f16c,avxvnni", AvxVnni, Iq3SBlock;
     /// IQ3_S weights · Q8_K activations on AVX-VNNI.
     iq3_s_avx_vnni => superblocks_n);
+dispatch!("avx2,fma,f16c,avxvnni", AvxVnni, Iq3XxsBlock;
+    /// IQ3_XXS weights · Q8_K activations on AVX-VNNI.
+    iq3_xxs_avx_vnni => superblocks_n);
+dispatch!("avx2,fma,f16c,avxvnni", AvxVnni, Iq2SBlock;
+    /// IQ2_S weights · Q8_K activations on AVX-VNNI.
+    iq2_s_avx_vnni => superblocks_n);
 dispatch!("avx2,fma,f16c,avxvnni", AvxVnni, Iq4XsBlock;
     /// IQ4_XS weights · Q8_K activations on AVX-VNNI.
     iq4_xs_avx_vnni => superblocks_n);
@@ -108,6 +118,14 @@ macro_rules! level {
                 q6_k => q6_k_n);
             dispatch!($feat, $mac; /// IQ4_NL weights · Q8_0 activations.
                 iq4_nl => iq4_nl_n);
+            dispatch!($feat, $mac, Iq2XxsBlock; /// IQ2_XXS weights · Q8_K activations.
+                iq2_xxs => superblocks_n);
+            dispatch!($feat, $mac, Iq2XsBlock; /// IQ2_XS weights · Q8_K activations.
+                iq2_xs => superblocks_n);
+            dispatch!($feat, $mac, Iq1SBlock; /// IQ1_S weights · Q8_K activations.
+                iq1_s => superblocks_n);
+            dispatch!($feat, $mac, Iq1MBlock; /// IQ1_M weights · Q8_K activations.
+                iq1_m => superblocks_n);
             dispatch!($feat, $mac, Tq1Block; /// TQ1_0 weights · Q8_K activations.
                 tq1_0 => ternary_n);
             dispatch!($feat, $mac, Tq2Block; /// TQ2_0 weights · Q8_K activations.
@@ -123,6 +141,10 @@ macro_rules! level {
                     GgmlType::Q5_K => q5_k,
                     GgmlType::Q6_K => q6_k,
                     GgmlType::IQ4_NL => iq4_nl,
+                    GgmlType::IQ2_XXS => iq2_xxs,
+                    GgmlType::IQ2_XS => iq2_xs,
+                    GgmlType::IQ1_S => iq1_s,
+                    GgmlType::IQ1_M => iq1_m,
                     GgmlType::TQ1_0 => tq1_0,
                     GgmlType::TQ2_0 => tq2_0,
                     _ => return None,

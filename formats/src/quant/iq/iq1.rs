@@ -3,7 +3,11 @@
 //! ±1/8, stored here as 8 × (level ± 1/8).
 
 use super::grids::IQ1S;
-use super::{fp16_d, fp16_value, u16_at, IqBlock};
+use super::{fp16_d, fp16_value, u16_at, words8, IqBlock};
+
+/// ggml's `iq1s_grid` as it stores it: each codeword's eight levels (−1, 0 or 1) in the little-endian bytes of
+/// one u64, for kernels that fetch a codeword with one load.
+pub static IQ1S_WORDS: [u64; 2048] = words8(&IQ1S);
 
 /// Writes codeword `idx` shifted by `delta` (±1, in eighths) as eighths into `q[..8]`.
 #[inline(always)]

@@ -3,23 +3,17 @@
 
 use super::grids::{IQ2S, IQ2XS, IQ2XXS};
 use super::unpack::KSIGNS;
-use super::{fp16_d, signed, u16_at, u32_at, IqBlock};
+use super::{fp16_d, signed, u16_at, u32_at, words8, IqBlock};
 
-/// ggml's `iq2s_grid` as it stores it: each codeword's eight levels (8, 25 or 43) in the little-endian bytes
+/// ggml's `iq2xxs_grid` as it stores it: each codeword's eight levels (8, 25 or 43) in the little-endian bytes
 /// of one u64, for kernels that fetch a codeword with one load.
-pub static IQ2S_WORDS: [u64; 1024] = {
-    let mut words = [0u64; 1024];
-    let mut k = 0;
-    while k < 1024 {
-        let mut j = 0;
-        while j < 8 {
-            words[k] |= (IQ2S[k][j] as u8 as u64) << (8 * j);
-            j += 1;
-        }
-        k += 1;
-    }
-    words
-};
+pub static IQ2XXS_WORDS: [u64; 256] = words8(&IQ2XXS);
+
+/// ggml's `iq2xs_grid`, one u64 per codeword as [`IQ2XXS_WORDS`].
+pub static IQ2XS_WORDS: [u64; 512] = words8(&IQ2XS);
+
+/// ggml's `iq2s_grid`, one u64 per codeword as [`IQ2XXS_WORDS`].
+pub static IQ2S_WORDS: [u64; 1024] = words8(&IQ2S);
 
 /// Unpacks an IQ2_XXS super-block: per 32 values, four 8-bit codeword indices, then four 7-bit sign
 /// indices and a 4-bit scale in one u32.

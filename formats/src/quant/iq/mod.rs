@@ -16,8 +16,10 @@ mod iq3;
 mod search;
 mod unpack;
 
-pub use iq2::IQ2S_WORDS;
+pub use iq1::IQ1S_WORDS;
+pub use iq2::{IQ2S_WORDS, IQ2XS_WORDS, IQ2XXS_WORDS};
 pub use iq3::{IQ3S_WORDS, IQ3XXS_WORDS};
+pub use unpack::KSIGNS;
 
 use super::num::fp16_value;
 use crate::GgmlType;
@@ -133,6 +135,21 @@ fn signed<const W: usize>(c: &[i8; W], signs: u8, q: &mut [i8]) {
     for (j, (q, &v)) in q.iter_mut().zip(c).enumerate() {
         *q = if signs >> j & 1 != 0 { -v } else { v };
     }
+}
+
+/// The `K` codewords of an 8-level grid, each as the little-endian bytes of one u64.
+const fn words8<const K: usize>(grid: &[[i8; 8]; K]) -> [u64; K] {
+    let mut words = [0u64; K];
+    let mut k = 0;
+    while k < K {
+        let mut j = 0;
+        while j < 8 {
+            words[k] |= (grid[k][j] as u8 as u64) << (8 * j);
+            j += 1;
+        }
+        k += 1;
+    }
+    words
 }
 
 /// The fp16 super-block scale at the start of a block, as f32.

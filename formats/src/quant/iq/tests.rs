@@ -138,3 +138,25 @@ fn iq3xxs_words_are_ggml_iq3xxs_grid() {
     let levels = |k: usize| IQ3XXS_WORDS[k].to_le_bytes().map(|v| v as i8).to_vec();
     check_words(GgmlType::IQ3_XXS, 256, levels, |block, k| block[2] = k as u8);
 }
+
+#[test]
+fn iq2xxs_and_iq2xs_words_are_ggml_grids() {
+    // ggml-common.h's iq2xxs_grid and iq2xs_grid both start 0x0808080808080808, 0x080808080808082b; every
+    // codeword as the unpacker's (sign index 0: all positive).
+    for words in [&IQ2XXS_WORDS[..], &IQ2XS_WORDS[..]] {
+        assert_eq!([words[0], words[1]], [0x0808_0808_0808_0808, 0x0808_0808_0808_082b]);
+    }
+    let levels = |k: usize| IQ2XXS_WORDS[k].to_le_bytes().map(|v| v as i8).to_vec();
+    check_words(GgmlType::IQ2_XXS, 256, levels, |block, k| block[2] = k as u8);
+    let levels = |k: usize| IQ2XS_WORDS[k].to_le_bytes().map(|v| v as i8).to_vec();
+    check_words(GgmlType::IQ2_XS, 512, levels, |block, k| [block[2], block[3]] = [k as u8, (k >> 8) as u8]);
+}
+
+#[test]
+fn iq1s_words_are_ggml_iq1s_grid() {
+    // ggml-common.h's iq1s_grid starts 0xffffffffffffffff, 0xffffffffffffff01; every codeword as the IQ1_S
+    // unpacker's eighths (bits 8..10 of the index in qh[0], the shift +1/8).
+    assert_eq!([IQ1S_WORDS[0], IQ1S_WORDS[1]], [u64::MAX, 0xffff_ffff_ffff_ff01]);
+    let levels = |k: usize| IQ1S_WORDS[k].to_le_bytes().map(|v| 8 * v as i8 + 1).to_vec();
+    check_words(GgmlType::IQ1_S, 2048, levels, |block, k| [block[2], block[34]] = [k as u8, (k >> 8) as u8]);
+}
