@@ -235,7 +235,7 @@ struct Scratch {
     row: Vec<f32>,
     /// 1 / softmax sum per row and query head.
     inv: Vec<f32>,
-    /// One query head's normalized weights over one run of cached rows, rounded like the cache.
+    /// The query heads' normalized weights over one run of cached rows, rounded like the cache.
     weights: Vec<f32>,
 }
 
@@ -327,10 +327,10 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
                 continue;
             }
             let (n, keys) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
-            for (i, q) in queries[j * gw..][..gw].chunks_exact(hd).enumerate() {
-                let x = &mut scores[at + i * n + a - lo..at + i * n + b - lo];
-                t.ops.dots(q, keys, x);
-                x.iter_mut().for_each(|x| *x = plan.score(*x));
+            let x = &mut scores[at + a - lo..at + (group - 1) * n + b - lo];
+            t.ops.dots(&queries[j * gw..][..gw], hd, keys, x, n);
+            for i in 0..group {
+                x[i * n..i * n + b - a].iter_mut().for_each(|x| *x = plan.score(*x));
             }
         }
     }
@@ -359,13 +359,13 @@ fn attend_rows<R: Rows>(kc: &R, vc: &R, qd: &[f32], plan: &AttentionPlan, t: Tas
                 continue;
             }
             let (n, vals) = (pos + 1 - lo, &buf[(a - p0) * hd..(b - p0) * hd]);
-            for (i, o) in o[j * gw..][..gw].chunks_exact_mut(hd).enumerate() {
+            weights.clear();
+            for i in 0..group {
                 let norm = inv[j * group + i];
-                weights.clear();
                 weights.extend(scores[at + i * n + a - lo..at + i * n + b - lo].iter().map(|&w| w * norm));
-                R::round_all(weights);
-                t.ops.accumulate(o, weights, vals);
             }
+            R::round_all(weights);
+            t.ops.accumulate(&mut o[j * gw..][..gw], hd, weights, vals);
         }
     }
 }

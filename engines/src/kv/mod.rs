@@ -6,6 +6,8 @@ mod blocks;
 mod decode;
 mod rotation;
 mod simd;
+#[cfg(target_arch = "x86_64")]
+mod simd_avx512;
 
 pub use attention::{AttentionPlan, SeqSpan};
 pub use blocks::{BlockAllocator, BlockTable};

@@ -1,29 +1,41 @@
-//! The two inner loops of host attention, over f32 rows of one head: a query against a tile of keys, and a
-//! weighted sum of a tile of values. AVX2 + FMA when the CPU has them (chosen once), portable code otherwise.
+//! The two inner loops of host attention, over f32 rows of the query heads that share one KV head: the queries
+//! against a tile of keys, and weighted sums of a tile of values. 512-bit loops where the CPU has AVX-512
+//! ([`simd_avx512`](super::simd_avx512): each key or value loaded once for up to four heads), AVX2 + FMA where it
+//! has those (a head at a time), portable code otherwise; chosen once.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// The implementation the loops run: AVX2 + FMA when `avx2` is set, which only [`RowOps::detect`] does, on a CPU
-/// that has them.
+/// The implementation the loops run: AVX2 + FMA when `avx2` is set, 512-bit when `avx512` is set too, which only
+/// [`RowOps::detect`] does, on a CPU that has them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct RowOps {
     avx2: bool,
+    avx512: bool,
 }
 
 impl RowOps {
     /// The fastest implementation this CPU supports.
     pub(super) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        return RowOps { avx2: is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") };
+        {
+            let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+            RowOps { avx2, avx512: avx2 && is_x86_feature_detected!("avx512f") }
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        RowOps { avx2: false }
+        RowOps { avx2: false, avx512: false }
     }
 
     /// The portable implementation (the reference in tests).
     #[cfg(test)]
     pub(super) fn scalar() -> Self {
-        RowOps { avx2: false }
+        RowOps { avx2: false, avx512: false }
+    }
+
+    /// The AVX2 + FMA implementation where the CPU has it (tested beside the 512-bit one).
+    #[cfg(test)]
+    pub(super) fn avx2_only() -> Self {
+        RowOps { avx512: false, ..RowOps::detect() }
     }
 
     /// Whether the AVX2 + FMA loops run.
@@ -31,31 +43,52 @@ impl RowOps {
         self.avx2
     }
 
-    /// `out[k] = q · keys[k]` for the `out.len()` keys of `q.len()` values each in `keys`.
-    pub(super) fn dots(self, q: &[f32], keys: &[f32], out: &mut [f32]) {
-        assert_eq!(keys.len(), out.len() * q.len(), "keys must be out.len() rows of q.len()");
+    /// `out[i · stride + k] = qs[i] · keys[k]` for the `qs.len() / hd` queries and `keys.len() / hd` keys, rows
+    /// of `hd` values.
+    pub(super) fn dots(self, qs: &[f32], hd: usize, keys: &[f32], out: &mut [f32], stride: usize) {
+        let (m, n) = (qs.len() / hd, keys.len() / hd);
+        assert!(qs.len() == m * hd && keys.len() == n * hd, "whole rows of {hd}");
+        assert!(m == 0 || out.len() >= (m - 1) * stride + n, "out must hold {m} rows of {n} at a stride of {stride}");
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: `avx2` is only set by `detect`, so the CPU has AVX2 and FMA; the shapes are checked above.
-            return unsafe { dots_avx2(q, keys, out) };
+        if self.avx512 {
+            // SAFETY: `avx512` is only set by `detect`, on a CPU with AVX-512 F; the shapes are checked above.
+            return unsafe { super::simd_avx512::dots(qs, hd, keys, out, stride) };
         }
-        for (o, k) in out.iter_mut().zip(keys.chunks_exact(q.len())) {
-            *o = dot(q, k);
+        for (i, q) in qs.chunks_exact(hd).enumerate() {
+            let out = &mut out[i * stride..i * stride + n];
+            #[cfg(target_arch = "x86_64")]
+            if self.avx2 {
+                // SAFETY: `avx2` is only set by `detect`, so the CPU has AVX2 and FMA; `keys` holds `n` rows.
+                unsafe { dots_avx2(q, keys, out) };
+                continue;
+            }
+            for (o, k) in out.iter_mut().zip(keys.chunks_exact(hd)) {
+                *o = dot(q, k);
+            }
         }
     }
 
-    /// `o += Σ_k w[k] · vals[k]` for the `w.len()` value rows of `o.len()` values each in `vals`, each
-    /// element summed over the rows in order.
-    pub(super) fn accumulate(self, o: &mut [f32], w: &[f32], vals: &[f32]) {
-        assert_eq!(vals.len(), w.len() * o.len(), "vals must be w.len() rows of o.len()");
+    /// `o[i] += Σ_k w[i · n + k] · vals[k]` for the `o.len() / hd` heads' rows of `hd` values in `o` and the
+    /// `n = vals.len() / hd` value rows, each element summed over the rows in order.
+    pub(super) fn accumulate(self, o: &mut [f32], hd: usize, w: &[f32], vals: &[f32]) {
+        let (m, n) = (o.len() / hd, vals.len() / hd);
+        assert!(o.len() == m * hd && vals.len() == n * hd && w.len() == m * n, "whole rows of {hd}, {m} x {n} weights");
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
+        if self.avx512 {
             // SAFETY: as in `dots`.
-            return unsafe { accumulate_avx2(o, w, vals) };
+            return unsafe { super::simd_avx512::accumulate(o, hd, w, vals) };
         }
-        for (&w, v) in w.iter().zip(vals.chunks_exact(o.len())) {
-            for (o, &x) in o.iter_mut().zip(v) {
-                *o += w * x;
+        for (o, w) in o.chunks_exact_mut(hd).zip(w.chunks_exact(n.max(1))) {
+            #[cfg(target_arch = "x86_64")]
+            if self.avx2 {
+                // SAFETY: as in `dots`.
+                unsafe { accumulate_avx2(o, w, vals) };
+                continue;
+            }
+            for (&w, v) in w.iter().zip(vals.chunks_exact(hd)) {
+                for (o, &x) in o.iter_mut().zip(v) {
+                    *o += w * x;
+                }
             }
         }
     }
@@ -166,35 +199,50 @@ pub(super) mod tests {
         (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect()
     }
 
-    /// Every width (whole 32s, whole 8s, a tail) and every tile length against the portable loops and f64.
+    /// Every width (whole 32s and 16s, whole 8s, a tail), every tile length and 1..=5 heads, on every
+    /// implementation this CPU has, against the portable loops and f64.
     #[test]
     fn simd_row_ops_match_the_portable_ones() {
-        let (fast, portable) = (RowOps::detect(), RowOps::scalar());
-        for hd in [1, 5, 8, 13, 32, 40, 64, 72, 128] {
-            for n in 0..=17 {
-                let (q, keys) = (values(hd, 1), values(n * hd, 2 + n as u32));
-                let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
-                fast.dots(&q, &keys, &mut a);
-                portable.dots(&q, &keys, &mut b);
-                for (k, (&a, &b)) in a.iter().zip(&b).enumerate() {
-                    let exact: f64 = (0..hd).map(|c| q[c] as f64 * keys[k * hd + c] as f64).sum();
-                    assert!((a as f64 - exact).abs() <= 1e-5 * hd as f64, "dots hd={hd} n={n} k={k}: {a} vs {exact}");
-                    assert!((a - b).abs() <= 1e-5 * hd as f32, "dots hd={hd} n={n} k={k}: {a} vs {b}");
-                }
-                let w = values(n, 3);
-                let (mut a, mut b) = (values(hd, 4), values(hd, 4));
-                fast.accumulate(&mut a, &w, &keys);
-                portable.accumulate(&mut b, &w, &keys);
-                for (c, (&a, &b)) in a.iter().zip(&b).enumerate() {
-                    let exact =
-                        values(hd, 4)[c] as f64 + (0..n).map(|k| w[k] as f64 * keys[k * hd + c] as f64).sum::<f64>();
-                    assert!(
-                        (a as f64 - exact).abs() <= 1e-5 * (n + 1) as f64,
-                        "acc hd={hd} n={n} c={c}: {a} vs {exact}"
-                    );
-                    assert!((a - b).abs() <= 1e-5 * (n + 1) as f32, "acc hd={hd} n={n} c={c}: {a} vs {b}");
+        let portable = RowOps::scalar();
+        for fast in [RowOps::detect(), RowOps::avx2_only()] {
+            for hd in [1, 5, 8, 13, 16, 32, 40, 64, 72, 128, 256] {
+                for n in 0..=17 {
+                    for m in 1..=5 {
+                        check(fast, portable, hd, n, m);
+                    }
                 }
             }
+        }
+    }
+
+    /// One shape of [`simd_row_ops_match_the_portable_ones`]: `m` heads of `hd` against `n` rows.
+    fn check(fast: RowOps, portable: RowOps, hd: usize, n: usize, m: usize) {
+        let (qs, keys) = (values(m * hd, 1), values(n * hd, 2 + n as u32));
+        let stride = n + 3;
+        let (mut a, mut b) = (vec![f32::NAN; m * stride], vec![f32::NAN; m * stride]);
+        fast.dots(&qs, hd, &keys, &mut a, stride);
+        portable.dots(&qs, hd, &keys, &mut b, stride);
+        for (i, k) in (0..m).flat_map(|i| (0..n).map(move |k| (i, k))) {
+            let (a, b) = (a[i * stride + k], b[i * stride + k]);
+            let exact: f64 = (0..hd).map(|c| qs[i * hd + c] as f64 * keys[k * hd + c] as f64).sum();
+            assert!(
+                (a as f64 - exact).abs() <= 1e-5 * hd as f64,
+                "dots hd={hd} n={n} m={m} ({i}, {k}): {a} vs {exact}"
+            );
+            assert!((a - b).abs() <= 1e-5 * hd as f32, "dots hd={hd} n={n} m={m} ({i}, {k}): {a} vs {b}");
+        }
+        // The stride's gaps are left alone.
+        assert!((0..m).all(|i| a[i * stride + n..(i + 1) * stride].iter().all(|x| x.is_nan())));
+        let w = values(m * n, 3);
+        let (mut a, mut b) = (values(m * hd, 4), values(m * hd, 4));
+        fast.accumulate(&mut a, hd, &w, &keys);
+        portable.accumulate(&mut b, hd, &w, &keys);
+        let start = values(m * hd, 4);
+        for (e, (&a, &b)) in a.iter().zip(&b).enumerate() {
+            let (i, c) = (e / hd, e % hd);
+            let exact = start[e] as f64 + (0..n).map(|k| w[i * n + k] as f64 * keys[k * hd + c] as f64).sum::<f64>();
+            assert!((a as f64 - exact).abs() <= 1e-5 * (n + 1) as f64, "acc hd={hd} n={n} m={m} {e}: {a} vs {exact}");
+            assert!((a - b).abs() <= 1e-5 * (n + 1) as f32, "acc hd={hd} n={n} m={m} {e}: {a} vs {b}");
         }
     }
 }
