@@ -17,8 +17,15 @@ const TILE: usize = 8;
 const TILE_K: usize = 4;
 /// Activation rows per tile of the float kernels (two accumulators a row).
 const TILE_F: usize = 12;
-/// Blocks of 32 columns in one stretch of the float kernels (a pair's 16 KiB of weights, in L1).
-const FLOAT_BLOCKS: usize = 8;
+/// Blocks of 32 columns in one stretch of the float kernels (a pair's 128 KiB of weights widened to f32, on the
+/// stack). `cargo bench --bench kernels`, F16 at 512 rows on an Intel Xeon (model 207): 8 blocks 5.27 ms (2048×640)
+/// and 6.57 ms (640×2048), 16 blocks 4.60 and 5.05, 32 blocks 4.39 and 4.70; 64 no faster.
+const WIDE_BLOCKS: usize = 32;
+/// Activation rows from which the float kernels widen the weights into a scratch first: fewer (batched decode)
+/// meet them as stored, in stretches of [`PACKED_BLOCKS`] blocks (a pair's 16 KiB, in L1).
+const WIDE_FROM: usize = 48;
+/// Blocks of 32 columns in one stretch of the float kernels below [`WIDE_FROM`] rows.
+const PACKED_BLOCKS: usize = 8;
 
 /// The 16 outputs of each group in `w` (one, or for the floats one or two) for each of the `n` activation rows:
 /// `y` points at output `(0, first row)` of the n×`rows` result.
@@ -55,9 +62,12 @@ pub(super) unsafe fn group(kind: Kind, w: &[u8], x: &[u8], xs: usize, n: usize, 
     }
 }
 
-/// [`group`] for F16 (BF16 with `bf`) weights, one group or a `pair`: the columns in stretches of
-/// [`FLOAT_BLOCKS`] blocks, each stretch's weights (16 KiB for a pair) passed over every tile of activation rows
-/// while they sit in L1, the partial sums kept in `y`.
+/// [`group`] for F16 (BF16 with `bf`) weights, one group or a `pair`. Under [`WIDE_FROM`] activation rows (decode,
+/// a short batch) the tiles widen the weights as they meet them. More rows take the columns in stretches of
+/// [`WIDE_BLOCKS`] blocks,
+/// each stretch's weights widened once into f32 and passed over every tile of activation rows, the partial sums kept
+/// in `y`: the tiles' inner loops are then loads and FMAs only, without the two conversion µops per weight vector
+/// that compete with the FMAs for their ports on Intel's cores, and long stretches read and write `y` seldom.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn floats(
@@ -71,53 +81,77 @@ unsafe fn floats(
     y: *mut f32,
     rows: usize,
 ) {
+    let gb = Kind::F16.group_block_bytes();
+    let packed = |g: usize, b: usize, k: usize| {
+        let p = w.add((g * nb + b) * gb + 32 * k);
+        if bf {
+            widen::<true>(p)
+        } else {
+            widen::<false>(p)
+        }
+    };
     if n == 1 {
         // A single row (decode) reads each group's weights from end to end, and a pair's groups one after the other:
         // one stream for the prefetcher, not two 20-odd KiB apart (Gemma 3 270M F16 decode, one Zen 5 core: 29-35 ->
         // 51 tok/s).
-        let gbytes = nb * Kind::F16.group_block_bytes();
         for g in 0..1 + pair as usize {
-            let (w, y) = (w.add(g * gbytes), y.add(g * ROWS));
-            if bf {
-                float_tile::<true, 1, 1>(w, x, xs, nb, (0, nb), y, rows);
-            } else {
-                float_tile::<false, 1, 1>(w, x, xs, nb, (0, nb), y, rows);
+            float_tile::<1, 1>(|_, b, k| packed(g, b, k), x, xs, (0, nb), y.add(g * ROWS), rows);
+        }
+        return;
+    }
+    if n < WIDE_FROM {
+        // A single tile reads each group's weights from end to end too.
+        let stretch = if n <= TILE_F { nb } else { PACKED_BLOCKS };
+        for b0 in (0..nb).step_by(stretch) {
+            let blocks = (b0, (b0 + stretch).min(nb));
+            for i in (0..n).step_by(TILE_F) {
+                let (x, y, t) = (x.add(i * xs), y.add(i * rows), (n - i).min(TILE_F));
+                match pair {
+                    true => with_rows!(12, t, float_tile[2,](packed, x, xs, blocks, y, rows)),
+                    false => with_rows!(12, t, float_tile[1,](packed, x, xs, blocks, y, rows)),
+                }
             }
         }
         return;
     }
-    // A single tile reads each group's weights from end to end too.
-    let stretch = if n <= TILE_F { nb } else { FLOAT_BLOCKS };
-    for b0 in (0..nb).step_by(stretch) {
-        let blocks = (b0, (b0 + stretch).min(nb));
+    let groups = 1 + pair as usize;
+    // Each stretch writes the vectors it reads, so the scratch needs no zeroing (128 KiB, per call).
+    let mut wide = std::mem::MaybeUninit::<[__m512; 2 * WIDE_BLOCKS * 32]>::uninit();
+    let wide = wide.as_mut_ptr().cast::<__m512>();
+    for b0 in (0..nb).step_by(WIDE_BLOCKS) {
+        let blocks = (b0, (b0 + WIDE_BLOCKS).min(nb));
+        let len = blocks.1 - b0;
+        for g in 0..groups {
+            for b in 0..len {
+                for k in 0..32 {
+                    wide.add((g * len + b) * 32 + k).write(packed(g, b0 + b, k));
+                }
+            }
+        }
+        let stretch = |g: usize, b: usize, k: usize| *wide.add((g * len + b - b0) * 32 + k);
         for i in (0..n).step_by(TILE_F) {
-            let (x, y) = (x.add(i * xs), y.add(i * rows));
-            let t = (n - i).min(TILE_F);
-            match (bf, pair) {
-                (false, true) => with_rows!(12, t, float_tile[false, 2,](w, x, xs, nb, blocks, y, rows)),
-                (false, false) => with_rows!(12, t, float_tile[false, 1,](w, x, xs, nb, blocks, y, rows)),
-                (true, true) => with_rows!(12, t, float_tile[true, 2,](w, x, xs, nb, blocks, y, rows)),
-                (true, false) => with_rows!(12, t, float_tile[true, 1,](w, x, xs, nb, blocks, y, rows)),
+            let (x, y, t) = (x.add(i * xs), y.add(i * rows), (n - i).min(TILE_F));
+            match pair {
+                true => with_rows!(12, t, float_tile[2,](stretch, x, xs, blocks, y, rows)),
+                false => with_rows!(12, t, float_tile[1,](stretch, x, xs, blocks, y, rows)),
             }
         }
     }
 }
 
-/// `N` activation rows (f32 values rounded to the weights' precision) against blocks `b0..b1` of `G` consecutive
-/// F16 groups (BF16 with `BF`) of `nb` blocks: each column's 16 weights of a group widened to f32 once, then one
-/// FMA per activation row; the sums are added to what `y` holds unless `b0` is the first block. A single row splits
-/// its sums between even and odd columns, so that two FMA chains per group run side by side.
+/// `N` activation rows (f32 values rounded to the weights' precision) against blocks `b0..b1` of `G` groups, whose
+/// weights `load(g, b, k)` gives as f32 (column `k` of block `b` of group `g`, 16 rows): each column's weights met
+/// by one FMA per activation row; the sums are added to what `y` holds unless `b0` is the first block. A single row
+/// splits its sums between even and odd columns, so that two FMA chains per group run side by side.
 #[inline(always)]
-unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
-    w: *const u8,
+unsafe fn float_tile<const G: usize, const N: usize>(
+    load: impl Fn(usize, usize, usize) -> __m512,
     x: *const u8,
     xs: usize,
-    nb: usize,
     (b0, b1): (usize, usize),
     y: *mut f32,
     rows: usize,
 ) {
-    let gb = Kind::F16.group_block_bytes();
     let mut acc = [[_mm512_setzero_ps(); G]; N];
     let mut odd = [[_mm512_setzero_ps(); G]; N];
     if b0 > 0 {
@@ -129,7 +163,6 @@ unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
     }
     let xr: [*const f32; N] = std::array::from_fn(|j| x.add(j * xs) as *const f32);
     for b in b0..b1 {
-        let wb: [*const u8; G] = std::array::from_fn(|g| w.add((g * nb + b) * gb));
         if N == 1 {
             // Two columns a step, into two sets of sums.
             let xp = xr[0].add(32 * b);
@@ -137,14 +170,14 @@ unsafe fn float_tile<const BF: bool, const G: usize, const N: usize>(
                 let (a, a_next) =
                     (_mm512_set1_ps(xp.add(k).read_unaligned()), _mm512_set1_ps(xp.add(k + 1).read_unaligned()));
                 for g in 0..G {
-                    acc[0][g] = _mm512_fmadd_ps(widen::<BF>(wb[g].add(32 * k)), a, acc[0][g]);
-                    odd[0][g] = _mm512_fmadd_ps(widen::<BF>(wb[g].add(32 * k + 32)), a_next, odd[0][g]);
+                    acc[0][g] = _mm512_fmadd_ps(load(g, b, k), a, acc[0][g]);
+                    odd[0][g] = _mm512_fmadd_ps(load(g, b, k + 1), a_next, odd[0][g]);
                 }
             }
             continue;
         }
         for k in 0..32 {
-            let wv: [__m512; G] = simd_array!(G, _mm512_setzero_ps(), |g| widen::<BF>(wb[g].add(32 * k)));
+            let wv: [__m512; G] = simd_array!(G, _mm512_setzero_ps(), |g| load(g, b, k));
             for j in 0..N {
                 let a = _mm512_set1_ps(xr[j].add(32 * b + k).read_unaligned());
                 for g in 0..G {

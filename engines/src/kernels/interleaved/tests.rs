@@ -27,8 +27,9 @@ const TYPES: [GgmlType; 11] = [
 
 /// Shapes with whole blocks of every type: (rows, cols) with cols a multiple of 256 (an odd number of groups
 /// of 16 rows in three of them, so that the floats' pairs of groups end with a single one; 23 groups, so that a
-/// task of the float kernels holds several pairs).
-const SHAPES: [(usize, usize); 4] = [(16, 256), (48, 512), (80, 768), (368, 256)];
+/// task of the float kernels holds several pairs; 40 blocks of 32 columns, so that the float kernels' stretches of
+/// 32 blocks end with a shorter one).
+const SHAPES: [(usize, usize); 5] = [(16, 256), (48, 512), (80, 768), (368, 256), (32, 1280)];
 
 /// The levels of this CPU with an interleaved kernel (every x86 one).
 fn levels() -> Vec<Backend> {
@@ -62,7 +63,7 @@ fn the_kernel_matches_the_scalar_path_on_odd_shapes() {
             let packed = Interleaved::pack(level, w, |_| {}).unwrap().with_bf16_products();
             let exact = Interleaved::pack(level, w, |_| {}).unwrap().with_f32_products();
             for (n, packed) in
-                [1, 3, 4, 5, 8, 9, 12, 13, 17, 25, 32, 37].into_iter().flat_map(|n| [(n, &packed), (n, &exact)])
+                [1, 3, 4, 5, 8, 9, 12, 13, 17, 25, 32, 37, 49, 61].into_iter().flat_map(|n| [(n, &packed), (n, &exact)])
             {
                 let x: Vec<f32> = values(n * cols, 5 + n as u64).iter().map(|v| 3.0 * v).collect();
                 let mut reference = vec![f32::NAN; n * rows];
