@@ -27,7 +27,7 @@ unsafe fn hsum4(a: [__m512; 4]) -> __m128 {
 }
 
 /// `out[i * stride + k] = qs[i] · keys[k]` for the `M` queries at `q` and the `K` (4 or 1) keys at `k`, rows of
-/// `hd` values.
+/// `hd` values; each score's arithmetic is the same whatever the tile.
 #[inline(always)]
 unsafe fn dot_tile<const M: usize, const K: usize>(
     q: *const f32,
@@ -51,7 +51,10 @@ unsafe fn dot_tile<const M: usize, const K: usize>(
         if K == 4 {
             _mm_storeu_ps(out.add(i * stride), hsum4([acc[0], acc[1], acc[2], acc[3]]));
         } else {
-            *out.add(i * stride) = _mm512_reduce_add_ps(acc[0]);
+            // The same sums in the same order as a key of a full tile: a query's scores do not depend on where
+            // the runs of cached rows split its keys.
+            let z = _mm512_setzero_ps();
+            *out.add(i * stride) = _mm_cvtss_f32(hsum4([acc[0], z, z, z]));
         }
     }
 }
