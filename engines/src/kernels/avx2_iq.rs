@@ -7,7 +7,6 @@
 
 use std::arch::x86_64::*;
 
-use tgi_formats::quant::iq::KSIGNS;
 use tgi_formats::GgmlType;
 
 use super::act::Q8_K_BYTES;
@@ -70,10 +69,15 @@ pub(super) unsafe fn sign_bytes(bits: u32) -> __m256i {
     _mm256_or_si256(set, _mm256_set1_epi8(1))
 }
 
-/// The 32 sign bits of four 8-value groups from their 7-bit indices into ggml's even-parity sign bytes.
+/// The 32 sign bits of four 8-value groups from a word of four 7-bit fields (ggml's `ksigns_iq2xs` indices, lowest
+/// first): each field completed with an eighth bit making the count of minus signs even.
 #[inline(always)]
-pub(super) fn parity_signs(idx: [u32; 4]) -> u32 {
-    idx.iter().enumerate().fold(0, |bits, (l, &i)| bits | (KSIGNS[i as usize & 127] as u32) << (8 * l))
+pub(super) fn parity_signs(a: u32) -> u32 {
+    let v = (a & 0x7F) | ((a << 1) & 0x7F00) | ((a << 2) & 0x7F_0000) | ((a << 3) & 0x7F00_0000);
+    let t = v ^ (v >> 4);
+    let t = t ^ (t >> 2);
+    let t = t ^ (t >> 1);
+    v | ((t & 0x0101_0101) << 7)
 }
 
 /// Four 8-value codewords of a u64 table, fetched with one load each, as the 32 bytes of one vector.

@@ -46,8 +46,7 @@ impl SubBlocks for Iq2XxsBlock {
         let o = wb.add(2 + 8 * ib);
         let q = words8(&IQ2XXS_WORDS, std::array::from_fn(|l| *o.add(l) as usize));
         let aux = (o.add(4) as *const u32).read_unaligned();
-        let bits = parity_signs(std::array::from_fn(|l| aux >> (7 * l)));
-        (q, sign_bytes(bits), per_32(2 * (aux >> 28) as i16 + 1))
+        (q, sign_bytes(parity_signs(aux)), per_32(2 * (aux >> 28) as i16 + 1))
     }
 }
 
@@ -62,7 +61,7 @@ impl SubBlocks for Iq2XsBlock {
     unsafe fn sub_block(wb: *const u8, ib: usize) -> (__m256i, __m256i, __m256i) {
         let v: [u16; 4] = std::array::from_fn(|l| (wb.add(2 + 2 * (4 * ib + l)) as *const u16).read_unaligned());
         let q = words8(&IQ2XS_WORDS, v.map(|v| (v & 511) as usize));
-        let bits = parity_signs(v.map(|v| (v >> 9) as u32));
+        let bits = parity_signs((0..4).fold(0, |a, l| a | (v[l] as u32 >> 9) << (7 * l)));
         (q, sign_bytes(bits), split_scales(*wb.add(66 + ib)))
     }
 }

@@ -71,7 +71,6 @@ impl SubBlocks for Iq3XxsBlock {
         let qs = wb.add(2 + 8 * ib);
         let q = words4(&IQ3XXS_WORDS, std::array::from_fn(|k| *qs.add(k) as u32));
         let aux = (wb.add(66 + 4 * ib) as *const u32).read_unaligned();
-        let bits = parity_signs(std::array::from_fn(|l| aux >> (7 * l)));
-        (q, sign_bytes(bits), per_32(2 * (aux >> 28) as i16 + 1))
+        (q, sign_bytes(parity_signs(aux)), per_32(2 * (aux >> 28) as i16 + 1))
     }
 }

@@ -17,6 +17,7 @@ use tgi_formats::GgmlType;
 
 use super::act::Q8_K_BYTES;
 use super::avx2::{dispatch, f16_at, RowDot};
+use super::avx2_iq::parity_signs;
 use super::avx2_iq3::IQ3_S_BYTES;
 
 dispatch!(
@@ -154,17 +155,6 @@ unsafe fn words16(word: impl Fn(usize) -> i32) -> __m512i {
 /// IQ3_XXS (98 bytes: `d`, `qs[64]`, then per 32 values a u32 of four 7-bit sign fields and a 4-bit scale).
 pub(super) struct Iq3Xxs;
 
-/// The 32 sign bits of one IQ3_XXS sub-block from its `scales_and_signs` word `a`: four 7-bit fields, each
-/// completed with an eighth bit making the count of minus signs even.
-#[inline(always)]
-fn iq3_xxs_signs(a: u32) -> u64 {
-    let v = (a & 0x7F) | ((a << 1) & 0x7F00) | ((a << 2) & 0x7F_0000) | ((a << 3) & 0x7F00_0000);
-    let t = v ^ (v >> 4);
-    let t = t ^ (t >> 2);
-    let t = t ^ (t >> 1);
-    (v | ((t & 0x0101_0101) << 7)) as u64
-}
-
 impl Pairs for Iq3Xxs {
     const BYTES: usize = 98;
     const DOT_SCALE: f32 = 0.25;
@@ -175,7 +165,7 @@ impl Pairs for Iq3Xxs {
         let q = words16(word);
         let a0: u32 = read(wb.add(66 + 8 * p));
         let a1: u32 = read(wb.add(70 + 8 * p));
-        (q, iq3_xxs_signs(a0) | (iq3_xxs_signs(a1) << 32), pair_scales(odd(a0 >> 28), odd(a1 >> 28)))
+        (q, parity_signs(a0) as u64 | ((parity_signs(a1) as u64) << 32), pair_scales(odd(a0 >> 28), odd(a1 >> 28)))
     }
 }
 

@@ -19,7 +19,6 @@ mod unpack;
 pub use iq1::IQ1S_WORDS;
 pub use iq2::{IQ2S_WORDS, IQ2XS_WORDS, IQ2XXS_WORDS};
 pub use iq3::{IQ3S_WORDS, IQ3XXS_WORDS};
-pub use unpack::KSIGNS;
 
 use super::num::fp16_value;
 use crate::GgmlType;

@@ -37,7 +37,7 @@ const fn hex_digit(c: u8) -> u8 {
 
 /// ggml's `ksigns_iq2xs`: seven stored sign bits completed with an eighth that makes the count of
 /// minus signs even.
-pub static KSIGNS: [u8; 128] = {
+pub(super) static KSIGNS: [u8; 128] = {
     let mut t = [0u8; 128];
     let mut i = 0;
     while i < 128 {
