@@ -13,6 +13,7 @@ mod spm;
 #[cfg(test)]
 mod testvocab;
 mod text_index;
+mod token_texts;
 mod ugm;
 mod unicode;
 mod vocab;

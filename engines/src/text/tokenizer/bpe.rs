@@ -52,7 +52,7 @@ mod tests {
         let mut out = Vec::new();
         let Model::Bpe(pre) = &vocab.model else { unreachable!("a BPE vocabulary") };
         tokenize(&vocab, pre, text, &mut out);
-        out.iter().map(|&id| vocab.tokens[id as usize].text.clone()).collect()
+        out.iter().map(|&id| vocab.text(id).to_owned()).collect()
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl Vocab {
         if a & (attr::UNKNOWN | attr::CONTROL) != 0 && !special {
             return Ok(Vec::new());
         }
-        let text = &token.text;
+        let text = self.text(id);
         Ok(if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
             text.as_bytes().to_vec()
         } else if a & attr::NORMAL != 0 {
@@ -217,7 +217,7 @@ mod tests {
                 .collect();
             assert!(!control.is_empty());
             for &c in &control {
-                let text = format!("a{0}{0} b", vocab.tokens[c as usize].text);
+                let text = format!("a{0}{0} b", vocab.text(c));
                 let plain = vocab.encode(&text, false, false).unwrap();
                 assert!(plain.iter().all(|i| !control.contains(i)), "{text:?} -> {plain:?}");
                 assert_eq!(vocab.encode(&text, false, true).unwrap().iter().filter(|&&i| i == c).count(), 2);

@@ -29,7 +29,7 @@ pub(super) fn partition(vocab: &Vocab, text: &str, parse_special: bool) -> Vec<F
         let mut split = Vec::with_capacity(fragments.len());
         for fragment in fragments {
             match fragment {
-                Fragment::Text(range) => split_text(text, range, id, token.text.as_str(), token.attr, &mut split),
+                Fragment::Text(range) => split_text(text, range, id, vocab.text(id), token.attr, &mut split),
                 token @ Fragment::Token(_) => split.push(token),
             }
         }

@@ -5,7 +5,8 @@
 
 use std::collections::HashSet;
 
-use super::vocab::{attr, longest_text, Token, Vocab};
+use super::token_texts::TokenTexts;
+use super::vocab::{attr, Token, Vocab};
 use super::TokenizerError;
 
 /// The escaped space.
@@ -35,23 +36,28 @@ impl Ugm {
     /// Reads the map from `tokenizer.ggml.precompiled_charsmap` (`None`: no map) for `tokens`.
     pub(super) fn new(
         tokens: &[Token],
+        texts: &TokenTexts,
         charsmap: Option<&[u8]>,
         unk: u32,
         merge_spaces: bool,
     ) -> Result<Ugm, TokenizerError> {
         let charsmap = charsmap.map(CharsMap::parse).transpose()?;
         let min_score = tokens.iter().filter(|t| t.attr & attr::NORMAL != 0).map(|t| t.score).fold(f32::MAX, f32::min);
-        let user_defined = || tokens.iter().filter(|t| t.attr & attr::USER_DEFINED != 0);
-        let user_prefixes =
-            user_defined().flat_map(|t| (1..=t.text.len()).map(|n| t.text.as_bytes()[..n].to_vec())).collect();
+        let user_defined = || (0..tokens.len() as u32).filter(|&id| tokens[id as usize].attr & attr::USER_DEFINED != 0);
+        let user_prefixes = user_defined()
+            .flat_map(|id| {
+                let text = texts.get(id).as_bytes();
+                (1..=text.len()).map(|n| text[..n].to_vec())
+            })
+            .collect();
         let unknown_score = f64::from(min_score) - 10.0;
         Ok(Ugm {
             charsmap,
             unknown_score,
             unk,
-            max_len: longest_text(tokens.iter()),
+            max_len: texts.longest(0..tokens.len() as u32),
             user_prefixes,
-            user_max_len: longest_text(user_defined()),
+            user_max_len: texts.longest(user_defined()),
             merge_spaces,
         })
     }

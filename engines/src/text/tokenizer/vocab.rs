@@ -8,6 +8,7 @@ use tgi_formats::GgufFile;
 
 use super::pretokenize::{self, PreTokenizer};
 use super::text_index::TextIndex;
+use super::token_texts::TokenTexts;
 use super::ugm::Ugm;
 use super::wpm::Wpm;
 use super::TokenizerError;
@@ -43,11 +44,9 @@ pub(super) enum Model {
     Ugm(Ugm),
 }
 
-/// One vocabulary entry.
+/// One vocabulary entry; its text is in [`Vocab::text`].
 #[derive(Clone, Debug)]
 pub(super) struct Token {
-    /// The token text as stored (`▁` for spaces in SPM, GPT-2 byte characters in BPE).
-    pub text: String,
     /// The SPM merge score.
     pub score: f32,
     /// [`attr`] bits.
@@ -61,6 +60,8 @@ pub(super) struct Vocab {
     pub model: Model,
     /// Entries by id.
     pub tokens: Vec<Token>,
+    /// Texts by id, as stored (`▁` for spaces in SPM, GPT-2 byte characters in BPE).
+    texts: TokenTexts,
     /// Ids by text.
     ids: TextIndex,
     /// BPE merge ranks keyed `"left right"`.
@@ -183,7 +184,7 @@ impl Vocab {
         let meta = Meta(file);
         let model_name = meta.string("model")?.ok_or_else(|| Meta::bad("model", "is missing"))?;
         let pre_name = meta.string("pre")?;
-        let (tokens, ids) = read_tokens(&meta)?;
+        let (tokens, texts, ids) = read_tokens(&meta)?;
         let bpe = |name: &str| {
             let pre =
                 pretokenize::find(name).ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.to_owned()))?;
@@ -208,9 +209,9 @@ impl Vocab {
                 (model, Some(pre))
             }
             // WordPiece whatever `pre` says; its ids and options are read with the vocabulary's.
-            "bert" => (Model::Wpm(read_wpm(&meta, &tokens)?), None),
+            "bert" => (Model::Wpm(read_wpm(&meta, &texts)?), None),
             // Unigram whatever `pre` says.
-            "t5" => (Model::Ugm(read_ugm(&meta, &tokens)?), None),
+            "t5" => (Model::Ugm(read_ugm(&meta, &tokens, &texts)?), None),
             other => return Err(TokenizerError::UnsupportedModel(other.to_owned())),
         };
         let spm = matches!(model, Model::Spm);
@@ -246,6 +247,7 @@ impl Vocab {
         let mut vocab = Vocab {
             model,
             tokens,
+            texts,
             ids,
             merges,
             specials: Vec::new(),
@@ -262,7 +264,8 @@ impl Vocab {
         vocab.specials = (0..n as u32)
             .filter(|&id| vocab.tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
             .collect();
-        vocab.specials.sort_by_key(|&id| std::cmp::Reverse(vocab.tokens[id as usize].text.len()));
+        let texts = &vocab.texts;
+        vocab.specials.sort_by_key(|&id| std::cmp::Reverse(texts.get(id).len()));
         let name = file.get("general.name").and_then(Value::as_str).unwrap_or("");
         vocab.apply_phi3_rstrip(&name.to_lowercase());
         Ok(vocab)
@@ -273,9 +276,9 @@ impl Vocab {
     fn find_end_of_generation(&mut self, meta: &Meta, n: usize) {
         let mut eog = Vec::new();
         let by_text = |vocab: &mut Vocab, texts: &[&str]| {
-            let id = (0..n).find(|&i| texts.contains(&vocab.tokens[i].text.as_str()))?;
-            vocab.tokens[id].attr |= attr::CONTROL;
-            Some(id as u32)
+            let id = (0..n as u32).find(|&i| texts.contains(&vocab.text(i)))?;
+            vocab.tokens[id as usize].attr |= attr::CONTROL;
+            Some(id)
         };
         for (role, texts) in [EOT_ROLE, EOM_ROLE] {
             let id = meta.id(role, n).or_else(|| by_text(self, texts));
@@ -288,11 +291,12 @@ impl Vocab {
             }
         }
         for (id, token) in self.tokens.iter_mut().enumerate() {
-            if EOG_TEXTS.contains(&token.text.as_str()) {
+            let text = self.texts.get(id as u32);
+            if EOG_TEXTS.contains(&text) {
                 token.attr |= attr::CONTROL;
                 eog.push(id as u32);
             }
-            if RENDERED_MARKERS.contains(&token.text.as_str()) {
+            if RENDERED_MARKERS.contains(&text) {
                 token.attr = attr::USER_DEFINED;
             }
         }
@@ -308,7 +312,7 @@ impl Vocab {
         eog.dedup();
         // gpt-oss and solar-open end turns with <|return|>/<|call|> (or <|calls|>/<|flush|>);
         // their <|end|> only closes a message.
-        let has = |text: &str| eog.iter().any(|&id| self.tokens[id as usize].text == text);
+        let has = |text: &str| eog.iter().any(|&id| self.text(id) == text);
         let call = has("<|call|>") || has("<|calls|>");
         if call && (has("<|return|>") || has("<|flush|>")) && has("<|end|>") {
             if let Some(end) = self.id("<|end|>") {
@@ -335,9 +339,14 @@ impl Vocab {
         }
     }
 
+    /// The text of token `id`, as stored; panics past the end, like indexing `tokens`.
+    pub(super) fn text(&self, id: u32) -> &str {
+        self.texts.get(id)
+    }
+
     /// The id of the token with exactly this text.
     pub(super) fn id(&self, text: &str) -> Option<u32> {
-        self.ids.get(text, |id| &self.tokens[id as usize].text)
+        self.ids.get(text, |id| self.texts.get(id))
     }
 
     /// The rank of merging `left` and `right`; `key` is a scratch buffer.
@@ -355,8 +364,8 @@ impl Vocab {
     }
 }
 
-/// Token entries and the text-to-id map from `tokens`, `scores` and `token_type`.
-fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, TextIndex), TokenizerError> {
+/// Token entries, their texts and the text-to-id map from `tokens`, `scores` and `token_type`.
+fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, TokenTexts, TextIndex), TokenizerError> {
     let Some(Array::String(texts)) = meta.array("tokens") else {
         return Err(Meta::bad("tokens", "is missing or not a string array"));
     };
@@ -374,8 +383,12 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, TextIndex), TokenizerError> {
     };
 
     let mut tokens = Vec::with_capacity(n);
+    let mut all = TokenTexts::with_capacity(n);
     for (i, ((text, score), ty)) in texts.iter().zip(scores).zip(types).enumerate() {
-        let text = if text.is_empty() { format!("[EMPTY_{i}]") } else { text.clone() };
+        let pushed = if text.is_empty() { all.push(&format!("[EMPTY_{i}]")) } else { all.push(text) };
+        if !pushed {
+            return Err(Meta::bad("tokens", "holds more than 4 GiB of text"));
+        }
         let attr = match ty {
             1 => attr::NORMAL,
             2 => attr::UNKNOWN,
@@ -385,29 +398,32 @@ fn read_tokens(meta: &Meta) -> Result<(Vec<Token>, TextIndex), TokenizerError> {
             6 => attr::BYTE,
             _ => 0, // undefined types
         };
-        tokens.push(Token { text, score, attr });
+        tokens.push(Token { score, attr });
     }
-    let ids = TextIndex::new(n, |id| &tokens[id as usize].text).map_err(|(first, second)| {
-        TokenizerError::DuplicateToken { text: tokens[second as usize].text.clone(), first, second }
+    all.shrink_to_fit();
+    let ids = TextIndex::new(n, |id| all.get(id)).map_err(|(first, second)| TokenizerError::DuplicateToken {
+        text: all.get(second).to_owned(),
+        first,
+        second,
     })?;
-    Ok((tokens, ids))
+    Ok((tokens, all, ids))
 }
 
 /// A WordPiece vocabulary's unknown and separator tokens (by default 100 and 102, BERT's) and its
 /// normalizer options.
-fn read_wpm(meta: &Meta, tokens: &[Token]) -> Result<Wpm, TokenizerError> {
-    let n = tokens.len();
+fn read_wpm(meta: &Meta, texts: &TokenTexts) -> Result<Wpm, TokenizerError> {
+    let n = texts.len();
     let unk = meta
         .id_or("unknown_token_id", Some(100), n)
         .ok_or_else(|| Meta::bad("unknown_token_id", "is missing, and a WordPiece vocabulary needs one"))?;
     let sep = meta.id_or("seperator_token_id", Some(102), n);
     let lowercase = meta.boolean("normalizer.lowercase")?.unwrap_or(true);
     let strip_accents = meta.boolean("normalizer.strip_accents")?.unwrap_or(lowercase);
-    Ok(Wpm { unk, sep, lowercase, strip_accents, max_len: longest_text(tokens.iter()) })
+    Ok(Wpm { unk, sep, lowercase, strip_accents, max_len: texts.longest(0..n as u32) })
 }
 
 /// A Unigram vocabulary's unknown token (by default 2, T5's), character map and space handling.
-fn read_ugm(meta: &Meta, tokens: &[Token]) -> Result<Ugm, TokenizerError> {
+fn read_ugm(meta: &Meta, tokens: &[Token], texts: &TokenTexts) -> Result<Ugm, TokenizerError> {
     let unk = meta
         .id_or("unknown_token_id", Some(2), tokens.len())
         .ok_or_else(|| Meta::bad("unknown_token_id", "is missing, and a Unigram vocabulary needs one"))?;
@@ -418,12 +434,7 @@ fn read_ugm(meta: &Meta, tokens: &[Token]) -> Result<Ugm, TokenizerError> {
         Some(_) => return Err(Meta::bad("precompiled_charsmap", "is not an array of bytes")),
     };
     let merge_spaces = meta.boolean("remove_extra_whitespaces")?.unwrap_or(false);
-    Ugm::new(tokens, charsmap.as_deref(), unk, merge_spaces)
-}
-
-/// The length in bytes of the longest of `tokens`' texts (0 for none).
-pub(super) fn longest_text<'a>(tokens: impl Iterator<Item = &'a Token>) -> usize {
-    tokens.map(|t| t.text.len()).max().unwrap_or(0)
+    Ugm::new(tokens, texts, charsmap.as_deref(), unk, merge_spaces)
 }
 
 /// BPE merge ranks from `merges`.
@@ -474,7 +485,7 @@ mod tests {
         }
         assert_eq!(vocab.tokens[id("<|channel|>") as usize].attr, attr::USER_DEFINED);
         // Longest first.
-        assert_eq!(vocab.tokens[vocab.specials[0] as usize].text, "<|fim_prefix|>");
+        assert_eq!(vocab.text(vocab.specials[0]), "<|fim_prefix|>");
     }
 
     #[test]
