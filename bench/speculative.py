@@ -12,7 +12,8 @@ wall time over all clients, /generate requests of MAX_NEW tokens, greedy or samp
 median over repeats of its ratio to speculation off measured in the same repeat, the acceptance (accepted /
 drafted tokens, from each response's `details`), and the speed-up the engine's adaptive rule predicted
 (`tgi_speculation_predicted_speedup` from /metrics after the run, with the measured token cost
-`tgi_speculation_token_cost`).
+`tgi_speculation_token_cost`), and the share of the run's decode steps in which the check of what drafting
+yields held drafting off (`tgi_speculation_held_steps` over the decode steps).
 
 Per draft position i (1 = the first drafted token) it also reports the acceptance at that position: the share of
 the drafts reaching position i whose first i tokens were all accepted (the `tgi_*_by_position` counters of
@@ -125,6 +126,10 @@ def scrape(url):
     return out
 
 
+HELD = "tgi_speculation_held_steps"
+DECODE_STEPS = 'tgi_batch_inference_count{method="decode"}'
+
+
 def by_position(metrics, prefix):
     """The per-position counter `prefix` as a list (position 1 first)."""
     pat = re.compile(re.escape(prefix) + r'\{position="(\d+)"\}')
@@ -174,8 +179,8 @@ def parameters(max_new, temperature, seed):
 
 def measure(url, prompts, concurrency, requests, max_new, temperature):
     """Each of `concurrency` clients sends `requests` requests back to back; returns tokens/s over the wall
-    time, drafted and accepted tokens, the drafted and accepted tokens by position (from /metrics), and the
-    answer to each prompt."""
+    time, drafted and accepted tokens, the drafted and accepted tokens by position and the decode steps the
+    check of what drafting yields held drafting off and in all (from /metrics), and the answer to each prompt."""
     lock = threading.Lock()
     totals = {"tokens": 0, "drafted": 0, "accepted": 0, "texts": {}}
 
@@ -198,7 +203,8 @@ def measure(url, prompts, concurrency, requests, max_new, temperature):
         [x - y for x, y in zip(by_position(after, name), by_position(before, name) + [0.0] * 64)]
         for name in ["tgi_speculated_tokens_by_position", "tgi_speculative_accepted_tokens_by_position"]
     ]
-    return totals["tokens"] / wall, totals["drafted"], totals["accepted"], positions, totals["texts"]
+    held = [after.get(k, 0.0) - before.get(k, 0.0) for k in [HELD, DECODE_STEPS]]
+    return totals["tokens"] / wall, totals["drafted"], totals["accepted"], positions, held, totals["texts"]
 
 
 def run_clients(concurrency, client):
@@ -359,12 +365,14 @@ def main():
                 positions = {n: [[0.0] * 64, [0.0] * 64] for n in names}
                 answers = {}
                 predicted = {n: [] for n in names}
+                held = {n: [0.0, 0.0] for n in names}
                 cost = {n: [] for n in names}
                 for r in range(a.repeats):
                     order = names[r % len(names):] + names[: r % len(names)]
                     for n in order:
                         url = servers[n][1]
-                        tps, d, acc, pos, texts = measure(url, prompts, conc, a.requests, a.max_new, temp)
+                        tps, d, acc, pos, h, texts = measure(url, prompts, conc, a.requests, a.max_new, temp)
+                        held[n] = [x + y for x, y in zip(held[n], h)]
                         if temp == 0:
                             # Greedy output must not depend on speculation: each answer is off's.
                             differ = [p for p in texts if texts[p] != answers.setdefault(p, texts[p])]
@@ -387,6 +395,7 @@ def main():
                     extra = {
                         "predicted": round(statistics.median(predicted[n]), 3) if predicted[n] else None,
                         "token_cost": round(statistics.median(cost[n]), 3) if cost[n] else None,
+                        "held": round(held[n][0] / held[n][1], 3) if held[n][1] and n != "off" else None,
                     }
                     rows.append(row(set_name, conc, temp, n, runs[n], runs[names[0]], drafted[n], accepted[n],
                                     used, tokens, extra))
@@ -435,14 +444,15 @@ def llama_rows(llama, a, set_name, prompts, temp):
 def report(rows, depth):
     """The results as two Markdown tables: throughput, and acceptance by draft position."""
     print("| prompts | concurrency | temperature | config | decode tok/s (median) | vs off | acceptance "
-          "| drafted tokens accepted per generated token | predicted speed-up | token cost |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| drafted tokens accepted per generated token | predicted speed-up | token cost | decode steps held |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         acc = "-" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
         pred = "-" if r.get("predicted") is None else f"{r['predicted']:.2f}x"
         c = "-" if r.get("token_cost") is None else f"{r['token_cost']:.2f}"
+        h = "-" if r.get("held") is None else f"{r['held']:.2f}"
         print(f"| {r['prompts']} | {r['concurrency']} | {r['temperature']:g} | {r['config']} | {r['tok_s']:.1f} "
-              f"| {r['ratio']:.2f}x | {acc} | {r['accepted_per_token']:.2f} | {pred} | {c} |")
+              f"| {r['ratio']:.2f}x | {acc} | {r['accepted_per_token']:.2f} | {pred} | {c} | {h} |")
     print()
     heads = " | ".join(f"position {i + 1}" for i in range(depth))
     print("Share of the drafts reaching each position whose tokens up to it were all accepted (drafts reaching it):")

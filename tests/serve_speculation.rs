@@ -81,6 +81,7 @@ fn medusa_from_its_directory_and_a_draft_model_keep_greedy_output() {
         let metrics = common::server::get(&server.url("/metrics")).1;
         assert!(metrics.contains("tgi_speculative_accepted_tokens_by_position{position=\"1\"}"), "{what}");
         assert!(metrics.contains("tgi_speculation_token_cost "), "{what}");
+        assert!(metrics.contains("tgi_speculation_held_steps "), "{what}");
         assert_eq!(server.metric("tgi_kv_blocks_used"), 0.0, "{what}: every block, the draft's too, is back once idle");
         let log = server.log.lock().unwrap().clone();
         let named = if what == "Medusa" { "Medusa (4 heads)" } else { "draft model (" };

@@ -242,6 +242,8 @@ fn speculation(out: &mut Exposition, stats: &Stats) {
     out.gauge("tgi_speculation_token_cost", help, stats.speculation_token_cost);
     let help = "Speed-up the adaptive rule predicted for the last step's drafts";
     out.gauge("tgi_speculation_predicted_speedup", help, stats.speculation_predicted_speedup);
+    let help = "Decode steps in which the check of what drafting yields held the adaptive rule's drafting off";
+    out.counter("tgi_speculation_held_steps", help, &[], stats.speculation_held_steps as f64);
     let by_position = [
         (
             "tgi_speculated_tokens_by_position",
@@ -451,6 +453,7 @@ mod tests {
             grammar_mask_seconds: Histogram::new(vec![0.001]),
             speculation_token_cost: 0.25,
             speculation_predicted_speedup: 1.5,
+            speculation_held_steps: 6,
         }
     }
 
@@ -486,6 +489,7 @@ mod tests {
         assert!(text.contains("tgi_kv_blocks_free 5\n"));
         assert!(text.contains("tgi_speculated_tokens 9\n"));
         assert!(text.contains("tgi_speculative_accepted_tokens 5\n"));
+        assert!(text.contains("tgi_speculation_held_steps 6\n"), "{text}");
         assert!(text.contains("tgi_request_in_flight 2\n"));
         assert!(text.contains("tgi_response_cache_hits 3\n") && text.contains("tgi_response_cache_bytes 0\n"));
         assert!(text.contains("tgi_speculated_tokens_by_position{position=\"3\"} 2\n"), "{text}");

@@ -124,6 +124,8 @@ pub struct Stats {
     pub speculation_token_cost: f64,
     /// The speed-up the adaptive rule predicted for the last step's drafts (mean over drafting sequences).
     pub speculation_predicted_speedup: f64,
+    /// Decode-only steps in which the check of what drafting yields held the adaptive rule's drafting off.
+    pub speculation_held_steps: u64,
 }
 
 impl Stats {
@@ -161,6 +163,7 @@ impl Stats {
             accepted_by_position: vec![0; depth],
             speculation_token_cost: 0.0,
             speculation_predicted_speedup: 1.0,
+            speculation_held_steps: 0,
             grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 16),
         }
     }

@@ -144,6 +144,7 @@ impl Backend for MockBackend {
             grammar_mask_seconds: Histogram::exponential(1e-5, 2.0, 4),
             speculation_token_cost: 0.25,
             speculation_predicted_speedup: 1.5,
+            speculation_held_steps: 3,
         }
     }
 }

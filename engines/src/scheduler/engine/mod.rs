@@ -323,6 +323,8 @@ impl<'m> Engine<'m> {
         };
         self.cost.observe(plan.load(), measured);
         if plan.prefill_tokens == 0 {
+            let adaptive = self.cfg.speculation.as_ref().is_some_and(|c| c.adaptive && c.token_cost.is_none());
+            self.stats.speculation_held_steps += u64::from(adaptive && self.token_cost.holds(plan.decodes));
             // Catching a draft model up is the cost of having paused, not of these drafts.
             self.token_cost.observe(plan.decodes, drafted, secs - paused);
             self.token_cost.yielded(plan.decodes, drafted, secs, plan.decodes + accepted);
