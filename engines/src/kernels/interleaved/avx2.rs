@@ -10,9 +10,9 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::{q6_quants, q6_slices, K_QUANTS, K_SCALES, Q6_SCALES};
 use tgi_formats::quant::IQ4_NL_VALUES;
 
+use super::layout::{q6_quants, q6_slices, K_QUANTS, K_SCALES, Q6_SCALES};
 use super::{Kind, ROWS, X_LEGACY_BYTES};
 use crate::kernels::act::Q8_K_BYTES;
 
