@@ -136,11 +136,19 @@ impl Proposer {
     }
 
     /// Seconds the last proposals spent catching the draft model up on sequences that had stopped
-    /// speculating (see [`DraftModel::catch_up_secs`]); 0 for the other methods.
-    pub fn catch_up_secs(&self) -> f64 {
+    /// speculating, and the tokens caught up (see [`DraftModel::catch_up`]); nothing for the other methods.
+    pub fn catch_up(&self) -> (f64, usize) {
         match self {
-            Proposer::Draft(d) => d.catch_up_secs(),
-            _ => 0.0,
+            Proposer::Draft(d) => d.catch_up(),
+            _ => (0.0, 0),
+        }
+    }
+
+    /// The tokens the draft model would first catch up before drafting for `s`; 0 for the other methods.
+    pub fn behind(&self, s: &Sequence<'_>) -> usize {
+        match self {
+            Proposer::Draft(_) => s.spec.draft_cache.behind(s.tokens.len()),
+            _ => 0,
         }
     }
 }

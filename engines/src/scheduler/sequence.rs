@@ -243,15 +243,21 @@ impl<'m> Sequence<'m> {
         self.sink.is_closed()
     }
 
-    /// The number of tokens to draft for the next step at most `cap` and `token_cost` (see
-    /// [`Speculation::want`]); `None` while it prefills (no draft, no shadow).
-    pub fn draft_depth(&mut self, cfg: &SpeculationConfig, cap: usize, token_cost: f32) -> Option<usize> {
+    /// The number of tokens to draft for the next step at most `cap`, `token_cost` and the cost of catching
+    /// the draft model up first (see [`Speculation::want`]); `None` while it prefills (no draft, no shadow).
+    pub fn draft_depth(
+        &mut self,
+        cfg: &SpeculationConfig,
+        cap: usize,
+        token_cost: f32,
+        catch_up: f32,
+    ) -> Option<usize> {
         if self.is_prefilling() {
             self.spec.cancel();
             return None;
         }
         let room = self.total.saturating_sub(self.tokens.len() + 1);
-        Some(self.spec.want(cfg, cap, room, token_cost))
+        Some(self.spec.want(cfg, cap, room, token_cost, catch_up))
     }
 
     /// Takes the proposal for a step that wanted `k` tokens, cut to the prefix its grammar allows; returns

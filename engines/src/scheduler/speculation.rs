@@ -40,8 +40,11 @@ impl Speculation {
     /// The number of tokens to draft in the next step of a sequence, at most `cap` (the batch rule) and
     /// `room` (what the request may still generate, less the token the step samples anyway): the adaptive
     /// rule's depth at `token_cost`, or `cap` with a fixed depth. A sequence the rule keeps from speculating
-    /// drafts one token every [`probe_interval`] steps when the method's proposals are not free.
-    pub fn want(&mut self, cfg: &SpeculationConfig, cap: usize, room: usize, token_cost: f32) -> usize {
+    /// drafts one token every [`probe_interval`] steps when the method's proposals are not free. `catch_up` is
+    /// what the draft model's catching up on the sequence costs first, in the units of `token_cost` summed over
+    /// its tokens: the rule drafts only where the predicted gain over the `room` tokens left pays it back, and
+    /// probes only where the best gain any draft could have (every token accepted, for free) would.
+    pub fn want(&mut self, cfg: &SpeculationConfig, cap: usize, room: usize, token_cost: f32, catch_up: f32) -> usize {
         self.cancel();
         self.shadow = None;
         let cap = cap.min(room);
@@ -52,12 +55,15 @@ impl Speculation {
             return cap;
         }
         let k = self.depth.choose(cap, token_cost);
-        if k > 0 || cfg.method.free() {
+        let pays = |gain: f32| catch_up <= room as f32 * (1.0 - 1.0 / gain).max(0.0);
+        if cfg.method.free() || (k > 0 && pays(self.depth.gain(k, token_cost))) {
             self.idle = 0;
             return k;
         }
         self.idle += 1;
-        if self.idle >= probe_interval(token_cost) {
+        // A probe re-measures the cost as well as the acceptance, so it is bounded by what drafting `cap` tokens
+        // could save at best (all accepted, at no cost), not by the cost it is there to correct.
+        if self.idle >= probe_interval(token_cost) && pays((cap + 1) as f32) {
             self.idle = 0;
             return 1;
         }
@@ -151,9 +157,9 @@ mod tests {
     fn wants_within_cap_and_room_and_installs_proposals() {
         let cfg = SpeculationConfig { adaptive: false, ..SpeculationConfig::default() };
         let mut s = Speculation::default();
-        assert_eq!(s.want(&cfg, 4, 10, 0.1), 4);
-        assert_eq!(s.want(&cfg, 4, 2, 0.1), 2);
-        assert_eq!(s.want(&cfg, 0, 2, 0.1), 0);
+        assert_eq!(s.want(&cfg, 4, 10, 0.1, 0.0), 4);
+        assert_eq!(s.want(&cfg, 4, 2, 0.1, 0.0), 2);
+        assert_eq!(s.want(&cfg, 0, 2, 0.1, 0.0), 0);
         assert_eq!(s.install(2, 4, vec![3, 4, 5, 1, 9].into()), 4);
         assert_eq!((s.input(), s.draft()), (&[2, 3, 4, 5, 1][..], &[3, 4, 5, 1][..]));
         assert_eq!(s.keep(1), 1);
@@ -172,15 +178,15 @@ mod tests {
         for _ in 0..30 {
             s.depth.observe(1, 0);
         }
-        assert_eq!(s.want(&adaptive, 4, 10, 0.1), 0);
+        assert_eq!(s.want(&adaptive, 4, 10, 0.1, 0.0), 0);
         s.install(2, 0, vec![3].into());
         assert_eq!(s.shadow, Some(3));
         for _ in 0..30 {
-            let k = s.want(&adaptive, 4, 10, 0.1);
+            let k = s.want(&adaptive, 4, 10, 0.1, 0.0);
             s.install(2, k, vec![3].into());
             s.sampled(3);
         }
-        assert!(s.want(&adaptive, 4, 10, 0.1) > 0, "acceptance measured without drafting brings it back");
+        assert!(s.want(&adaptive, 4, 10, 0.1, 0.0) > 0, "acceptance measured without drafting brings it back");
     }
 
     #[test]
@@ -189,33 +195,62 @@ mod tests {
         let mut s = Speculation::default();
         let dist = |t: u32| vec![(t, 0.5), (t + 1, 0.5)];
         let sampled = Proposal { tokens: vec![3, 4, 5], dists: vec![dist(3), dist(4), dist(5)] };
-        assert_eq!(s.want(&cfg, 2, 10, 0.1), 2);
+        assert_eq!(s.want(&cfg, 2, 10, 0.1, 0.0), 2);
         assert_eq!(s.install(2, 2, sampled.clone()), 2);
         assert_eq!((s.dist(1), s.dist(2)), (Some(&dist(4)[..]), None));
         // The grammar allows one token: the second stays, to be rejected with the residual drawn.
         assert_eq!(s.keep(1), 2);
         assert_eq!(s.keep(0), 1);
         assert_eq!((s.draft(), s.dist(0)), (&[3][..], Some(&dist(3)[..])));
-        s.want(&cfg, 4, 10, 0.1);
+        s.want(&cfg, 4, 10, 0.1, 0.0);
         assert_eq!((s.draft().len(), s.dist(0)), (0, None), "a new step starts without the old distributions");
         s.install(2, 4, vec![3, 4].into());
         assert_eq!((s.keep(1), s.dist(0)), (1, None), "a deterministic draft is cut to what the grammar allows");
     }
 
-    #[test]
-    fn a_costly_method_probes_while_off() {
+    /// A costly method's settings (the bundled Medusa heads: proposals that are not free).
+    fn costly() -> SpeculationConfig {
         let m = crate::speculative::Medusa::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/stories-distill-4l/medusa"),
             256,
             512,
         )
         .unwrap();
-        let cfg = SpeculationConfig { method: crate::speculative::Method::Medusa(m.into()), ..Default::default() };
+        SpeculationConfig { method: crate::speculative::Method::Medusa(m.into()), ..Default::default() }
+    }
+
+    #[test]
+    fn a_draft_that_must_catch_up_first_drafts_only_where_the_tokens_left_pay_for_it() {
+        let (cfg, mut s) = (costly(), Speculation::default());
+        for _ in 0..30 {
+            s.depth.observe(4, 4);
+        }
+        let k = s.want(&cfg, 4, 100, 0.1, 0.0);
+        let gain = s.gain(k, 0.1);
+        assert!(k > 0 && gain > 1.5, "{k} {gain}");
+        // 100 tokens left at this gain save 100 * (1 - 1/gain) sequence-steps: a catch-up costing less drafts.
+        let saved = 100.0 * (1.0 - 1.0 / gain);
+        assert_eq!(s.want(&cfg, 4, 100, 0.1, saved * 0.9), k);
+        assert_eq!(s.want(&cfg, 4, 100, 0.1, saved * 1.1), 0);
+        // The same catch-up with few tokens left: neither drafts nor probes.
+        let ks: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| s.want(&cfg, 4, 5, 0.1, saved * 0.9)).collect();
+        assert!(ks.iter().all(|&k| k == 0), "{ks:?}");
+        // Acceptance gone: no drafts, but probes go on where the tokens left could pay for their catch-up.
+        for _ in 0..30 {
+            s.depth.observe(1, 0);
+        }
+        let ks: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| s.want(&cfg, 4, 100, 0.1, 10.0)).collect();
+        assert_eq!(ks.iter().filter(|&&k| k == 1).count(), 2, "{ks:?}");
+    }
+
+    #[test]
+    fn a_costly_method_probes_while_off() {
+        let cfg = costly();
         let mut s = Speculation::default();
         for _ in 0..30 {
             s.depth.observe(1, 0);
         }
-        let ks: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| s.want(&cfg, 4, 10, 0.1)).collect();
+        let ks: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| s.want(&cfg, 4, 10, 0.1, 0.0)).collect();
         assert_eq!(ks.iter().filter(|&&k| k == 1).count(), 2, "{ks:?}");
         assert!(ks.iter().all(|&k| k <= 1));
     }

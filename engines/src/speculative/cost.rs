@@ -82,12 +82,14 @@ pub struct TokenCost {
     buckets: Vec<Bucket>,
     /// The cost used where nothing is measured.
     prior: f32,
+    /// Moving average of the seconds a draft model takes to catch up one token of a sequence that paused.
+    catch_up: Option<f64>,
 }
 
 impl TokenCost {
     /// Nothing measured, for batch sizes up to `max_batch` (wider steps share the widest bucket).
     pub fn new(max_batch: usize, prior: f32) -> Self {
-        TokenCost { buckets: vec![Bucket::default(); max_batch.max(1)], prior }
+        TokenCost { buckets: vec![Bucket::default(); max_batch.max(1)], prior, catch_up: None }
     }
 
     fn bucket(&self, batch: usize) -> &Bucket {
@@ -149,6 +151,22 @@ impl TokenCost {
         }
     }
 
+    /// Takes a draft model's catching up of `tokens` tokens in `secs` seconds.
+    pub fn caught_up(&mut self, secs: f64, tokens: usize) {
+        if tokens > 0 && secs.is_finite() && secs >= 0.0 {
+            self.catch_up = Some(ewma(self.catch_up, secs / tokens as f64, ALPHA));
+        }
+    }
+
+    /// The cost of catching a draft model up one token in a step of `batch` sequences, in the units of
+    /// [`TokenCost::cost`] (one sequence's share of a plain step); a drafted token's cost until measured.
+    pub fn catch_up_cost(&self, batch: usize) -> f32 {
+        match (self.catch_up, self.bucket(batch).plain) {
+            (Some(t), Some(plain)) if plain > 0.0 => (batch.max(1) as f64 * t / plain).min(MAX_COST) as f32,
+            _ => self.cost(batch),
+        }
+    }
+
     /// Whether the cost at `batch` comes from measurements (not the prior).
     pub fn measured(&self, batch: usize) -> bool {
         let b = self.bucket(batch);
@@ -184,6 +202,19 @@ mod tests {
         // Wider batches share the widest bucket; unmeasured sizes fall back to the prior.
         assert!((c.cost(9) - 0.2 * 9.0 / 4.0).abs() < 1e-5);
         assert_eq!(c.cost(2), 0.1);
+    }
+
+    #[test]
+    fn catching_up_costs_its_share_of_a_plain_step() {
+        let mut c = TokenCost::new(4, 0.1);
+        assert_eq!(c.catch_up_cost(2), 0.1, "a drafted token's cost until measured");
+        c.observe(2, 0, 0.020);
+        c.caught_up(0.004, 8);
+        c.caught_up(f64::NAN, 8);
+        c.caught_up(1.0, 0);
+        // Half a millisecond a token against a 20 ms step of two sequences (10 ms each).
+        assert!((c.catch_up_cost(2) - 0.05).abs() < 1e-6, "{}", c.catch_up_cost(2));
+        assert_eq!(c.catch_up_cost(4), 0.1, "no plain time at 4 yet");
     }
 
     #[test]

@@ -36,6 +36,12 @@ impl DraftCache {
     pub fn release(&mut self) {
         self.computed = 0;
     }
+
+    /// The tokens of a sequence of `tokens` tokens that a draft would first catch up, past the two steady
+    /// drafting feeds anyway.
+    pub fn behind(&self, tokens: usize) -> usize {
+        tokens.saturating_sub(self.computed).saturating_sub(STEADY_FEED)
+    }
 }
 
 /// One sequence's request for a draft.
@@ -61,8 +67,9 @@ pub struct DraftModel {
     kv: KvCache,
     /// Proposals are ids below this (the target's vocabulary).
     vocab: usize,
-    /// Seconds the last [`DraftModel::propose`] spent catching up lagging sequences (see there).
-    catch_up_secs: f64,
+    /// Seconds the last [`DraftModel::propose`] spent catching up lagging sequences, and the tokens it caught
+    /// up (see there).
+    catch_up: (f64, usize),
 }
 
 impl DraftModel {
@@ -71,7 +78,7 @@ impl DraftModel {
     pub fn new(model: Arc<LoadedModel>, blocks: usize, vocab: usize) -> Result<Self, ModelError> {
         let kv = model.model.new_cache(BLOCK_SIZE, blocks)?;
         let vocab = vocab.min(model.model.config().vocab);
-        Ok(DraftModel { model, kv, vocab, catch_up_secs: 0.0 })
+        Ok(DraftModel { model, kv, vocab, catch_up: (0.0, 0) })
     }
 
     /// Drafts for `jobs` (at most `k` tokens each; fewer where the draft model's context or the sequence's
@@ -107,7 +114,7 @@ impl DraftModel {
         // the pause's; the steady feeds and the first drafted tokens in the same step are the drafts' own cost.
         let fed: usize = plan.iter().map(|p| p.1).sum();
         let excess: usize = plan.iter().map(|p| p.1.saturating_sub(STEADY_FEED)).sum();
-        self.catch_up_secs = 0.0;
+        self.catch_up = (0.0, 0);
         let depth = plan.iter().map(|p| p.0.max(usize::from(p.1 > 0))).max().unwrap_or(0);
         for d in 0..depth {
             let active: Vec<usize> = (0..jobs.len()).filter(|&i| plan[i].0 > d || (d == 0 && plan[i].1 > 0)).collect();
@@ -128,7 +135,7 @@ impl DraftModel {
             let started = std::time::Instant::now();
             let rows = self.model.model.forward(&mut self.kv, &inputs);
             if d == 0 && excess > 0 {
-                self.catch_up_secs = started.elapsed().as_secs_f64() * excess as f64 / fed as f64;
+                self.catch_up = (started.elapsed().as_secs_f64() * excess as f64 / fed as f64, excess);
             }
             drop(inputs);
             let rows = match rows {
@@ -200,10 +207,11 @@ impl DraftModel {
     }
 
     /// Seconds of the last [`DraftModel::propose`]'s first step that caught up sequences lagging by more than the
-    /// two tokens steady drafting leaves, as the share of the tokens it fed past those two (0 without a lag): the
-    /// cost of having stopped speculating, not of the drafts, so the token-cost measurement leaves it out.
-    pub fn catch_up_secs(&self) -> f64 {
-        self.catch_up_secs
+    /// two tokens steady drafting leaves, as the share of the tokens it fed past those two, and those tokens
+    /// ((0, 0) without a lag): the cost of having stopped speculating, not of the drafts, so the token-cost
+    /// measurement leaves it out.
+    pub fn catch_up(&self) -> (f64, usize) {
+        self.catch_up
     }
 }
 
@@ -327,14 +335,15 @@ mod tests {
         let long = &alone[..prompt.len() + 4];
         let out = d.propose(&mut [DraftJob { tokens: long, cache: &mut c, table: &t_c, k: 2, sampler: None }], 4);
         assert!(out[0].tokens.is_empty() && c.computed == 4, "{c:?}");
-        assert!(d.catch_up_secs() > 0.0, "catching up is timed");
+        assert!(d.catch_up().0 > 0.0 && d.catch_up().1 > 0, "catching up is timed and counted");
+        assert_eq!(c.behind(long.len()), long.len() - 4 - STEADY_FEED);
         let job = DraftJob { tokens: long, cache: &mut c, table: &t_c, k: 1, sampler: None };
         let out = d.propose(&mut [job], long.len() - 4 - 2);
         assert_eq!((out[0].tokens.as_slice(), c.computed), (&alone[long.len()..long.len() + 1], long.len()));
         let next = &alone[..long.len() + 1];
         let out = d.propose(&mut [DraftJob { tokens: next, cache: &mut c, table: &t_c, k: 1, sampler: None }], 1);
         assert_eq!(out[0].tokens, alone[next.len()..next.len() + 1]);
-        assert_eq!(d.catch_up_secs(), 0.0, "one token behind is steady drafting");
+        assert_eq!(d.catch_up(), (0.0, 0), "one token behind is steady drafting");
         c.release();
         assert_eq!(c.computed, 0);
     }
@@ -394,7 +403,7 @@ mod tests {
             1,
         );
         assert_eq!([&out[0].tokens, &out[1].tokens], [&vec![alone[0]], &vec![alone[1]]]);
-        assert_eq!(d.catch_up_secs(), 0.0);
+        assert_eq!(d.catch_up(), (0.0, 0));
     }
 
     #[test]

@@ -253,8 +253,9 @@ impl<'m> Engine<'m> {
     }
 
     /// Gives each decoding sequence its draft for this step when speculation is on and the batch is narrow
-    /// enough (the depth from its acceptance and the measured token cost at this batch size; none in a step
-    /// that measures the plain step time), with the KV blocks the drafted positions need, reserved before the
+    /// enough (the depth from its acceptance and the measured token cost at this batch size, where the tokens
+    /// it has left pay for the draft model's catching up on it first; none in a step that measures the plain
+    /// step time), with the KV blocks the drafted positions need, reserved before the
     /// proposal (the draft model writes its keys and values in them too) and returned past the draft it made; a
     /// sequence without blocks for its draft does not draft this step.
     fn draft(&mut self, catch_up: usize) {
@@ -263,7 +264,16 @@ impl<'m> Engine<'m> {
         let explore = cfg.adaptive && cfg.token_cost.is_none() && self.token_cost.explore(decoding);
         let cap = if explore { 0 } else { cfg.cap(self.running.len()) };
         let cost = cfg.token_cost.unwrap_or_else(|| self.token_cost.cost(decoding));
-        let mut wants: Vec<Option<usize>> = self.running.iter_mut().map(|s| s.draft_depth(&cfg, cap, cost)).collect();
+        let lag_cost = self.token_cost.catch_up_cost(decoding);
+        let proposer = &self.proposer;
+        let mut wants: Vec<Option<usize>> = self
+            .running
+            .iter_mut()
+            .map(|s| {
+                let behind = proposer.behind(s) as f32 * lag_cost;
+                s.draft_depth(&cfg, cap, cost, behind)
+            })
+            .collect();
         for (s, want) in self.running.iter_mut().zip(&mut wants) {
             if let Some(k) = want.filter(|&k| k > 0) {
                 if self.kv.reserve(&mut s.table, s.tokens.len() + k).is_err() {
@@ -309,7 +319,8 @@ impl<'m> Engine<'m> {
             self.proposer.prefill(&mut self.running, &plan);
         }
         let drafted: usize = plan.slots.iter().map(|slot| self.running[slot.seq].spec.draft().len()).sum();
-        let paused = self.proposer.catch_up_secs();
+        let (paused, caught_up) = self.proposer.catch_up();
+        self.token_cost.caught_up(paused, caught_up);
         let accepted_before = self.stats.speculative_accepted_tokens;
         let (rows, masks) = self.forward(&plan);
         let ends = self.apply(&plan, rows, masks);
@@ -336,6 +347,9 @@ impl<'m> Engine<'m> {
             prompts = plan.slots.len() - plan.decodes,
             budget = plan.prefill_budget,
             queued = self.queue.len(),
+            drafted,
+            accepted,
+            catch_up_ms = paused * 1e3,
             ms = secs * 1e3,
             "step"
         );
