@@ -96,10 +96,11 @@ impl DraftModel {
             let (n, done) = (j.tokens.len(), j.cache.computed);
             let k = j.k.min((context.min(j.table.capacity()) + 1).saturating_sub(n));
             let lag = n - done.min(n);
+            let behind = j.cache.behind(n);
             let (k, feed, spent) = match (k, lag) {
                 (0, _) | (_, 0) => (0, 0, 0),
-                (_, lag) if lag > left + STEADY_FEED => (0, left, left),
-                (k, lag) => (k, lag, lag.saturating_sub(STEADY_FEED)),
+                _ if behind > left => (0, left, left),
+                (k, lag) => (k, lag, behind),
             };
             let end = if k > 0 { n + k - 1 } else { done + feed };
             if feed == 0 || end > j.table.capacity() {
