@@ -1,4 +1,4 @@
-//! `cargo bench -p tgi-engines --bench kernels`: µs per `matmul` call, GB/s of weight bytes
+//! `cargo bench -p tgi-engines --bench kernels`: the ceilings, then µs per `matmul` call, GB/s of weight bytes
 //! and batching speed-up for TinyLlama-1.1B shapes. Set RAYON_NUM_THREADS to size the pool;
 //! `KERNELS_TYPES=q4_k,q8_0` and `KERNELS_N=1,16` narrow the table (`awq`: AWQ, group 128, zero point);
 //! `KERNELS_SHAPES=2304x9216` sets the rows×cols shapes; `KERNELS_BACKENDS=avx2,avx512-vnni` picks the
@@ -6,6 +6,9 @@
 //! interleaved layout for the type (`Interleaved::pack`) gets a second row, `LEVEL+il`, with the repacked weights
 //! (F16/BF16 on a CPU with AVX512_BF16: bf16 products from 32 rows where they pay, with `LEVEL+il-f32` keeping the
 //! f32 FMAs; else `LEVEL+il-bf16` gives the bf16 ones).
+
+#[path = "shared/ceilings.rs"]
+mod ceilings;
 
 use std::time::{Duration, Instant};
 
@@ -51,37 +54,6 @@ fn weights(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
     data
 }
 
-/// Best time of repeated calls, running for about `budget`.
-fn best_of(budget: Duration, mut f: impl FnMut()) -> Duration {
-    f();
-    let start = Instant::now();
-    let mut best = Duration::MAX;
-    let mut runs = 0;
-    while runs < 3 || (start.elapsed() < budget && runs < 1000) {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed());
-        runs += 1;
-    }
-    best
-}
-
-/// Best-of read bandwidth of a 256 MiB buffer summed in parallel: the ceiling for n=1.
-fn read_bandwidth() -> f64 {
-    use rayon::prelude::*;
-    let buf: Vec<u64> = (0..32u64 << 20).collect();
-    let mut sink = 0u64;
-    let t = best_of(Duration::from_millis(500), || {
-        sink = sink.wrapping_add(
-            buf.par_chunks(1 << 16)
-                .map(|c| c.iter().fold(0u64, |a, &v| a.wrapping_add(v)))
-                .reduce(|| 0, u64::wrapping_add),
-        );
-    });
-    std::hint::black_box(sink);
-    (buf.len() * 8) as f64 / t.as_secs_f64() / 1e9
-}
-
 fn main() {
     let list = |var: &str, default: &str| -> Vec<String> {
         std::env::var(var).unwrap_or_else(|_| default.into()).split(',').map(|s| s.trim().to_string()).collect()
@@ -103,7 +75,15 @@ fn main() {
         .collect();
     let backends = if backends.is_empty() { vec![backend()] } else { backends };
     println!("default backend {}, {} threads", backend().name(), rayon::current_num_threads());
-    println!("memory read bandwidth (256 MiB, u64 sum over the pool): {:.1} GB/s", read_bandwidth());
+    let (int8, fma) = (ceilings::int8_peak(), ceilings::fma_peak());
+    println!(
+        "ceilings over the pool: read {:.1} GB/s (256 MiB, u64 sum), int8 {:.0} GOPS ({}), f32 FMA {:.0} GFLOPS ({})",
+        ceilings::read_bandwidth(),
+        int8.giga_ops,
+        int8.instruction,
+        fma.giga_ops,
+        fma.instruction
+    );
     println!(
         "{:<12} {:<6} {:>12} {:>5} {:>11} {:>8} {:>9}",
         "backend", "type", "rows×cols", "n", "µs/call", "GB/s", "vs n×n=1"
@@ -178,7 +158,7 @@ fn row(
     for &n in ns {
         let x = values(n * cols, 7 + n as u64);
         let mut y = vec![0f32; n * rows];
-        let t = best_of(Duration::from_millis(400), || f(&x, n, &mut y)).as_secs_f64();
+        let t = ceilings::best_of(Duration::from_millis(400), || f(&x, n, &mut y)).as_secs_f64();
         if n == 1 {
             t1 = Some(t);
         }
